@@ -1,0 +1,71 @@
+/// Every way a recipe, a matrix constructor or a layout check can refuse its input.
+///
+/// Row-level functions report `row: 0`; whole-matrix constructors report the
+/// real row.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecipeError {
+    /// A NaN or ±Inf input value.
+    #[error("non-finite value {value} at row {row}, column {col}")]
+    NonFinite { row: usize, col: usize, value: f32 },
+    /// A buffer whose length does not match the shape.
+    #[error("{what}: expected {expected} elements, got {actual}")]
+    LengthMismatch {
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+    },
+    /// `n * k` does not fit in memory arithmetic.
+    #[error("shape [{n}, {k}] overflows usize")]
+    ShapeOverflow { n: usize, k: usize },
+    /// A group size of zero.
+    #[error("group size 0 is invalid: a group must hold at least two columns")]
+    GroupZero,
+    /// An odd group size (a group must be whole bytes of two nibbles).
+    #[error("group size {group} is odd: a group must be whole bytes (an even number of columns)")]
+    GroupOdd { group: usize },
+    /// A group size that does not divide K.
+    #[error("group size {group} does not divide K = {k}")]
+    GroupNotDividing { group: usize, k: usize },
+    /// `f16(max|w_g| / 7)` is infinite: the group cannot be stored with an f16 scale.
+    #[error("f16 scale overflow at row {row}, group {group} (columns {col_start}..{col_end}): max |w| = {amax} gives a scale beyond f16's range")]
+    ScaleOverflow {
+        row: usize,
+        group: usize,
+        col_start: usize,
+        col_end: usize,
+        amax: f32,
+    },
+    /// A Q8 code of -128 in pre-quantized data (the recipe never emits it).
+    #[error("Q8 code -128 at row {row}, column {col}: codes must be in [-127, 127]")]
+    Q8CodeOutOfRange { row: usize, col: usize },
+    /// A negative or non-finite scale in pre-quantized data.
+    #[error("invalid scale {value} at row {row}, group {group}: scales must be finite and >= 0")]
+    InvalidScale { row: usize, group: usize, value: f32 },
+    /// An odd-K row whose pad nibble is not the expected zero code.
+    #[error("pad nibble of row {row} is {nibble:#x}, expected {expected:#x} (the zero code)")]
+    BadPadNibble { row: usize, nibble: u8, expected: u8 },
+}
+
+impl RecipeError {
+    /// The same error attributed to `row` (row-level functions report row 0).
+    pub(crate) fn at_row(self, row: usize) -> Self {
+        match self {
+            RecipeError::NonFinite { col, value, .. } => RecipeError::NonFinite { row, col, value },
+            RecipeError::ScaleOverflow {
+                group,
+                col_start,
+                col_end,
+                amax,
+                ..
+            } => RecipeError::ScaleOverflow {
+                row,
+                group,
+                col_start,
+                col_end,
+                amax,
+            },
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,97 @@
+use crate::{check_len, checked_elems, finite_amax, quantize_value, RecipeError, Q8_MAX_ABS};
+
+/// Quantizes one row (a weight output channel or an activation row) with the
+/// canonical symmetric Q8 recipe and returns its scale.
+///
+/// `scale = max|w| / 127`; if the scale is 0 every code is 0, else
+/// `codes[i] = clamp(rte(w[i] / scale), -127, 127)`. `codes.len()` must equal
+/// `w.len()`. A NaN/±Inf element is an error (reported at row 0) and leaves
+/// `codes` untouched.
+pub fn quantize_row_q8(w: &[f32], codes: &mut [i8]) -> Result<f32, RecipeError> {
+    check_len("Q8 codes", w.len(), codes.len())?;
+    let scale = finite_amax(w)? / f32::from(Q8_MAX_ABS);
+    if scale == 0.0 {
+        codes.fill(0);
+        return Ok(0.0);
+    }
+    for (c, &v) in codes.iter_mut().zip(w) {
+        *c = quantize_value(v, scale, Q8_MAX_ABS);
+    }
+    Ok(scale)
+}
+
+/// A weight matrix quantized with per-output-channel symmetric Q8 scales:
+/// `n` rows (output features) × `k` columns, codes `i8` row-major in
+/// `[-127, 127]`, one `f32` scale per row. `W[r, c] ≈ codes[r·k + c] · scales[r]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedMatrix {
+    n: usize,
+    k: usize,
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl QuantizedMatrix {
+    /// Quantizes a row-major `[n, k]` f32 matrix row by row with [`quantize_row_q8`].
+    pub fn quantize(n: usize, k: usize, w: &[f32]) -> Result<Self, RecipeError> {
+        check_len("Q8 weights", checked_elems(n, k)?, w.len())?;
+        let mut codes = vec![0i8; w.len()];
+        let mut scales = Vec::with_capacity(n);
+        if k > 0 {
+            for (r, (src, dst)) in w.chunks_exact(k).zip(codes.chunks_exact_mut(k)).enumerate() {
+                scales.push(quantize_row_q8(src, dst).map_err(|e| e.at_row(r))?);
+            }
+        } else {
+            scales.resize(n, 0.0);
+        }
+        Ok(Self { n, k, codes, scales })
+    }
+
+    /// Builds a matrix from pre-quantized parts, validating them: lengths,
+    /// codes in `[-127, 127]` (-128 refused: the SIMD tiers' sign trick relies
+    /// on its absence), scales finite and `>= 0`.
+    pub fn from_parts(n: usize, k: usize, codes: Vec<i8>, scales: Vec<f32>) -> Result<Self, RecipeError> {
+        check_len("Q8 codes", checked_elems(n, k)?, codes.len())?;
+        check_len("Q8 scales", n, scales.len())?;
+        if let Some(i) = codes.iter().position(|&c| c == i8::MIN) {
+            return Err(RecipeError::Q8CodeOutOfRange { row: i / k, col: i % k });
+        }
+        if let Some((row, &value)) = scales.iter().enumerate().find(|(_, s)| !(s.is_finite() && **s >= 0.0)) {
+            return Err(RecipeError::InvalidScale { row, group: 0, value });
+        }
+        Ok(Self { n, k, codes, scales })
+    }
+
+    /// Output features (rows).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features (columns).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// All codes, row-major `[n, k]`.
+    pub fn codes(&self) -> &[i8] {
+        &self.codes
+    }
+    /// One scale per row.
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+    /// The `k` codes of row `r` (panics if `r >= n`, like slice indexing).
+    pub fn row(&self, r: usize) -> &[i8] {
+        &self.codes[r * self.k..(r + 1) * self.k]
+    }
+    /// `codes · scale` as a row-major `[n, k]` f32 matrix.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.codes.len());
+        for (r, &s) in self.scales.iter().enumerate() {
+            out.extend(self.row(r).iter().map(|&c| f32::from(c) * s));
+        }
+        out
+    }
+    /// The codes and scales, consuming the matrix.
+    pub fn into_parts(self) -> (Vec<i8>, Vec<f32>) {
+        (self.codes, self.scales)
+    }
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Independent golden vectors for the qlinear recipes (SPEC section 3).
+
+Written from the spec alone, in numpy float32 arithmetic with np.rint (round
+half to even), so the Rust recipe is checked against a second implementation.
+
+Usage: gen_recipe_golden.py OUT         write the fixture
+       gen_recipe_golden.py --check F   exit 1 unless F equals what we generate
+
+Fixture format, one case per line, fields separated by ' ; ':
+  q8 K ; w (f32 bits, hex) ; scale (f32 bits) ; codes (decimal)
+  q4 K ; w ; scale (f32 bits) ; packed bytes (hex, biased nibbles, low first)
+  q4g G K ; w ; scales (f16 bits) ; packed bytes (hex, biased)
+  q4g-overflow G K ; w ; - ; -          (the recipe must refuse this row)
+"""
+import sys
+
+import numpy as np
+
+F32 = np.float32
+
+
+def amax(w):
+    return F32(np.max(np.abs(w))) if w.size else F32(0.0)
+
+
+def q_codes(w, scale, lim):
+    if scale == F32(0.0):
+        return np.zeros(w.size, dtype=np.int64)
+    with np.errstate(over="ignore", divide="ignore"):
+        q = np.rint(w / F32(scale)).astype(np.float32)
+    return np.clip(q, -lim, lim).astype(np.int64)
+
+
+def pack_biased(codes):
+    nib = [int(c) + 8 for c in codes]
+    if len(nib) % 2:
+        nib.append(8)
+    return bytes(nib[i] | (nib[i + 1] << 4) for i in range(0, len(nib), 2))
+
+
+def q8(w):
+    scale = F32(amax(w) / F32(127.0))
+    return scale, q_codes(w, scale, 127)
+
+
+def q4(w):
+    scale = F32(amax(w) / F32(7.0))
+    return scale, pack_biased(q_codes(w, scale, 7))
+
+
+def q4g(w, g):
+    scales, codes = [], []
+    for i in range(0, w.size, g):
+        part = w[i : i + g]
+        with np.errstate(over="ignore"):
+            s = np.float16(amax(part) / F32(7.0))
+        if np.isinf(s):
+            return None
+        scales.append(s)
+        codes.extend(q_codes(part, F32(s), 7))
+    return scales, pack_biased(codes)
+
+
+def hexw(w):
+    return " ".join(f"{int(b):08x}" for b in w.view(np.uint32))
+
+
+def rows(rng):
+    f = lambda xs: np.array(xs, dtype=np.float32)
+    out = [
+        f([]), f([0.0]), f([0.0, -0.0, 0.0]), f([1.0]), f([-1.0]), f([-3.5, 1.0, 2.0]),
+        # ties at exactly .5 with scale 1 (Q8: amax 127; Q4: amax 7)
+        f([127.0, 0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 125.5, -126.5]),
+        f([7.0, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, -0.5, -6.5]),
+        f([-7.0, 0.5, -1.5, 2.5]),
+        f([1e-45, -1e-45, 0.0]), f([1e-40, 3e-39, -2e-38]), f([3.0e38, -3.4e38, 1.0, 0.0]),
+        f([65504.0 * 7, 1.0, -2.0, 3.0]), f([6e-8, 1e-7, -3e-8, 0.0]),
+        f([-100.0, 50.0, 25.0, 12.5, 6.25, 3.125, 1.5625]),
+    ]
+    for k in [1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 67, 96, 128, 200]:
+        for mag in [1e-6, 1e-2, 1.0, 37.0, 1e4]:
+            out.append((rng.standard_normal(k) * mag).astype(np.float32))
+    for k in [4, 6, 8, 12, 64, 128]:
+        out.append(rng.integers(-127, 128, k).astype(np.float32) * F32(0.25))
+        out.append((rng.uniform(-1, 1, k) ** 3).astype(np.float32))
+    return out
+
+
+def generate():
+    rng = np.random.default_rng(20261129)
+    lines = []
+    for w in rows(rng):
+        k = w.size
+        s, c = q8(w)
+        lines.append(f"q8 {k} ; {hexw(w)} ; {int(F32(s).view(np.uint32)):08x} ; {' '.join(map(str, c))}")
+        s, p = q4(w)
+        lines.append(f"q4 {k} ; {hexw(w)} ; {int(F32(s).view(np.uint32)):08x} ; {p.hex()}")
+        for g in [2, 4, 8, 16, 32, 64]:
+            if k == 0 or k % g:
+                continue
+            r = q4g(w, g)
+            if r is None:
+                lines.append(f"q4g-overflow {g} {k} ; {hexw(w)} ; - ; -")
+            else:
+                scales, p = r
+                sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in scales)
+                lines.append(f"q4g {g} {k} ; {hexw(w)} ; {sb} ; {p.hex()}")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    text = generate()
+    if sys.argv[1:2] == ["--check"]:
+        with open(sys.argv[2]) as fh:
+            if fh.read() != text:
+                print(f"{sys.argv[2]} differs from what {sys.argv[0]} generates", file=sys.stderr)
+                sys.exit(1)
+        print(f"{sys.argv[2]}: matches the numpy recipe ({text.count(chr(10))} cases)")
+        return
+    with open(sys.argv[1], "w") as fh:
+        fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+//! Project automation: `cargo xtask <command>`.
+//!
+//! * `test`: everything CI checks — format, clippy `-D warnings`, docs, the
+//!   workspace tests (once more with each x86 tier forced), the independent
+//!   numpy golden-vector check, and the Python safetensors interop tests.
+//! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
+//! * `ci`: what `.ci/run` calls (currently `test`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") | Some("ci") => test(),
+        Some("selftest") => selftest(&args[1..]),
+        _ => Err("usage: cargo xtask <test|selftest|ci>".to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result {
+    eprintln!("xtask> {cmd:?}");
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed with {status}"))
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Makes sure `python3` can import the modules the interop checks need,
+/// installing them with pip when missing.
+fn ensure_python(modules: &[&str]) -> Result {
+    let probe = format!("import {}", modules.join(", "));
+    let ok = Command::new("python3")
+        .args(["-c", &probe])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if ok {
+        return Ok(());
+    }
+    run(Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet"])
+        .args(modules))
+}
+
+fn test() -> Result {
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    run(cargo()
+        .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings"))?;
+    run(cargo().args(["test", "--workspace"]))?;
+    ensure_python(&["numpy"])?;
+    run(Command::new("python3").args([
+        "tools/gen_recipe_golden.py",
+        "--check",
+        "crates/quant-recipe/tests/data/recipe_golden.txt",
+    ]))?;
+    Ok(())
+}
+
+fn selftest(_args: &[String]) -> Result {
+    Err("the selftest arrives with the dispatch crate".into())
+}
