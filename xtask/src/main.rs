@@ -84,6 +84,19 @@ fn test() -> Result {
     Ok(())
 }
 
-fn selftest(_args: &[String]) -> Result {
-    Err("the selftest arrives with the dispatch crate".into())
+/// `cargo xtask selftest [ARGS…]`: the release CLI's `selftest` on this CPU.
+fn selftest(args: &[String]) -> Result {
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "qlinear-cli",
+            "--bin",
+            "qlinear",
+            "--",
+            "selftest",
+        ])
+        .args(args))
 }

@@ -1,0 +1,40 @@
+//! Which tier runs, and the proof that it may.
+//!
+//! * [`Int8Tier`]: every ISA tier qlinear knows; [`run_selftest`] proves the
+//!   compiled-in tiers whose CPU feature is present, once per process, before
+//!   any dispatch: all-extreme rows against exact i64 arithmetic at every K of
+//!   the census, random rows against the scalar tier. A tier that is absent or
+//!   fails is reported and never used.
+//! * [`autotuned_plan`]: the measured winner per kernel family for decode
+//!   (M = 1) and batch (M = 16), decided once per process;
+//!   `QLINEAR_INT8_TIER` forces a tier (an unknown or unproven tier is an error).
+//! * [`Route`]: checked entry points (`linear_q8`, `linear_q4`, …) on one tier,
+//!   run row-parallel with rayon in ranges of 8 output features; every output
+//!   is computed by one worker with the same arithmetic, so thread count never
+//!   changes the bits.
+
+mod driver;
+mod error;
+mod mode;
+mod plan;
+mod route;
+mod selftest;
+mod tier;
+
+pub use error::DispatchError;
+pub use mode::{quant_mode_from_environment, QuantLinearMode, QUANT_MODE_ENV};
+pub use plan::{autotuned_plan, KernelPlanV0, PlanTiming, INT8_TIER_ENV};
+pub use route::{
+    dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16, linear_w8a16,
+    quant_linear, QuantizedWeight, Route,
+};
+pub use selftest::{
+    default_census, prove_kernel_table, run_selftest, selftest_report, FamilyProof, Mismatch, SelftestReport,
+    TierReport, TierStatus,
+};
+pub use tier::{
+    avx2_available, avx512_vnni_available, cpu_features, neon_sdot_available, wasm_simd128_available, Int8Tier,
+    KernelFamily,
+};
+
+pub use qlinear_kernels_scalar::{KernelTable, MAX_K_W4A8, MAX_K_W8A8};

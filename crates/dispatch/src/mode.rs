@@ -1,0 +1,58 @@
+use std::fmt;
+use std::str::FromStr;
+
+use crate::DispatchError;
+
+/// The environment variable that selects the quantized-linear mode.
+pub const QUANT_MODE_ENV: &str = "QLINEAR_QUANT_MODE";
+
+/// Which quantized linear op class runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantLinearMode {
+    /// Q8 weights, dynamically quantized Q8 activations, exact i32 accumulation.
+    W8A8,
+    /// Q4 weights (per channel or grouped), Q8 activations, exact i32 accumulation.
+    W4A8,
+    /// Q8 weights, f32 activations (weight-only), 8-lane f32 summation.
+    W8A16,
+    /// Q4 weights, f32 activations (weight-only), 8-lane f32 summation.
+    W4A16,
+}
+
+impl QuantLinearMode {
+    /// All modes.
+    pub const ALL: [QuantLinearMode; 4] = [Self::W8A8, Self::W4A8, Self::W8A16, Self::W4A16];
+}
+
+impl fmt::Display for QuantLinearMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::W8A8 => "w8a8",
+            Self::W4A8 => "w4a8",
+            Self::W8A16 => "w8a16",
+            Self::W4A16 => "w4a16",
+        })
+    }
+}
+
+impl FromStr for QuantLinearMode {
+    type Err = DispatchError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.to_string().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| DispatchError::UnknownMode { value: s.to_string() })
+    }
+}
+
+/// The mode chosen by `QLINEAR_QUANT_MODE`: `Ok(None)` when unset, an error for
+/// a value that is not `w8a8`, `w4a8`, `w8a16` or `w4a16`.
+pub fn quant_mode_from_environment() -> Result<Option<QuantLinearMode>, DispatchError> {
+    match std::env::var(QUANT_MODE_ENV) {
+        Ok(v) => v.parse().map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(DispatchError::UnknownMode {
+            value: v.to_string_lossy().into_owned(),
+        }),
+    }
+}

@@ -1,0 +1,437 @@
+//! The checked entry points. Every argument is validated before any kernel
+//! runs (shapes, the K bound, codes in [-127, 127], finite activations and
+//! scales); on error the output is untouched.
+
+use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable};
+use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+
+use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
+use crate::tier::tier_list;
+use crate::{autotuned_plan, selftest_report, DispatchError, Int8Tier, KernelFamily, QuantLinearMode};
+
+/// A proven tier and how calls on it are spread over threads.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    tier: Int8Tier,
+    table: &'static KernelTable,
+    parallel_threshold: usize,
+}
+
+/// A quantized weight matrix of either scheme, for [`quant_linear`].
+#[derive(Debug, Clone, Copy)]
+pub enum QuantizedWeight<'a> {
+    Q8(&'a QuantizedMatrix),
+    Q4(&'a QuantizedMatrixQ4),
+}
+
+fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), DispatchError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(DispatchError::Shape { what, expected, actual })
+    }
+}
+
+fn mul(a: usize, b: usize, what: &'static str) -> Result<usize, DispatchError> {
+    a.checked_mul(b).ok_or(DispatchError::Shape {
+        what,
+        expected: usize::MAX,
+        actual: 0,
+    })
+}
+
+fn check_k(family: KernelFamily, k: usize) -> Result<(), DispatchError> {
+    match family.max_k() {
+        Some(max) if k > max => Err(DispatchError::KTooLarge { family, k, max }),
+        _ => Ok(()),
+    }
+}
+
+fn check_codes(codes: &[i8], k: usize) -> Result<(), DispatchError> {
+    match codes.iter().position(|&c| c == i8::MIN) {
+        Some(i) => Err(DispatchError::ActivationCodeOutOfRange {
+            row: i / k.max(1),
+            col: i % k.max(1),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
+    // a branch-free fold vectorises; the position is only looked for on failure
+    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return Ok(());
+    }
+    let i = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Err(DispatchError::NonFiniteActivation {
+        row: i / k.max(1),
+        col: i % k.max(1),
+        value: x[i],
+    })
+}
+
+fn check_scales(scales: &[f32]) -> Result<(), DispatchError> {
+    match scales.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+        Some(row) => Err(DispatchError::InvalidActivationScale {
+            row,
+            value: scales[row],
+        }),
+        None => Ok(()),
+    }
+}
+
+impl Route {
+    /// The route of `tier`, if it is compiled in, its CPU feature is present
+    /// and it passed the selftest (run now if it has not run in this process).
+    pub fn for_tier(tier: Int8Tier) -> Result<Route, DispatchError> {
+        let report = selftest_report();
+        let valid = || tier_list(report.proven_tiers());
+        let table = tier.table().map_err(|reason| DispatchError::TierUnavailable {
+            tier,
+            reason,
+            valid: valid(),
+        })?;
+        if !report.is_proven(tier) {
+            return Err(DispatchError::TierUnavailable {
+                tier,
+                reason: "it failed its selftest proof".into(),
+                valid: valid(),
+            });
+        }
+        Ok(Route {
+            tier,
+            table,
+            parallel_threshold: DEFAULT_PARALLEL_THRESHOLD,
+        })
+    }
+
+    /// The route the [`autotuned_plan`] picks for `family` at `m` activation rows.
+    pub fn planned(family: KernelFamily, m: usize) -> Result<Route, DispatchError> {
+        Route::for_tier(autotuned_plan()?.tier_for(family, m))
+    }
+
+    /// The tier this route runs.
+    pub fn tier(&self) -> Int8Tier {
+        self.tier
+    }
+
+    /// Calls with fewer multiply-adds than this run on the calling thread
+    /// (0: always split rows across the current rayon pool). Never changes bits.
+    pub fn with_parallel_threshold(mut self, multiply_adds: usize) -> Self {
+        self.parallel_threshold = multiply_adds;
+        self
+    }
+
+    /// Exact `Σ a·b` of two int8 code rows in [-127, 127].
+    pub fn dot_i32(&self, a: &[i8], b: &[i8]) -> Result<i32, DispatchError> {
+        check_len("dot_i32 b", a.len(), b.len())?;
+        check_k(KernelFamily::DotI8I8, a.len())?;
+        check_codes(a, a.len())?;
+        check_codes(b, b.len())?;
+        Ok((self.table.dot_i8_i8)(a, b))
+    }
+
+    /// Exact `Σ x·q` of int8 codes against one packed Q4 row of biased nibbles
+    /// (`ceil(k/2)` bytes, low nibble first, odd-K pad nibble 8).
+    pub fn dot_i32_q4(&self, x: &[i8], packed: &[u8]) -> Result<i32, DispatchError> {
+        let k = x.len();
+        check_len("dot_i32_q4 packed row bytes", k.div_ceil(2), packed.len())?;
+        check_k(KernelFamily::DotI8Q4, k)?;
+        check_codes(x, k)?;
+        if k % 2 == 1 && packed[k / 2] >> 4 != 8 {
+            return Err(DispatchError::BadPadNibble {
+                k,
+                nibble: packed[k / 2] >> 4,
+            });
+        }
+        Ok((self.table.dot_i8_q4)(x, packed))
+    }
+
+    /// Quantizes `m` rows of `x` (`[m, k]`) with this tier's activation
+    /// quantizer — byte for byte `quantize_row_q8` — into `codes` `[m, k]` and
+    /// `scales` `[m]`.
+    pub fn quantize_activations(
+        &self,
+        x: &[f32],
+        m: usize,
+        codes: &mut [i8],
+        scales: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        check_len("activation scales", m, scales.len())?;
+        check_len("activation codes", x.len(), codes.len())?;
+        let k = x.len().checked_div(m).unwrap_or(0);
+        check_len("activations", mul(m, k, "activations")?, x.len())?;
+        check_finite(x, k)?;
+        self.quantize_unchecked(x, m, k, codes, scales);
+        Ok(())
+    }
+
+    fn quantize_unchecked(&self, x: &[f32], m: usize, k: usize, codes: &mut [i8], scales: &mut [f32]) {
+        if k == 0 {
+            scales[..m].fill(0.0);
+            return;
+        }
+        for ((row, out), s) in x.chunks_exact(k).zip(codes.chunks_exact_mut(k)).zip(scales.iter_mut()) {
+            *s = (self.table.quantize_row_q8)(row, out);
+        }
+    }
+
+    /// W8A8: int8 activations `x_codes` `[m, k]` with per-row `x_scales` times a
+    /// [`QuantizedMatrix`] `[n, k]`, into `y` `[m, n]`:
+    /// `y = (Σ x·w as f32) * (x_scale * w_scale)`.
+    pub fn linear_q8(
+        &self,
+        x_codes: &[i8],
+        x_scales: &[f32],
+        m: usize,
+        w: &QuantizedMatrix,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
+        check_len("x scales [m]", m, x_scales.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        check_k(KernelFamily::W8A8, k)?;
+        check_codes(x_codes, k)?;
+        check_scales(x_scales)?;
+        self.run_w8a8(x_codes, x_scales, m, w, y);
+        Ok(())
+    }
+
+    fn run_w8a8(&self, x_codes: &[i8], x_scales: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) {
+        let (n, k) = (w.n(), w.k());
+        if m == 0 || n == 0 {
+            return;
+        }
+        let act = ActivationsQ8 {
+            m,
+            k,
+            codes: x_codes,
+            scales: x_scales,
+            sums: &[],
+            sum_group: k,
+        };
+        let f = self.table.gemm_w8a8;
+        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+    }
+
+    /// W8A8 with f32 activations `x` `[m, k]`, each row quantized first with
+    /// the activation quantizer (identical to `quantize_row_q8`).
+    pub fn linear_q8_dynamic(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrix,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        check_k(KernelFamily::W8A8, k)?;
+        check_finite(x, k)?;
+        let (mut codes, mut scales) = (vec![0i8; x.len()], vec![0f32; m]);
+        self.quantize_unchecked(x, m, k, &mut codes, &mut scales);
+        self.run_w8a8(&codes, &scales, m, w, y);
+        Ok(())
+    }
+
+    /// W4A8: int8 activations times a [`QuantizedMatrixQ4`] (per channel or
+    /// grouped), into `y` `[m, n]`. Per channel:
+    /// `y = (acc as f32) * (x_scale * w_scale)`; grouped:
+    /// `y = (Σ_g (acc_g as f32) * s_g) * x_scale`.
+    pub fn linear_q4(
+        &self,
+        x_codes: &[i8],
+        x_scales: &[f32],
+        m: usize,
+        w: &QuantizedMatrixQ4,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
+        check_len("x scales [m]", m, x_scales.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        Self::check_k_q4(w)?;
+        check_codes(x_codes, k)?;
+        check_scales(x_scales)?;
+        self.run_w4a8(x_codes, x_scales, m, w, y);
+        Ok(())
+    }
+
+    fn check_k_q4(w: &QuantizedMatrixQ4) -> Result<(), DispatchError> {
+        match w.group_size() {
+            GroupSize::PerChannel => check_k(KernelFamily::W4A8, w.k()),
+            GroupSize::Group(g) => check_k(KernelFamily::W4A8Grouped, g),
+        }
+    }
+
+    fn run_w4a8(&self, x_codes: &[i8], x_scales: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) {
+        let (n, k) = (w.n(), w.k());
+        if m == 0 || n == 0 {
+            return;
+        }
+        let (sum_group, f) = match w.scales() {
+            Q4Scales::PerChannel(_) => (k, self.table.gemm_w4a8),
+            Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
+        };
+        let sums = activation_group_sums(x_codes, m, k, sum_group);
+        let act = ActivationsQ8 {
+            m,
+            k,
+            codes: x_codes,
+            scales: x_scales,
+            sums: &sums,
+            sum_group,
+        };
+        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+    }
+
+    /// W4A8 with f32 activations `x` `[m, k]`, each row quantized first.
+    pub fn linear_q4_dynamic(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrixQ4,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        Self::check_k_q4(w)?;
+        check_finite(x, k)?;
+        let (mut codes, mut scales) = (vec![0i8; x.len()], vec![0f32; m]);
+        self.quantize_unchecked(x, m, k, &mut codes, &mut scales);
+        self.run_w4a8(&codes, &scales, m, w, y);
+        Ok(())
+    }
+
+    /// W8A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrix`], the
+    /// weight dequantized in registers: `y = w_scale · (8-lane Σ x·q)`.
+    pub fn linear_w8a16(&self, x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        check_finite(x, k)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let act = ActivationsF32 { m, k, x };
+        let f = self.table.gemm_w8a16;
+        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        Ok(())
+    }
+
+    /// W4A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrixQ4`] (per
+    /// channel or grouped): `y = Σ_g s_g · (8-lane Σ_{k∈g} x·q)`.
+    pub fn linear_w4a16(&self, x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        let (n, k) = (w.n(), w.k());
+        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        check_finite(x, k)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let act = ActivationsF32 { m, k, x };
+        let f = match w.group_size() {
+            GroupSize::PerChannel => self.table.gemm_w4a16,
+            GroupSize::Group(_) => self.table.gemm_w4a16_grouped,
+        };
+        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        Ok(())
+    }
+}
+
+fn q4_family(w: &QuantizedMatrixQ4, grouped: KernelFamily, per_channel: KernelFamily) -> KernelFamily {
+    match w.group_size() {
+        GroupSize::PerChannel => per_channel,
+        GroupSize::Group(_) => grouped,
+    }
+}
+
+/// Exact i32 dot product of two Q8 code rows over the planned tier.
+pub fn dot_i32(a: &[i8], b: &[i8]) -> Result<i32, DispatchError> {
+    Route::planned(KernelFamily::DotI8I8, 1)?.dot_i32(a, b)
+}
+
+/// Exact i32 dot product of an int8 activation row against one packed int4
+/// weight row (biased nibbles) over the planned tier.
+pub fn dot_i32_q4(x: &[i8], packed: &[u8]) -> Result<i32, DispatchError> {
+    Route::planned(KernelFamily::DotI8Q4, 1)?.dot_i32_q4(x, packed)
+}
+
+/// W8A8 linear: quantized activations `[m, k]` times a [`QuantizedMatrix`]
+/// `[n, k]`, producing f32 `[m, n]` (see [`Route::linear_q8`]).
+pub fn linear_q8(
+    x_codes: &[i8],
+    x_scales: &[f32],
+    m: usize,
+    w: &QuantizedMatrix,
+    y: &mut [f32],
+) -> Result<(), DispatchError> {
+    Route::planned(KernelFamily::W8A8, m)?.linear_q8(x_codes, x_scales, m, w, y)
+}
+
+/// Quantizes an f32 activation matrix `[m, k]` per row and runs [`linear_q8`].
+pub fn linear_q8_dynamic(x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
+    Route::planned(KernelFamily::W8A8, m)?.linear_q8_dynamic(x, m, w, y)
+}
+
+/// W4A8 linear: quantized activations `[m, k]` times a [`QuantizedMatrixQ4`]
+/// `[n, k]` (per channel or grouped), producing f32 `[m, n]`.
+pub fn linear_q4(
+    x_codes: &[i8],
+    x_scales: &[f32],
+    m: usize,
+    w: &QuantizedMatrixQ4,
+    y: &mut [f32],
+) -> Result<(), DispatchError> {
+    let family = q4_family(w, KernelFamily::W4A8Grouped, KernelFamily::W4A8);
+    Route::planned(family, m)?.linear_q4(x_codes, x_scales, m, w, y)
+}
+
+/// Quantizes an f32 activation matrix `[m, k]` per row and runs [`linear_q4`].
+pub fn linear_q4_dynamic(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+    let family = q4_family(w, KernelFamily::W4A8Grouped, KernelFamily::W4A8);
+    Route::planned(family, m)?.linear_q4_dynamic(x, m, w, y)
+}
+
+/// W8A16 linear: f32 activations `[m, k]` times a [`QuantizedMatrix`] `[n, k]`.
+pub fn linear_w8a16(x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
+    Route::planned(KernelFamily::W8A16, m)?.linear_w8a16(x, m, w, y)
+}
+
+/// W4A16 linear: f32 activations `[m, k]` times a [`QuantizedMatrixQ4`] `[n, k]`.
+pub fn linear_w4a16(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+    let family = q4_family(w, KernelFamily::W4A16Grouped, KernelFamily::W4A16);
+    Route::planned(family, m)?.linear_w4a16(x, m, w, y)
+}
+
+/// Runs one quantized linear in `mode` on f32 activations `x` `[m, k]`: the
+/// drop-in a model runtime calls. W8A8 and W8A16 take Q8 weights, W4A8 and
+/// W4A16 Q4 weights; a mismatch is an error.
+pub fn quant_linear(
+    mode: QuantLinearMode,
+    x: &[f32],
+    m: usize,
+    w: QuantizedWeight<'_>,
+    y: &mut [f32],
+) -> Result<(), DispatchError> {
+    use QuantLinearMode as M;
+    use QuantizedWeight as W;
+    match (mode, w) {
+        (M::W8A8, W::Q8(w)) => linear_q8_dynamic(x, m, w, y),
+        (M::W8A16, W::Q8(w)) => linear_w8a16(x, m, w, y),
+        (M::W4A8, W::Q4(w)) => linear_q4_dynamic(x, m, w, y),
+        (M::W4A16, W::Q4(w)) => linear_w4a16(x, m, w, y),
+        (M::W8A8 | M::W8A16, W::Q4(_)) => Err(DispatchError::ModeWeightMismatch {
+            mode,
+            needs: "Q8",
+            got: "Q4",
+        }),
+        (M::W4A8 | M::W4A16, W::Q8(_)) => Err(DispatchError::ModeWeightMismatch {
+            mode,
+            needs: "Q4",
+            got: "Q8",
+        }),
+    }
+}

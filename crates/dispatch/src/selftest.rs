@@ -1,0 +1,644 @@
+//! The proof a tier must pass on the running CPU before it is dispatched.
+//!
+//! For every family and every K of the census (the K values bound in use,
+//! tail lengths 1..=67 and the family's largest supported K):
+//! * all-extreme rows — codes ±127 against ±127, nibbles 15 / 0 / 1 (codes +7,
+//!   -8, -7) against ±127, alternating signs — through the tier's real kernel
+//!   functions, checked against exact i64 arithmetic (integer families) or the
+//!   scalar tier (float families). These are exactly the inputs that break a
+//!   saturating `maddubs` or a wrong `dpbusd` form;
+//! * random rows, checked bit for bit against the scalar tier.
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use half::f16;
+use qlinear_kernels_scalar::{
+    activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable, OutputTile, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
+};
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+
+use crate::{Int8Tier, KernelFamily};
+
+/// Float families have no integer bound; their extreme rows stop here to keep
+/// the selftest fast (their arithmetic does not depend on K beyond the tails).
+const FLOAT_PROOF_MAX_K: usize = 65_537;
+/// Random differential rows are drawn at census K up to this length.
+const RANDOM_PROOF_MAX_K: usize = 4096;
+
+/// The census used when none is given: tails 1..=67, common model widths, a K
+/// past 65536, and each integer family's largest supported K.
+pub fn default_census() -> Vec<usize> {
+    let mut c: Vec<usize> = (1..=67).collect();
+    c.extend([
+        0, 96, 128, 200, 256, 384, 1024, 2048, 4096, 11008, 65_538, MAX_K_W8A8, MAX_K_W4A8,
+    ]);
+    c.sort_unstable();
+    c.dedup();
+    c
+}
+
+/// The first disagreement a proof found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    /// Which proof row (e.g. `"x=+127 w=-127"`).
+    pub case: String,
+    /// The K it ran at.
+    pub k: usize,
+    /// What exact arithmetic (or the scalar tier) gives.
+    pub expected: String,
+    /// What the tier returned.
+    pub got: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at K = {}: expected {}, got {}",
+            self.case, self.k, self.expected, self.got
+        )
+    }
+}
+
+/// The proof of one family on one tier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyProof {
+    pub family: KernelFamily,
+    /// How many proof rows ran.
+    pub checks: usize,
+    /// The first failure, if any.
+    pub mismatch: Option<Mismatch>,
+}
+
+/// A tier's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TierStatus {
+    /// Not compiled in, or the CPU lacks the feature: never dispatched.
+    Absent(String),
+    /// Every family passed: dispatchable.
+    Proven(Vec<FamilyProof>),
+    /// At least one family failed: never dispatched.
+    Failed(Vec<FamilyProof>),
+}
+
+/// One tier's line of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierReport {
+    pub tier: Int8Tier,
+    pub status: TierStatus,
+}
+
+/// What [`run_selftest`] found, per tier and family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelftestReport {
+    /// The K values proven (before each family's own bound).
+    pub census: Vec<usize>,
+    pub tiers: Vec<TierReport>,
+    pub elapsed: Duration,
+}
+
+impl SelftestReport {
+    /// Whether `tier` passed every proof here.
+    pub fn is_proven(&self, tier: Int8Tier) -> bool {
+        self.tiers
+            .iter()
+            .any(|t| t.tier == tier && matches!(t.status, TierStatus::Proven(_)))
+    }
+    /// The proven tiers, in [`Int8Tier::ALL`] order.
+    pub fn proven_tiers(&self) -> Vec<Int8Tier> {
+        self.tiers
+            .iter()
+            .filter(|t| matches!(t.status, TierStatus::Proven(_)))
+            .map(|t| t.tier)
+            .collect()
+    }
+    /// True unless a present (compiled-in, CPU-supported) tier failed.
+    pub fn all_present_passed(&self) -> bool {
+        !self.tiers.iter().any(|t| matches!(t.status, TierStatus::Failed(_)))
+    }
+}
+
+impl fmt::Display for SelftestReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kmax = self.census.iter().max().copied().unwrap_or(0);
+        writeln!(
+            f,
+            "selftest: {} census K values (max {kmax}), {:.1} ms",
+            self.census.len(),
+            self.elapsed.as_secs_f64() * 1e3
+        )?;
+        write!(f, "{:<14}", "tier")?;
+        for fam in KernelFamily::ALL {
+            write!(f, " {:>13}", fam.to_string())?;
+        }
+        writeln!(f)?;
+        for t in &self.tiers {
+            write!(f, "{:<14}", t.tier.name())?;
+            match &t.status {
+                TierStatus::Absent(why) => writeln!(f, " absent: {why}")?,
+                TierStatus::Proven(p) | TierStatus::Failed(p) => {
+                    for fp in p {
+                        let cell = match &fp.mismatch {
+                            None => format!("ok ({})", fp.checks),
+                            Some(_) => "FAILED".to_string(),
+                        };
+                        write!(f, " {cell:>13}")?;
+                    }
+                    writeln!(f)?;
+                    for fp in p {
+                        if let Some(m) = &fp.mismatch {
+                            writeln!(f, "  {} {}: {m}", t.tier, fp.family)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the proof on every tier compiled in whose CPU feature is present, at
+/// the K values of `census` plus the tails 1..=67 and each family's largest
+/// supported K.
+pub fn run_selftest(census: &[usize]) -> SelftestReport {
+    let start = Instant::now();
+    let mut ks: Vec<usize> = census
+        .iter()
+        .copied()
+        .chain(1..=67)
+        .chain([MAX_K_W8A8, MAX_K_W4A8])
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let tiers = Int8Tier::ALL
+        .into_iter()
+        .map(|tier| {
+            let status = match tier.table() {
+                Err(why) => TierStatus::Absent(why),
+                Ok(table) => {
+                    let proofs = prove_kernel_table(table, &ks);
+                    if proofs.iter().all(|p| p.mismatch.is_none()) {
+                        TierStatus::Proven(proofs)
+                    } else {
+                        TierStatus::Failed(proofs)
+                    }
+                }
+            };
+            TierReport { tier, status }
+        })
+        .collect();
+    SelftestReport {
+        census: ks,
+        tiers,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// The report of the once-per-process selftest over [`default_census`], run on
+/// first use. Dispatch consults it before handing out any tier.
+pub fn selftest_report() -> &'static SelftestReport {
+    static REPORT: OnceLock<SelftestReport> = OnceLock::new();
+    REPORT.get_or_init(|| run_selftest(&default_census()))
+}
+
+/// Proves one kernel table at the given K values: every family, all-extreme
+/// rows against exact arithmetic, random rows against the scalar table.
+/// Public so that a test can show a deliberately wrong table fails.
+pub fn prove_kernel_table(table: &KernelTable, census: &[usize]) -> Vec<FamilyProof> {
+    KernelFamily::ALL
+        .into_iter()
+        .map(|family| {
+            let mut p = Prover {
+                table,
+                family,
+                checks: 0,
+                mismatch: None,
+            };
+            for &k in census {
+                if family.max_k().is_some_and(|max| k > max) {
+                    continue;
+                }
+                p.prove_at(k);
+                if p.mismatch.is_some() {
+                    break;
+                }
+            }
+            FamilyProof {
+                family,
+                checks: p.checks,
+                mismatch: p.mismatch,
+            }
+        })
+        .collect()
+}
+
+struct Prover<'t> {
+    table: &'t KernelTable,
+    family: KernelFamily,
+    checks: usize,
+    mismatch: Option<Mismatch>,
+}
+
+/// The all-extreme activation/weight code patterns, as functions of the column.
+/// A named proof row: activation code and weight code (or nibble) per column.
+type Pattern<W> = (&'static str, fn(usize) -> i8, fn(usize) -> W);
+
+const Q8_PATTERNS: [Pattern<i8>; 6] = [
+    ("x=+127 w=+127", |_| 127, |_| 127),
+    ("x=-127 w=+127", |_| -127, |_| 127),
+    ("x=+127 w=-127", |_| 127, |_| -127),
+    ("x=-127 w=-127", |_| -127, |_| -127),
+    ("x=±127 w=±127 in phase", alt, alt),
+    ("x=±127 w=∓127", alt, |i| -alt(i)),
+];
+/// Q4 weight patterns are nibbles: 15 is code +7, 0 is -8 (a file may carry it), 1 is -7.
+const Q4_PATTERNS: [Pattern<u8>; 7] = [
+    ("x=+127 nibble 15", |_| 127, |_| 15),
+    ("x=-127 nibble 15", |_| -127, |_| 15),
+    ("x=+127 nibble 0", |_| 127, |_| 0),
+    ("x=-127 nibble 0", |_| -127, |_| 0),
+    ("x=+127 nibble 1", |_| 127, |_| 1),
+    ("x=±127 nibbles 15/0", alt, |i| if i % 2 == 0 { 15 } else { 0 }),
+    ("x=±127 nibbles 0/15", alt, |i| if i % 2 == 0 { 0 } else { 15 }),
+];
+
+/// Every pattern at ordinary K; at large K (past the random-row limit) only the two that reach the i32 extremes in both directions
+/// (the dot families always run all of them).
+fn patterns<T: Copy>(all: &[T], k: usize, extremes: [usize; 2]) -> Vec<T> {
+    if k <= RANDOM_PROOF_MAX_K {
+        all.to_vec()
+    } else {
+        extremes.iter().map(|&i| all[i]).collect()
+    }
+}
+
+fn alt(i: usize) -> i8 {
+    if i % 2 == 0 {
+        127
+    } else {
+        -127
+    }
+}
+
+fn pack_nibbles(k: usize, mut nib: impl FnMut(usize) -> u8) -> Vec<u8> {
+    (0..k.div_ceil(2))
+        .map(|b| {
+            let lo = nib(2 * b);
+            lo | if 2 * b + 1 < k { nib(2 * b + 1) << 4 } else { 8 << 4 }
+        })
+        .collect()
+}
+
+/// Exact `Σ_{i<k} x(i)·w(i)` in i64 for the proof patterns, which all have
+/// period 2 (constant or alternating from an even column): the even columns
+/// contribute `ceil(k/2)` times the first product, the odd ones `floor(k/2)`
+/// times the second.
+fn exact_dot(k: usize, x: impl Fn(usize) -> i8, w: impl Fn(usize) -> i64) -> i64 {
+    let (even, odd) = (k.div_ceil(2) as i64, (k / 2) as i64);
+    even * i64::from(x(0)) * w(0) + if k > 1 { odd * i64::from(x(1)) * w(1) } else { 0 }
+}
+
+/// A small deterministic generator (xorshift64*): the selftest needs no crate.
+pub(crate) struct Rng(u64);
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub(crate) fn code(&mut self, max: i64) -> i8 {
+        ((self.next() % (2 * max as u64 + 1)) as i64 - max) as i8
+    }
+    pub(crate) fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+impl Prover<'_> {
+    fn check<T: PartialEq + fmt::Debug>(&mut self, case: &str, k: usize, expected: T, got: T) {
+        self.checks += 1;
+        if self.mismatch.is_none() && expected != got {
+            self.mismatch = Some(Mismatch {
+                case: case.to_string(),
+                k,
+                expected: format!("{expected:?}"),
+                got: format!("{got:?}"),
+            });
+        }
+    }
+
+    fn prove_at(&mut self, k: usize) {
+        use KernelFamily as F;
+        if self.family.max_k().is_none() && k > FLOAT_PROOF_MAX_K {
+            return;
+        }
+        match self.family {
+            F::DotI8I8 => {
+                for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
+                    let (xa, wa): (Vec<i8>, Vec<i8>) = ((0..k).map(x).collect(), (0..k).map(w).collect());
+                    let exact = exact_dot(k, x, |i| i64::from(w(i)));
+                    self.check(case, k, exact, i64::from((self.table.dot_i8_i8)(&xa, &wa)));
+                }
+            }
+            F::DotI8Q4 => {
+                for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
+                    let xa: Vec<i8> = (0..k).map(x).collect();
+                    let exact = exact_dot(k, x, |i| i64::from(nib(i)) - 8);
+                    let got = (self.table.dot_i8_q4)(&xa, &pack_nibbles(k, nib));
+                    self.check(case, k, exact, i64::from(got));
+                }
+            }
+            F::QuantizeActivations => self.prove_quantizer(k),
+            F::W8A8 | F::W8A16 => {
+                for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
+                    let codes: Vec<i8> = (0..k).map(w).chain((0..k).map(|i| -w(i))).collect();
+                    let Ok(wm) = QuantizedMatrix::from_parts(2, k, codes, vec![1.0, 1.0]) else {
+                        continue;
+                    };
+                    let exact = exact_dot(k, x, |i| i64::from(w(i)));
+                    self.prove_gemm_q8(case, k, x, &wm, [exact, -exact]);
+                }
+            }
+            F::W4A8 | F::W4A16 | F::W4A8Grouped | F::W4A16Grouped => {
+                for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
+                    self.prove_q4_pattern(case, k, x, nib);
+                }
+            }
+        }
+        if k <= RANDOM_PROOF_MAX_K {
+            self.prove_random(k);
+        }
+    }
+
+    fn prove_quantizer(&mut self, k: usize) {
+        let mut rng = Rng::new(k as u64);
+        let rows: [Vec<f32>; 4] = [
+            (0..k).map(|i| f32::from(alt(i)) * 0.5).collect(),
+            (0..k).map(|i| (i % 255) as f32 - 127.0 + 0.5).collect(), // ties at .5 with scale 1
+            (0..k).map(|_| rng.unit() * 1e-3).collect(),
+            (0..k).map(|i| if i == 0 { 0.0 } else { rng.unit() * 3e38 }).collect(),
+        ];
+        for (n, row) in rows.iter().enumerate() {
+            let (mut want, mut got) = (vec![0i8; k], vec![0i8; k]);
+            let sw = (SCALAR.quantize_row_q8)(row, &mut want);
+            let sg = (self.table.quantize_row_q8)(row, &mut got);
+            self.check(
+                &format!("activation row {n}"),
+                k,
+                (sw.to_bits(), want),
+                (sg.to_bits(), got),
+            );
+        }
+    }
+
+    /// Runs a 2-row Q8 matrix (pattern row, negated row) against the pattern
+    /// activation (and its negation) through the W8A8 or W8A16 kernel.
+    fn prove_gemm_q8(&mut self, case: &str, k: usize, x: fn(usize) -> i8, w: &QuantizedMatrix, exact: [i64; 2]) {
+        let xc: Vec<i8> = (0..k).map(x).collect();
+        let mut y = vec![f32::NAN; 2];
+        if self.family == KernelFamily::W8A8 {
+            let sums = activation_group_sums(&xc, 1, k, k);
+            let act = ActivationsQ8 {
+                m: 1,
+                k,
+                codes: &xc,
+                scales: &[1.0],
+                sums: &sums,
+                sum_group: k,
+            };
+            (self.table.gemm_w8a8)(&act, w, 0..2, &mut OutputTile { y: &mut y, ld: 2 });
+            self.check(
+                case,
+                k,
+                exact.map(|e| (e as f32).to_bits()),
+                [y[0].to_bits(), y[1].to_bits()],
+            );
+        } else {
+            let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
+            let act = ActivationsF32 { m: 1, k, x: &xf };
+            let mut want = vec![f32::NAN; 2];
+            (SCALAR.gemm_w8a16)(&act, w, 0..2, &mut OutputTile { y: &mut want, ld: 2 });
+            (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile { y: &mut y, ld: 2 });
+            self.check(case, k, bits(&want), bits(&y));
+        }
+    }
+
+    fn prove_q4_pattern(&mut self, case: &str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
+        use KernelFamily as F;
+        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        if grouped && k % 2 == 1 {
+            return;
+        }
+        let packed = pack_nibbles(k, nib);
+        let xc: Vec<i8> = (0..k).map(x).collect();
+        // Grouped: the smallest group (2) and the largest (one group of K); at
+        // large K only the largest, which carries the i32 bound.
+        let groups: &[usize] = if !grouped {
+            &[0]
+        } else if k == 0 {
+            &[2]
+        } else if k > FLOAT_PROOF_MAX_K {
+            &[k]
+        } else {
+            &[2, k]
+        };
+        for &g in groups {
+            let scales = if grouped {
+                Q4Scales::Grouped {
+                    group: g,
+                    scales: vec![f16::ONE; if k == 0 { 0 } else { k / g }],
+                }
+            } else {
+                Q4Scales::PerChannel(vec![1.0])
+            };
+            let Ok(w) = QuantizedMatrixQ4::from_parts_biased(1, k, packed.clone(), scales) else {
+                continue;
+            };
+            let sum_group = if grouped { g } else { k };
+            let sums = activation_group_sums(&xc, 1, k, sum_group);
+            let mut y = [f32::NAN];
+            let mut want = [f32::NAN];
+            let case = format!("{case} group {g}");
+            match self.family {
+                F::W4A8 | F::W4A8Grouped => {
+                    let act = ActivationsQ8 {
+                        m: 1,
+                        k,
+                        codes: &xc,
+                        scales: &[1.0],
+                        sums: &sums,
+                        sum_group,
+                    };
+                    let kernel = if grouped {
+                        self.table.gemm_w4a8_grouped
+                    } else {
+                        self.table.gemm_w4a8
+                    };
+                    kernel(&act, &w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                    // exact per-group i64 sums, accumulated in f32 in increasing g as SPEC section 6
+                    let g_len = if grouped { g } else { k.max(1) };
+                    let mut sum = 0f32;
+                    for start in (0..k).step_by(g_len) {
+                        let acc = exact_dot(
+                            g_len.min(k - start),
+                            |i| x(start + i),
+                            |i| i64::from(nib(start + i)) - 8,
+                        );
+                        sum += acc as f32 * 1.0;
+                    }
+                    want[0] = if grouped {
+                        sum * 1.0
+                    } else {
+                        (exact_dot(k, x, |i| i64::from(nib(i)) - 8) as f32) * 1.0
+                    };
+                }
+                _ => {
+                    let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
+                    let act = ActivationsF32 { m: 1, k, x: &xf };
+                    let (kernel, reference) = if grouped {
+                        (self.table.gemm_w4a16_grouped, SCALAR.gemm_w4a16_grouped)
+                    } else {
+                        (self.table.gemm_w4a16, SCALAR.gemm_w4a16)
+                    };
+                    reference(&act, &w, 0..1, &mut OutputTile { y: &mut want, ld: 1 });
+                    kernel(&act, &w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                }
+            }
+            self.check(&case, k, bits(&want), bits(&y));
+        }
+    }
+
+    /// Random rows (M = 3, N = 5, random codes and scales) against the scalar table.
+    fn prove_random(&mut self, k: usize) {
+        use KernelFamily as F;
+        let (m, n) = (3usize, 5usize);
+        let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
+        let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
+        let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
+        let xf: Vec<f32> = (0..m * k).map(|_| rng.unit() * 4.0).collect();
+        let act_f = ActivationsF32 { m, k, x: &xf };
+        let run = |kernel: &dyn Fn(&mut OutputTile<'_>)| {
+            let mut y = vec![f32::NAN; m * n];
+            kernel(&mut OutputTile { y: &mut y, ld: n });
+            y
+        };
+        let case = "random rows";
+        match self.family {
+            F::DotI8I8 => {
+                let w: Vec<i8> = (0..k).map(|_| rng.code(127)).collect();
+                self.check(
+                    case,
+                    k,
+                    (SCALAR.dot_i8_i8)(&xc[..k], &w),
+                    (self.table.dot_i8_i8)(&xc[..k], &w),
+                );
+            }
+            F::DotI8Q4 => {
+                let p = pack_nibbles(k, |_| (rng.next() % 16) as u8);
+                self.check(
+                    case,
+                    k,
+                    (SCALAR.dot_i8_q4)(&xc[..k], &p),
+                    (self.table.dot_i8_q4)(&xc[..k], &p),
+                );
+            }
+            F::QuantizeActivations => {}
+            F::W8A8 | F::W8A16 => {
+                let codes: Vec<i8> = (0..n * k).map(|_| rng.code(127)).collect();
+                let scales: Vec<f32> = (0..n).map(|_| rng.unit().abs() * 0.01).collect();
+                let Ok(w) = QuantizedMatrix::from_parts(n, k, codes, scales) else {
+                    return;
+                };
+                let sums = activation_group_sums(&xc, m, k, k);
+                let act = ActivationsQ8 {
+                    m,
+                    k,
+                    codes: &xc,
+                    scales: &xs,
+                    sums: &sums,
+                    sum_group: k,
+                };
+                let (want, got) = if self.family == F::W8A8 {
+                    (
+                        run(&|t| (SCALAR.gemm_w8a8)(&act, &w, 0..n, t)),
+                        run(&|t| (self.table.gemm_w8a8)(&act, &w, 0..n, t)),
+                    )
+                } else {
+                    (
+                        run(&|t| (SCALAR.gemm_w8a16)(&act_f, &w, 0..n, t)),
+                        run(&|t| (self.table.gemm_w8a16)(&act_f, &w, 0..n, t)),
+                    )
+                };
+                self.check(case, k, bits(&want), bits(&got));
+            }
+            F::W4A8 | F::W4A8Grouped | F::W4A16 | F::W4A16Grouped => {
+                let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+                let g = [64, 32, 8, 2].into_iter().find(|g| k % g == 0).unwrap_or(0);
+                if grouped && g == 0 {
+                    return;
+                }
+                let packed: Vec<u8> = (0..n)
+                    .flat_map(|_| pack_nibbles(k, |_| (rng.next() % 16) as u8))
+                    .collect();
+                let scales = if grouped {
+                    Q4Scales::Grouped {
+                        group: g,
+                        scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit().abs())).collect(),
+                    }
+                } else {
+                    Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs() * 0.01).collect())
+                };
+                let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales) else {
+                    return;
+                };
+                let sum_group = if grouped { g } else { k };
+                let sums = activation_group_sums(&xc, m, k, sum_group);
+                let act = ActivationsQ8 {
+                    m,
+                    k,
+                    codes: &xc,
+                    scales: &xs,
+                    sums: &sums,
+                    sum_group,
+                };
+                let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
+                    (
+                        SCALAR.gemm_w4a8_grouped,
+                        self.table.gemm_w4a8_grouped,
+                        SCALAR.gemm_w4a16_grouped,
+                        self.table.gemm_w4a16_grouped,
+                    )
+                } else {
+                    (
+                        SCALAR.gemm_w4a8,
+                        self.table.gemm_w4a8,
+                        SCALAR.gemm_w4a16,
+                        self.table.gemm_w4a16,
+                    )
+                };
+                let (want, got) = if matches!(self.family, F::W4A8 | F::W4A8Grouped) {
+                    (
+                        run(&|t| reference(&act, &w, 0..n, t)),
+                        run(&|t| kernel_q8(&act, &w, 0..n, t)),
+                    )
+                } else {
+                    (
+                        run(&|t| reference_f(&act_f, &w, 0..n, t)),
+                        run(&|t| kernel_f(&act_f, &w, 0..n, t)),
+                    )
+                };
+                self.check(case, k, bits(&want), bits(&got));
+            }
+        }
+    }
+}
+
+fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}

@@ -1,0 +1,144 @@
+//! The selftest itself: it passes the real tiers, and it fails deliberately
+//! wrong kernel tables (the mutants a SIMD tier could plausibly be).
+
+use qlinear_dispatch::{default_census, prove_kernel_table, run_selftest, Int8Tier, KernelFamily, TierStatus};
+use qlinear_kernels_scalar::{KernelTable, SCALAR};
+
+fn failing_families(table: &KernelTable) -> Vec<KernelFamily> {
+    prove_kernel_table(table, &default_census())
+        .into_iter()
+        .filter(|p| p.mismatch.is_some())
+        .map(|p| p.family)
+        .collect()
+}
+
+#[test]
+fn the_scalar_table_proves_itself_against_exact_arithmetic() {
+    assert_eq!(failing_families(&SCALAR), vec![]);
+    let report = run_selftest(&[4096, 11008]);
+    assert!(report.is_proven(Int8Tier::Scalar));
+    assert!(report.census.contains(&11008) && report.census.contains(&1) && report.census.contains(&67));
+    for t in &report.tiers {
+        if let TierStatus::Absent(why) = &t.status {
+            assert!(!why.is_empty());
+        }
+    }
+    let text = report.to_string();
+    assert!(text.contains("scalar") && text.contains("ok ("), "{text}");
+}
+
+/// `maddubs`-style saturation: pairs of products summed in i16 and clamped.
+fn saturating_dot(a: &[i8], b: &[i8]) -> i32 {
+    a.chunks(2)
+        .zip(b.chunks(2))
+        .map(|(x, w)| {
+            let s: i32 = x.iter().zip(w).map(|(&p, &q)| i32::from(p) * i32::from(q)).sum();
+            s.clamp(i16::MIN.into(), i16::MAX.into())
+        })
+        .fold(0i32, |acc, v| acc.wrapping_add(v))
+}
+
+#[test]
+fn a_saturating_dot_fails_its_proof() {
+    // 2·127·127 = 32258 fits i16: the sign trick is exact. Without it (u8 of a
+    // negative code read as 129..255) the pair overflows.
+    // pair sums saturate only when both products share a sign and exceed i16,
+    // i.e. never for codes in [-127, 127] — so the saturating form itself must
+    // pass, and the sign-trick-less form (|x| up to 128) must not.
+    let exact_pairs = KernelTable {
+        name: "pairs",
+        dot_i8_i8: saturating_dot,
+        ..SCALAR
+    };
+    assert_eq!(failing_families(&exact_pairs), vec![]);
+    fn unsigned_activation(a: &[i8], b: &[i8]) -> i32 {
+        // maddubs reading a negative i8 code as u8 (x + 256) without the sign trick
+        a.chunks(2)
+            .zip(b.chunks(2))
+            .map(|(x, w)| {
+                let s: i32 = x.iter().zip(w).map(|(&p, &q)| i32::from(p as u8) * i32::from(q)).sum();
+                s.clamp(i16::MIN.into(), i16::MAX.into())
+            })
+            .sum()
+    }
+    let mutant = KernelTable {
+        name: "mutant",
+        dot_i8_i8: unsigned_activation,
+        ..SCALAR
+    };
+    assert_eq!(failing_families(&mutant), vec![KernelFamily::DotI8I8]);
+    fn i16_accumulator(a: &[i8], b: &[i8]) -> i32 {
+        let s: i32 = a.iter().zip(b).map(|(&p, &q)| i32::from(p) * i32::from(q)).sum();
+        s.clamp(i16::MIN.into(), i16::MAX.into())
+    }
+    let mutant = KernelTable {
+        dot_i8_i8: i16_accumulator,
+        ..SCALAR
+    };
+    let proofs = prove_kernel_table(&mutant, &default_census());
+    let m = proofs
+        .iter()
+        .find(|p| p.family == KernelFamily::DotI8I8)
+        .unwrap()
+        .mismatch
+        .clone()
+        .unwrap();
+    assert_eq!(m.k, 3, "the first K whose extreme sum leaves i16: {m}");
+}
+
+#[test]
+fn a_wrapping_accumulator_fails_at_the_largest_k() {
+    // exact up to 2^31 only by the bound; a kernel accumulating in a narrower
+    // (here: 29-bit) register breaks only past K = 2^28 / 127² ≈ 16644 — the
+    // census must reach that far.
+    fn narrow(a: &[i8], b: &[i8]) -> i32 {
+        let s: i32 = a.iter().zip(b).map(|(&p, &q)| i32::from(p) * i32::from(q)).sum();
+        (s << 3) >> 3
+    }
+    let proofs = prove_kernel_table(
+        &KernelTable {
+            dot_i8_i8: narrow,
+            ..SCALAR
+        },
+        &default_census(),
+    );
+    let m = proofs[0].mismatch.clone().expect("must fail");
+    assert!(m.k > 16_644, "{m}");
+}
+
+#[test]
+fn q4_mutants_fail() {
+    // unsigned nibble without the bias correction (seed pitfall s01)
+    fn no_bias(x: &[i8], p: &[u8]) -> i32 {
+        (SCALAR.dot_i8_q4)(x, p) + 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
+    }
+    // high nibble as the even column (s02)
+    fn swapped(x: &[i8], p: &[u8]) -> i32 {
+        let q: Vec<u8> = p.iter().map(|b| b.rotate_left(4)).collect();
+        (SCALAR.dot_i8_q4)(x, &q)
+    }
+    for f in [no_bias as fn(&[i8], &[u8]) -> i32, swapped] {
+        assert_eq!(
+            failing_families(&KernelTable { dot_i8_q4: f, ..SCALAR }),
+            vec![KernelFamily::DotI8Q4]
+        );
+    }
+    // a float kernel that ignores the lane order (one running sum)
+    use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
+    use qlinear_quant_recipe::QuantizedMatrix;
+    fn chained(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut OutputTile<'_>) {
+        for (j, r) in rows.enumerate() {
+            for i in 0..x.m {
+                let s: f32 = x.row(i).iter().zip(w.row(r)).map(|(a, &b)| a * f32::from(b)).sum();
+                y.set(i, j, w.scales()[r] * s);
+            }
+        }
+    }
+    assert_eq!(
+        failing_families(&KernelTable {
+            gemm_w8a16: chained,
+            ..SCALAR
+        }),
+        vec![KernelFamily::W8A16]
+    );
+}

@@ -1,0 +1,149 @@
+//! The tier law: every proven tier equals the scalar tier bit for bit, over
+//! random shapes with all tails (M 1..20, N 1..40, K 1..300, groups 2..64),
+//! plus batch and thread invariance per tier. Today's proven tiers are
+//! whatever this CPU and build have; every new tier is picked up here.
+
+use half::f16;
+use proptest::prelude::*;
+use qlinear_dispatch::{selftest_report, Int8Tier, Route};
+use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+
+fn proven() -> Vec<Route> {
+    selftest_report()
+        .proven_tiers()
+        .into_iter()
+        .map(|t| Route::for_tier(t).unwrap())
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    group: usize,
+    x: Vec<f32>,
+    w: Vec<f32>,
+    nibbles: Vec<u8>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        1usize..20,
+        1usize..40,
+        1usize..300,
+        prop::sample::select(vec![2usize, 4, 6, 8, 16, 32, 64]),
+    )
+        .prop_flat_map(|(m, n, k, g)| {
+            let x = proptest::collection::vec(-8.0f32..8.0, m * k);
+            let w = proptest::collection::vec(-1.0f32..1.0, n * k);
+            let nib = proptest::collection::vec(0u8..16, n * k);
+            (Just((m, n, k, g)), x, w, nib)
+        })
+        .prop_map(|((m, n, k, group), x, w, nibbles)| Case {
+            m,
+            n,
+            k,
+            group,
+            x,
+            w,
+            nibbles,
+        })
+}
+
+fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Every family's output on one route for one case.
+fn outputs(route: &Route, c: &Case) -> Vec<Vec<u32>> {
+    let (m, n, k) = (c.m, c.n, c.k);
+    let q8 = QuantizedMatrix::quantize(n, k, &c.w).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &c.w).unwrap();
+    // random raw nibbles (including code -8) with odd-K pad 8
+    let stride = k.div_ceil(2);
+    let mut raw = vec![0x88u8; n * stride];
+    for r in 0..n {
+        for col in 0..k {
+            let b = &mut raw[r * stride + col / 2];
+            let v = c.nibbles[r * k + col];
+            *b = if col % 2 == 0 {
+                (*b & 0xF0) | v
+            } else {
+                (*b & 0x0F) | (v << 4)
+            };
+        }
+    }
+    let q4raw = QuantizedMatrixQ4::from_parts_biased(n, k, raw, Q4Scales::PerChannel(q8.scales().to_vec())).unwrap();
+    let mut out = vec![];
+    let mut y = vec![f32::NAN; m * n];
+    route.linear_q8_dynamic(&c.x, m, &q8, &mut y).unwrap();
+    out.push(bits(&y));
+    route.linear_w8a16(&c.x, m, &q8, &mut y).unwrap();
+    out.push(bits(&y));
+    for w in [&q4, &q4raw] {
+        route.linear_q4_dynamic(&c.x, m, w, &mut y).unwrap();
+        out.push(bits(&y));
+        route.linear_w4a16(&c.x, m, w, &mut y).unwrap();
+        out.push(bits(&y));
+    }
+    let mut codes = vec![0i8; m * k];
+    let mut scales = vec![0f32; m];
+    route.quantize_activations(&c.x, m, &mut codes, &mut scales).unwrap();
+    out.push(codes.iter().map(|&c| c as u32).chain(bits(&scales)).collect());
+    out.push(vec![route.dot_i32(&codes[..k], &q8.codes()[..k]).unwrap() as u32]);
+    out.push(vec![route.dot_i32_q4(&codes[..k], q4raw.row_packed(0)).unwrap() as u32]);
+    if k % c.group == 0 {
+        let q4g = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(c.group), &c.w).unwrap();
+        route.linear_q4_dynamic(&c.x, m, &q4g, &mut y).unwrap();
+        out.push(bits(&y));
+        route.linear_w4a16(&c.x, m, &q4g, &mut y).unwrap();
+        out.push(bits(&y));
+        // raw nibbles with random f16 scales, including code -8
+        let (packed, _) = q4raw.clone().into_parts();
+        let gs: Vec<f16> = c.w.iter().step_by(c.group).map(|v| f16::from_f32(v.abs())).collect();
+        if k % 2 == 0 {
+            let w = QuantizedMatrixQ4::from_parts_biased(
+                n,
+                k,
+                packed,
+                Q4Scales::Grouped {
+                    group: c.group,
+                    scales: gs,
+                },
+            )
+            .unwrap();
+            route.linear_q4_dynamic(&c.x, m, &w, &mut y).unwrap();
+            out.push(bits(&y));
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn every_proven_tier_equals_scalar(c in case()) {
+        let scalar = outputs(&Route::for_tier(Int8Tier::Scalar).unwrap(), &c);
+        for route in proven() {
+            prop_assert_eq!(&outputs(&route, &c), &scalar, "tier {}", route.tier());
+        }
+    }
+
+    #[test]
+    fn every_proven_tier_is_batch_and_thread_invariant(c in case()) {
+        for route in proven() {
+            let all = outputs(&route.with_parallel_threshold(0), &c);
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+            let threaded = pool.install(|| outputs(&route.with_parallel_threshold(0), &c));
+            prop_assert_eq!(&all, &threaded, "tier {} threads", route.tier());
+            // the last activation row alone equals its row of the batch (matrix families)
+            let last = Case { m: 1, x: c.x[(c.m - 1) * c.k..].to_vec(), ..c.clone() };
+            let alone = outputs(&route, &last);
+            for f in [0usize, 1, 2, 3, 4, 5] {
+                prop_assert_eq!(&all[f][(c.m - 1) * c.n..], &alone[f][..], "tier {} family {}", route.tier(), f);
+            }
+        }
+    }
+}

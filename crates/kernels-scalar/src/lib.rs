@@ -1,0 +1,23 @@
+//! The reference kernels of qlinear and the [`KernelTable`] every tier fills in.
+//!
+//! These kernels *are* the numeric contract of SPEC section 6: short, obvious,
+//! and checked against the seeds' hand examples. Every SIMD tier is tested
+//! bit for bit against them.
+//!
+//! Kernels run single-threaded over a range of output rows; shapes are
+//! validated by the dispatch layer before any call, and each kernel re-checks
+//! its O(1) preconditions with `assert!` (cheap, and what keeps a SIMD tier's
+//! pointer arithmetic sound even when called directly).
+
+mod dot;
+mod float;
+mod int;
+mod table;
+
+pub use dot::{dot_i8_i8, dot_i8_q4, quantize_row_q8_finite};
+pub use float::{gemm_w4a16, gemm_w4a16_grouped, gemm_w8a16, lane_tree};
+pub use int::{gemm_w4a8, gemm_w4a8_grouped, gemm_w8a8};
+pub use table::{
+    activation_group_sums, ActivationsF32, ActivationsQ8, DotI8I8, DotI8Q4, GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8,
+    KernelTable, OutputTile, QuantizeRow, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
+};

@@ -1,0 +1,148 @@
+use std::ops::Range;
+
+use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
+
+/// Largest K a W8A8 reduction accepts: every partial sum of `Σ x·w` with
+/// `|x|, |w| <= 127` fits i32 (`127 · 127 · K <= i32::MAX`).
+pub const MAX_K_W8A8: usize = i32::MAX as usize / (127 * 127);
+/// Largest K (or group length) a W4A8 reduction accepts: the biased form
+/// `Σ x·b` with `|x| <= 127`, nibble `b <= 15` fits i32 (`15 · 127 · K <=
+/// i32::MAX`); the bias correction `8·Σx` is smaller still.
+pub const MAX_K_W4A8: usize = i32::MAX as usize / (15 * 127);
+
+/// Int8 activation rows: `m × k` codes in `[-127, 127]`, one f32 scale per row,
+/// and the sums of the codes per group of `sum_group` columns (`[m, k /
+/// sum_group]`, or one sum per row when `sum_group == k`), which cancel the Q4
+/// bias (`Σ x·(q + 8) − 8·Σ x`).
+#[derive(Debug, Clone, Copy)]
+pub struct ActivationsQ8<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub codes: &'a [i8],
+    pub scales: &'a [f32],
+    pub sums: &'a [i32],
+    pub sum_group: usize,
+}
+
+impl<'a> ActivationsQ8<'a> {
+    /// Codes of activation row `i`.
+    #[inline]
+    pub fn row(&self, i: usize) -> &'a [i8] {
+        &self.codes[i * self.k..(i + 1) * self.k]
+    }
+    /// The bias-correction sums of row `i` (one per sum group).
+    #[inline]
+    pub fn row_sums(&self, i: usize) -> &'a [i32] {
+        let per_row = self.sums.len() / self.m.max(1);
+        &self.sums[i * per_row..(i + 1) * per_row]
+    }
+    /// Panics unless the buffers match the shape (O(1)).
+    pub fn check(&self) {
+        assert_eq!(self.codes.len(), self.m * self.k, "activation codes");
+        assert_eq!(self.scales.len(), self.m, "activation scales");
+        assert!(self.sums.len() % self.m.max(1) == 0, "activation sums");
+    }
+}
+
+/// f32 activation rows, `m × k` row-major.
+#[derive(Debug, Clone, Copy)]
+pub struct ActivationsF32<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub x: &'a [f32],
+}
+
+impl<'a> ActivationsF32<'a> {
+    /// Activation row `i`.
+    #[inline]
+    pub fn row(&self, i: usize) -> &'a [f32] {
+        &self.x[i * self.k..(i + 1) * self.k]
+    }
+    /// Panics unless the buffer matches the shape (O(1)).
+    pub fn check(&self) {
+        assert_eq!(self.x.len(), self.m * self.k, "activations");
+    }
+}
+
+/// Where a kernel writes: `y[i · ld + (r − rows.start)]` for activation row `i`
+/// and output feature `r` in `rows`.
+#[derive(Debug)]
+pub struct OutputTile<'a> {
+    pub y: &'a mut [f32],
+    pub ld: usize,
+}
+
+impl OutputTile<'_> {
+    /// Panics unless `m` rows of `width` outputs fit (O(1)).
+    pub fn check(&self, m: usize, width: usize) {
+        assert!(width <= self.ld || m <= 1, "output tile stride");
+        if m > 0 && width > 0 {
+            assert!(self.y.len() >= (m - 1) * self.ld + width, "output tile length");
+        }
+    }
+    #[inline]
+    pub fn set(&mut self, i: usize, j: usize, v: f32) {
+        self.y[i * self.ld + j] = v;
+    }
+}
+
+/// `Σ a·b` of two equal-length code rows, exact in i32 (`len <= MAX_K_W8A8`).
+pub type DotI8I8 = fn(&[i8], &[i8]) -> i32;
+/// `Σ x·q` of codes `x` against a packed biased Q4 row (`ceil(len/2)` bytes,
+/// odd pad 8), exact in i32 (`len <= MAX_K_W4A8`).
+pub type DotI8Q4 = fn(&[i8], &[u8]) -> i32;
+/// The Q8 activation quantizer: byte for byte `quantize_row_q8`, on a row the
+/// caller has checked to be finite.
+pub type QuantizeRow = fn(&[f32], &mut [i8]) -> f32;
+/// W8A8 over output features `rows`.
+pub type GemmQ8Q8 = fn(&ActivationsQ8<'_>, &QuantizedMatrix, Range<usize>, &mut OutputTile<'_>);
+/// W4A8 (per channel or grouped) over output features `rows`.
+pub type GemmQ8Q4 = fn(&ActivationsQ8<'_>, &QuantizedMatrixQ4, Range<usize>, &mut OutputTile<'_>);
+/// W8A16 over output features `rows`.
+pub type GemmF32Q8 = fn(&ActivationsF32<'_>, &QuantizedMatrix, Range<usize>, &mut OutputTile<'_>);
+/// W4A16 (per channel or grouped) over output features `rows`.
+pub type GemmF32Q4 = fn(&ActivationsF32<'_>, &QuantizedMatrixQ4, Range<usize>, &mut OutputTile<'_>);
+
+/// One tier: a kernel for every family. A tier is one value of this type; the
+/// dispatch layer proves it with the selftest before handing it out.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelTable {
+    /// The tier's name, as `Int8Tier` displays it.
+    pub name: &'static str,
+    pub dot_i8_i8: DotI8I8,
+    pub dot_i8_q4: DotI8Q4,
+    pub quantize_row_q8: QuantizeRow,
+    pub gemm_w8a8: GemmQ8Q8,
+    pub gemm_w4a8: GemmQ8Q4,
+    pub gemm_w4a8_grouped: GemmQ8Q4,
+    pub gemm_w8a16: GemmF32Q8,
+    pub gemm_w4a16: GemmF32Q4,
+    pub gemm_w4a16_grouped: GemmF32Q4,
+}
+
+/// The scalar tier: the reference every other tier must equal bit for bit.
+pub static SCALAR: KernelTable = KernelTable {
+    name: "scalar",
+    dot_i8_i8: crate::dot_i8_i8,
+    dot_i8_q4: crate::dot_i8_q4,
+    quantize_row_q8: crate::quantize_row_q8_finite,
+    gemm_w8a8: crate::gemm_w8a8,
+    gemm_w4a8: crate::gemm_w4a8,
+    gemm_w4a8_grouped: crate::gemm_w4a8_grouped,
+    gemm_w8a16: crate::gemm_w8a16,
+    gemm_w4a16: crate::gemm_w4a16,
+    gemm_w4a16_grouped: crate::gemm_w4a16_grouped,
+};
+
+/// Sums of int8 activation codes per group of `group` columns, `[m, k / group]`
+/// (`group == k` or `k == 0`: one sum per row). The Q4 kernels subtract
+/// `8 · sum` to cancel the nibble bias.
+pub fn activation_group_sums(codes: &[i8], m: usize, k: usize, group: usize) -> Vec<i32> {
+    if k == 0 || group == 0 {
+        return vec![0; m];
+    }
+    codes
+        .chunks_exact(group)
+        .map(|g| g.iter().map(|&c| i32::from(c)).sum())
+        .collect()
+}

@@ -1,0 +1,357 @@
+//! SPEC section 6 laws through the facade: agreement with dequantize-then-f32,
+//! batch and thread invariance, errors, empty shapes, exactness near the bound.
+
+use half::f16;
+use proptest::prelude::*;
+use qlinear::*;
+
+fn lcg(seed: u64) -> impl FnMut() -> f32 {
+    let mut s = seed;
+    move || {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn matmul_f32(x: &[f32], m: usize, w: &[f32], n: usize, k: usize) -> Vec<f64> {
+    let mut y = vec![0f64; m * n];
+    for i in 0..m {
+        for r in 0..n {
+            y[i * n + r] = (0..k).map(|c| f64::from(x[i * k + c]) * f64::from(w[r * k + c])).sum();
+        }
+    }
+    y
+}
+
+/// The fused kernels equal dequantize-then-matmul (to f32 rounding): groups 2,
+/// 32, 64 at K = 384 and int8 at K = 200 (not a multiple of any chunk).
+#[test]
+fn matches_dequantize_then_matmul() {
+    let mut rnd = lcg(1);
+    let (m, n) = (3, 7);
+    for (k, group) in [
+        (384, GroupSize::Group(2)),
+        (384, GroupSize::Group(32)),
+        (384, GroupSize::Group(64)),
+        (384, GroupSize::PerChannel),
+        (200, GroupSize::PerChannel),
+    ] {
+        let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+        let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let q4 = QuantizedMatrixQ4::quantize(n, k, group, &w).unwrap();
+        let want = matmul_f32(&x, m, &q4.dequantize(), n, k);
+        let mut y = vec![0f32; m * n];
+        linear_w4a16(&x, m, &q4, &mut y).unwrap();
+        for (a, b) in y.iter().zip(&want) {
+            assert!(
+                (f64::from(*a) - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "{group:?} K={k}: {a} vs {b}"
+            );
+        }
+        let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+        let want = matmul_f32(&x, m, &q8.dequantize(), n, k);
+        linear_w8a16(&x, m, &q8, &mut y).unwrap();
+        for (a, b) in y.iter().zip(&want) {
+            assert!(
+                (f64::from(*a) - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "q8 K={k}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+/// W8A8 dynamic equals quantize-activations-then-exact-integer-matmul.
+#[test]
+fn dynamic_integer_paths_equal_their_definition() {
+    let mut rnd = lcg(2);
+    let (m, n, k) = (4, 9, 67);
+    let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+    let x: Vec<f32> = (0..m * k).map(|_| rnd() * 3.0).collect();
+    let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+    let xq = QuantizedMatrix::quantize(m, k, &x).unwrap();
+    let mut y = vec![0f32; m * n];
+    linear_q8_dynamic(&x, m, &q8, &mut y).unwrap();
+    for i in 0..m {
+        for r in 0..n {
+            let acc: i32 = xq
+                .row(i)
+                .iter()
+                .zip(q8.row(r))
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
+            assert_eq!(
+                y[i * n + r].to_bits(),
+                (acc as f32 * (xq.scales()[i] * q8.scales()[r])).to_bits()
+            );
+        }
+    }
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap();
+    let Q4Scales::PerChannel(ws) = q4.scales() else {
+        unreachable!()
+    };
+    linear_q4_dynamic(&x, m, &q4, &mut y).unwrap();
+    for i in 0..m {
+        for r in 0..n {
+            let acc: i32 = (0..k).map(|c| i32::from(xq.row(i)[c]) * i32::from(q4.code(r, c))).sum();
+            assert_eq!(
+                y[i * n + r].to_bits(),
+                (acc as f32 * (xq.scales()[i] * ws[r])).to_bits()
+            );
+        }
+    }
+}
+
+fn all_modes(
+    x: &[f32],
+    m: usize,
+    q8: &QuantizedMatrix,
+    q4: &QuantizedMatrixQ4,
+    q4g: &QuantizedMatrixQ4,
+) -> Vec<Vec<u32>> {
+    let n = q8.n();
+    let mut out = vec![];
+    for (mode, w) in [
+        (QuantLinearMode::W8A8, QuantizedWeight::Q8(q8)),
+        (QuantLinearMode::W8A16, QuantizedWeight::Q8(q8)),
+        (QuantLinearMode::W4A8, QuantizedWeight::Q4(q4)),
+        (QuantLinearMode::W4A16, QuantizedWeight::Q4(q4)),
+        (QuantLinearMode::W4A8, QuantizedWeight::Q4(q4g)),
+        (QuantLinearMode::W4A16, QuantizedWeight::Q4(q4g)),
+    ] {
+        let mut y = vec![f32::NAN; m * n];
+        quant_linear(mode, x, m, w, &mut y).unwrap();
+        out.push(y.iter().map(|v| v.to_bits()).collect());
+    }
+    out
+}
+
+/// 12 rows alone vs in batches, bitwise, in every mode (pitfall s09).
+#[test]
+fn batch_invariant_rows() {
+    let mut rnd = lcg(3);
+    let (m, n, k) = (12, 37, 96);
+    let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+    let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+    let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap();
+    let q4g = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap();
+    let batch = all_modes(&x, m, &q8, &q4, &q4g);
+    for i in 0..m {
+        let alone = all_modes(&x[i * k..(i + 1) * k], 1, &q8, &q4, &q4g);
+        for (mode, (b, a)) in batch.iter().zip(&alone).enumerate() {
+            assert_eq!(&b[i * n..(i + 1) * n], &a[..], "mode {mode}, row {i}");
+        }
+    }
+    for split in [5usize, 7] {
+        let part = all_modes(&x[..split * k], split, &q8, &q4, &q4g);
+        for (b, p) in batch.iter().zip(&part) {
+            assert_eq!(&b[..split * n], &p[..]);
+        }
+    }
+}
+
+/// 1, 2 and 4 threads (rows forced across workers) give the same bits, N = 37 (s12).
+#[test]
+fn pool_result_equals_serial_bitwise() {
+    let mut rnd = lcg(4);
+    let (n, k) = (37, 64);
+    let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+    let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(16), &w).unwrap();
+    for m in [1usize, 3] {
+        let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let route = Route::planned(KernelFamily::W8A8, m)
+                    .unwrap()
+                    .with_parallel_threshold(0);
+                let mut ys = vec![vec![f32::NAN; m * n]; 4];
+                route.linear_q8_dynamic(&x, m, &q8, &mut ys[0]).unwrap();
+                route.linear_w8a16(&x, m, &q8, &mut ys[1]).unwrap();
+                route.linear_q4_dynamic(&x, m, &q4, &mut ys[2]).unwrap();
+                route.linear_w4a16(&x, m, &q4, &mut ys[3]).unwrap();
+                ys.iter()
+                    .map(|y| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let serial = run(1);
+        assert!(
+            serial.iter().all(|y| y.iter().all(|b| !f32::from_bits(*b).is_nan())),
+            "every output written"
+        );
+        assert_eq!(serial, run(2), "m = {m}");
+        assert_eq!(serial, run(4), "m = {m}");
+    }
+}
+
+#[test]
+fn empty_shapes() {
+    let q8 = QuantizedMatrix::quantize(3, 4, &[1.0; 12]).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(3, 4, GroupSize::Group(2), &[1.0; 12]).unwrap();
+    // M = 0 and N = 0 are no-ops
+    linear_q8_dynamic(&[], 0, &q8, &mut []).unwrap();
+    linear_w4a16(&[], 0, &q4, &mut []).unwrap();
+    let empty = QuantizedMatrix::quantize(0, 4, &[]).unwrap();
+    linear_w8a16(&[1.0; 8], 2, &empty, &mut []).unwrap();
+    // K = 0 gives zeros in every mode
+    let q8k0 = QuantizedMatrix::quantize(3, 0, &[]).unwrap();
+    let q4k0 = QuantizedMatrixQ4::quantize(3, 0, GroupSize::PerChannel, &[]).unwrap();
+    let q4gk0 = QuantizedMatrixQ4::quantize(3, 0, GroupSize::Group(2), &[]).unwrap();
+    for y in all_modes(&[], 2, &q8k0, &q4k0, &q4gk0) {
+        assert_eq!(y, vec![0u32; 6]);
+    }
+}
+
+/// Errors are reported before any read and leave y untouched (s10, s11).
+#[test]
+fn shape_and_argument_errors_leave_y_untouched() {
+    let q8 = QuantizedMatrix::quantize(2, 4, &[1.0; 8]).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(2, 4, GroupSize::Group(2), &[1.0; 8]).unwrap();
+    let mut y = [7.0f32; 2];
+    let e = linear_q8_dynamic(&[1.0; 3], 1, &q8, &mut y).unwrap_err();
+    assert_eq!(
+        e,
+        DispatchError::Shape {
+            what: "x [m, k]",
+            expected: 4,
+            actual: 3
+        }
+    );
+    assert!(
+        linear_q8(&[1; 4], &[1.0; 2], 1, &q8, &mut y).is_err(),
+        "x scales length"
+    );
+    assert!(linear_w4a16(&[1.0; 4], 1, &q4, &mut [0.0; 3]).is_err(), "y length");
+    let e = linear_q8(&[1, -128, 3, 4], &[1.0], 1, &q8, &mut y).unwrap_err();
+    assert_eq!(e, DispatchError::ActivationCodeOutOfRange { row: 0, col: 1 });
+    assert_eq!(
+        e.to_string(),
+        "activation code -128 at row 0, column 1: int8 codes must be in [-127, 127]"
+    );
+    assert!(matches!(
+        linear_q4(&[1; 4], &[-1.0], 1, &q4, &mut y),
+        Err(DispatchError::InvalidActivationScale { .. })
+    ));
+    let e = linear_w8a16(&[1.0, f32::NAN, 0.0, 0.0], 1, &q8, &mut y).unwrap_err();
+    assert!(
+        matches!(e, DispatchError::NonFiniteActivation { row: 0, col: 1, .. }),
+        "{e}"
+    );
+    assert!(matches!(
+        linear_q4_dynamic(&[f32::INFINITY; 4], 1, &q4, &mut y),
+        Err(DispatchError::NonFiniteActivation { .. })
+    ));
+    let e = quant_linear(QuantLinearMode::W4A8, &[1.0; 4], 1, QuantizedWeight::Q8(&q8), &mut y).unwrap_err();
+    assert_eq!(e.to_string(), "quant mode w4a8 needs Q4 weights, got Q8");
+    assert!(quant_linear(QuantLinearMode::W8A16, &[1.0; 4], 1, QuantizedWeight::Q4(&q4), &mut y).is_err());
+    assert!(matches!(dot_i32(&[1, 2], &[1]), Err(DispatchError::Shape { .. })));
+    assert!(matches!(
+        dot_i32_q4(&[1, 2, 3], &[0x88]),
+        Err(DispatchError::Shape { .. })
+    ));
+    assert_eq!(
+        dot_i32_q4(&[1, 2, 3], &[0x88, 0x08]),
+        Err(DispatchError::BadPadNibble { k: 3, nibble: 0 })
+    );
+    assert_eq!(y, [7.0, 7.0], "y untouched by every refused call");
+    // the recipe refuses bad groups before a matrix can exist (K odd, G odd or 0, K % G != 0)
+    assert!(QuantizedMatrixQ4::quantize(1, 5, GroupSize::Group(2), &[1.0; 5]).is_err());
+    assert!(QuantizedMatrixQ4::quantize(1, 6, GroupSize::Group(3), &[1.0; 6]).is_err());
+    assert!(QuantizedMatrixQ4::quantize(1, 6, GroupSize::Group(0), &[1.0; 6]).is_err());
+    assert!(QuantizedMatrixQ4::quantize(1, 6, GroupSize::Group(4), &[1.0; 6]).is_err());
+}
+
+/// Law 4: the all-extreme reduction is exact at the largest K, and one past it is refused.
+#[test]
+fn i32_exact_near_the_bound_and_refused_past_it() {
+    let k = MAX_K_W8A8;
+    let a = vec![127i8; k];
+    let b = vec![-127i8; k];
+    assert_eq!(i64::from(dot_i32(&a, &b).unwrap()), -(127 * 127 * k as i64));
+    let e = dot_i32(&vec![1; k + 1], &vec![1; k + 1]).unwrap_err();
+    assert!(
+        matches!(e, DispatchError::KTooLarge { k: kk, max, .. } if kk == k + 1 && max == MAX_K_W8A8),
+        "{e}"
+    );
+    let kq = MAX_K_W4A8 - 1; // odd: exercises the pad too
+    let mut packed = vec![0xFFu8; kq.div_ceil(2)];
+    *packed.last_mut().unwrap() = 0x8F;
+    assert_eq!(
+        i64::from(dot_i32_q4(&vec![-127; kq], &packed).unwrap()),
+        -(127 * 7 * kq as i64)
+    );
+    assert!(matches!(
+        dot_i32_q4(&vec![0; MAX_K_W4A8 + 2], &vec![0x88; MAX_K_W4A8 / 2 + 1]),
+        Err(DispatchError::KTooLarge { .. })
+    ));
+    let w = QuantizedMatrix::from_parts(1, k + 1, vec![0; k + 1], vec![1.0]).unwrap();
+    assert!(matches!(
+        linear_q8_dynamic(&vec![0.0; k + 1], 1, &w, &mut [0.0]),
+        Err(DispatchError::KTooLarge { .. })
+    ));
+    let w = QuantizedMatrix::from_parts(1, k, vec![127; k], vec![1.0]).unwrap();
+    let mut y = [0f32];
+    linear_q8(&a, &[1.0], 1, &w, &mut y).unwrap();
+    assert_eq!(y[0], (127 * 127 * k as i64) as f32);
+}
+
+#[test]
+fn selftest_proves_scalar_and_plan_uses_proven_tiers() {
+    let report = selftest_report();
+    assert!(report.is_proven(Int8Tier::Scalar), "{report}");
+    assert!(report.all_present_passed(), "{report}");
+    let plan = autotuned_plan().unwrap();
+    for family in KernelFamily::GEMM {
+        for m in [1, 16] {
+            assert!(report.is_proven(plan.tier_for(family, m)));
+        }
+    }
+    for tier in Int8Tier::ALL {
+        assert_eq!(tier.to_string().parse::<Int8Tier>().unwrap(), tier);
+    }
+    let e = "sse9".parse::<Int8Tier>().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "unknown int8 tier \"sse9\"; valid tiers: scalar, avx2, avx512-vnni, neon, neon-sdot, wasm-simd128"
+    );
+    assert!(Route::for_tier(Int8Tier::WasmSimd128).is_err() || wasm_simd128_available());
+    assert_eq!("W4A16".parse::<QuantLinearMode>().unwrap(), QuantLinearMode::W4A16);
+    assert!("w2a2".parse::<QuantLinearMode>().is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Negating the weights negates every output exactly (the recipe never emits -128 / -8).
+    #[test]
+    fn negation_symmetry(m in 1usize..4, n in 1usize..12, half_k in 0usize..40, seed in any::<u64>()) {
+        let k = 2 * half_k;
+        let mut rnd = lcg(seed);
+        let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+        let neg: Vec<f32> = w.iter().map(|v| -v).collect();
+        let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let g = if k % 4 == 0 && k > 0 { GroupSize::Group(4) } else { GroupSize::PerChannel };
+        let pos = all_modes(&x, m, &QuantizedMatrix::quantize(n, k, &w).unwrap(), &QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap(), &QuantizedMatrixQ4::quantize(n, k, g, &w).unwrap());
+        let negd = all_modes(&x, m, &QuantizedMatrix::quantize(n, k, &neg).unwrap(), &QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &neg).unwrap(), &QuantizedMatrixQ4::quantize(n, k, g, &neg).unwrap());
+        for (p, q) in pos.iter().zip(&negd) {
+            for (a, b) in p.iter().zip(q) {
+                prop_assert_eq!(f32::from_bits(*a), -f32::from_bits(*b));
+            }
+        }
+    }
+}
+
+#[test]
+fn grouped_f16_scale_is_applied_once_per_group() {
+    // Two groups with very different scales: a kernel that multiplies every earlier
+    // group's sum by the later scale (not resetting the partial) gets 2·(3+4) + …
+    let scales = Q4Scales::Grouped {
+        group: 2,
+        scales: vec![f16::from_f32(1.0), f16::from_f32(100.0)],
+    };
+    let w = QuantizedMatrixQ4::from_parts_twos_complement(1, 4, vec![0x11, 0x11], scales).unwrap();
+    let mut y = [0f32];
+    linear_w4a16(&[1.0, 2.0, 3.0, 4.0], 1, &w, &mut y).unwrap();
+    assert_eq!(y[0], 3.0 + 700.0);
+}
