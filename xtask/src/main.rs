@@ -75,6 +75,13 @@ fn test() -> Result {
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     run(cargo().args(["test", "--workspace"]))?;
+    // The whole kernel-facing suite again on each forced tier this CPU has, so
+    // a tier the plan does not pick here is still tested on every run.
+    for tier in forced_tiers() {
+        run(cargo()
+            .args(["test", "-p", "qlinear", "-p", "qlinear-dispatch"])
+            .env("QLINEAR_INT8_TIER", tier))?;
+    }
     ensure_python(&["numpy"])?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
@@ -85,6 +92,30 @@ fn test() -> Result {
 }
 
 /// `cargo xtask selftest [ARGS…]`: the release CLI's `selftest` on this CPU.
+/// The tiers to force for the repeated test runs: those this CPU supports.
+fn forced_tiers() -> Vec<&'static str> {
+    #[allow(unused_mut)]
+    let mut tiers = vec!["scalar"];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
+            tiers.push("avx2");
+        }
+        if ["avx512f", "avx512bw", "avx512vl", "avx512vnni"]
+            .iter()
+            .all(|f| match *f {
+                "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+                "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+                "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
+                _ => std::arch::is_x86_feature_detected!("avx512vnni"),
+            })
+        {
+            tiers.push("avx512-vnni");
+        }
+    }
+    tiers
+}
+
 fn selftest(args: &[String]) -> Result {
     run(cargo()
         .args([

@@ -18,6 +18,7 @@ use qlinear_kernels_scalar::{
     activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable, OutputTile, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
 };
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use rayon::prelude::*;
 
 use crate::{Int8Tier, KernelFamily};
 
@@ -172,8 +173,9 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
         .collect();
     ks.sort_unstable();
     ks.dedup();
+    // tiers are independent: prove them side by side
     let tiers = Int8Tier::ALL
-        .into_iter()
+        .into_par_iter()
         .map(|tier| {
             let status = match tier.table() {
                 Err(why) => TierStatus::Absent(why),
@@ -275,7 +277,7 @@ fn patterns<T: Copy>(all: &[T], k: usize, extremes: [usize; 2]) -> Vec<T> {
 }
 
 fn alt(i: usize) -> i8 {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         127
     } else {
         -127
@@ -579,7 +581,7 @@ impl Prover<'_> {
             }
             F::W4A8 | F::W4A8Grouped | F::W4A16 | F::W4A16Grouped => {
                 let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
-                let g = [64, 32, 8, 2].into_iter().find(|g| k % g == 0).unwrap_or(0);
+                let g = [64, 32, 8, 2].into_iter().find(|g| k.is_multiple_of(*g)).unwrap_or(0);
                 if grouped && g == 0 {
                     return;
                 }

@@ -51,7 +51,13 @@ impl Int8Tier {
     pub(crate) fn table(self) -> Result<&'static KernelTable, String> {
         match self {
             Self::Scalar => Ok(&SCALAR),
-            Self::Avx2 | Self::Avx512Vnni => Err(format!("{self} is not compiled into this build")),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => qlinear_kernels_x86::avx2_table().ok_or_else(|| "this CPU lacks AVX2 or F16C".into()),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512Vnni => qlinear_kernels_x86::avx512vnni_table()
+                .ok_or_else(|| "this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)".into()),
+            #[cfg(not(target_arch = "x86_64"))]
+            Self::Avx2 | Self::Avx512Vnni => Err(format!("{self} is x86-64 only")),
             Self::Neon | Self::NeonSdot => Err(format!("{self} is aarch64 only")),
             Self::WasmSimd128 => Err(format!("{self} is wasm32 with +simd128 only")),
         }

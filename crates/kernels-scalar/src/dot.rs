@@ -12,12 +12,13 @@ pub fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
 /// subtraction per weight.
 pub fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     assert_eq!(packed.len(), x.len().div_ceil(2), "dot_i8_q4 packed length");
-    dot_biased(x, packed) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
+    dot_i8_q4_biased(x, packed) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
 }
 
-/// `Σ x·b` over the biased nibbles `b` of `packed` (`ceil(x.len()/2)` bytes);
-/// an odd tail reads only the low nibble.
-pub(crate) fn dot_biased(x: &[i8], packed: &[u8]) -> i32 {
+/// `Σ x·b` over the biased nibbles `b` of `packed` (`ceil(x.len()/2)` bytes;
+/// no bias correction); an odd tail reads only the low nibble. SIMD tiers use
+/// it for their column tails.
+pub fn dot_i8_q4_biased(x: &[i8], packed: &[u8]) -> i32 {
     let pairs = x.chunks_exact(2);
     let tail = pairs
         .remainder()

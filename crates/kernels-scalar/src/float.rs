@@ -43,7 +43,7 @@ pub fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Range<usize
 
 fn nibble(packed: &[u8], c: usize) -> f32 {
     let b = packed[c / 2];
-    f32::from(if c % 2 == 0 { b & 0x0F } else { b >> 4 } as i8 - 8)
+    f32::from(if c.is_multiple_of(2) { b & 0x0F } else { b >> 4 } as i8 - 8)
 }
 
 /// W4A16 per channel: `y = w_scale[r] · partial` over the whole row.

@@ -2,8 +2,7 @@ use std::ops::Range;
 
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
-use crate::dot::dot_biased;
-use crate::{dot_i8_i8, ActivationsQ8, OutputTile};
+use crate::{dot_i8_i8, dot_i8_q4_biased, ActivationsQ8, OutputTile};
 
 /// W8A8: `y[i, r] = (Σ x·w as f32) * (x_scale[i] * w_scale[r])`.
 pub fn gemm_w8a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {
@@ -32,7 +31,7 @@ pub fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Range<usize
     for (j, r) in rows.enumerate() {
         let wr = w.row_packed(r);
         for i in 0..x.m {
-            let acc = dot_biased(x.row(i), wr) - 8 * x.row_sums(i)[0];
+            let acc = dot_i8_q4_biased(x.row(i), wr) - 8 * x.row_sums(i)[0];
             y.set(i, j, acc as f32 * (x.scales[i] * scales[r]));
         }
     }
@@ -54,7 +53,7 @@ pub fn gemm_w4a8_grouped(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Ran
             let (xr, sums) = (x.row(i), x.row_sums(i));
             let mut sum = 0f32;
             for gi in 0..groups {
-                let acc = dot_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
+                let acc = dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
                 sum += acc as f32 * f32::from(sr[gi]);
             }
             y.set(i, j, sum * x.scales[i]);

@@ -14,7 +14,7 @@ mod float;
 mod int;
 mod table;
 
-pub use dot::{dot_i8_i8, dot_i8_q4, quantize_row_q8_finite};
+pub use dot::{dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, quantize_row_q8_finite};
 pub use float::{gemm_w4a16, gemm_w4a16_grouped, gemm_w8a16, lane_tree};
 pub use int::{gemm_w4a8, gemm_w4a8_grouped, gemm_w8a8};
 pub use table::{

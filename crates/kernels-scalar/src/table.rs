@@ -40,7 +40,7 @@ impl<'a> ActivationsQ8<'a> {
     pub fn check(&self) {
         assert_eq!(self.codes.len(), self.m * self.k, "activation codes");
         assert_eq!(self.scales.len(), self.m, "activation scales");
-        assert!(self.sums.len() % self.m.max(1) == 0, "activation sums");
+        assert!(self.sums.len().is_multiple_of(self.m.max(1)), "activation sums");
     }
 }
 

@@ -34,7 +34,7 @@ pub fn pack_codes_biased(codes: &[i8], out: &mut [u8]) {
 #[inline]
 pub fn unpack_code_biased(packed: &[u8], col: usize) -> i8 {
     let byte = packed[col / 2];
-    let nib = if col % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+    let nib = if col.is_multiple_of(2) { byte & 0x0F } else { byte >> 4 };
     nib as i8 - Q4_BIAS as i8
 }
 

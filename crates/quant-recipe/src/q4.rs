@@ -23,7 +23,7 @@ impl GroupSize {
             GroupSize::PerChannel => Ok(()),
             GroupSize::Group(0) => Err(RecipeError::GroupZero),
             GroupSize::Group(g) if g % 2 != 0 => Err(RecipeError::GroupOdd { group: g }),
-            GroupSize::Group(g) if k % g != 0 => Err(RecipeError::GroupNotDividing { group: g, k }),
+            GroupSize::Group(g) if !k.is_multiple_of(g) => Err(RecipeError::GroupNotDividing { group: g, k }),
             GroupSize::Group(_) => Ok(()),
         }
     }

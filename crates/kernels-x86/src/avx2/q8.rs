@@ -1,0 +1,77 @@
+//! AVX2 W8A8: `maddubs(|x|, sign(w, x))` forms `x·w` in i16 pairs without
+//! saturating (codes in [-127, 127]: a pair is at most 2·127·127 = 32258), and
+//! `madd` with ones widens the pairs to i32.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use qlinear_kernels_scalar::{dot_i8_i8 as dot_tail, ActivationsQ8, OutputTile};
+use qlinear_quant_recipe::QuantizedMatrix;
+
+use super::hsum_epi32;
+
+/// Output rows computed per pass: each activation load serves this many rows.
+const ROWS: usize = 4;
+
+/// `Σ x·w_r` for `R` weight rows sharing one activation row; all slices have
+/// the same length (checked by the callers).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
+    let k = x.len();
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_si256(); R];
+    let mut c = 0;
+    while c + 32 <= k {
+        // SAFETY: c + 32 <= k = x.len() = w[r].len(); unaligned loads.
+        unsafe {
+            let xv = _mm256_loadu_si256(x.as_ptr().add(c).cast());
+            let ax = _mm256_abs_epi8(xv);
+            for r in 0..R {
+                let wv = _mm256_loadu_si256(w[r].as_ptr().add(c).cast());
+                let p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv));
+                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, ones));
+            }
+        }
+        c += 32;
+    }
+    let mut out = [0i32; R];
+    for r in 0..R {
+        out[r] = hsum_epi32(acc[r]) + dot_tail(&x[c..], &w[r][c..]);
+    }
+    out
+}
+
+#[target_feature(enable = "avx2")]
+pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
+    assert_eq!(a.len(), b.len());
+    dot_rows::<1>(a, [b])[0]
+}
+
+#[target_feature(enable = "avx2")]
+pub(crate) fn gemm_w8a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {
+    x.check();
+    y.check(x.m, rows.len());
+    assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
+    let s = w.scales();
+    let mut r = rows.start;
+    while r < rows.end {
+        let j = r - rows.start;
+        if r + ROWS <= rows.end {
+            let wr: [&[i8]; ROWS] = std::array::from_fn(|q| w.row(r + q));
+            for i in 0..x.m {
+                let acc = dot_rows::<ROWS>(x.row(i), wr);
+                for q in 0..ROWS {
+                    y.set(i, j + q, acc[q] as f32 * (x.scales[i] * s[r + q]));
+                }
+            }
+            r += ROWS;
+        } else {
+            for i in 0..x.m {
+                let acc = dot_rows::<1>(x.row(i), [w.row(r)])[0];
+                y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
+            }
+            r += 1;
+        }
+    }
+}

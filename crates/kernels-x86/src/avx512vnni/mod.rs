@@ -1,0 +1,74 @@
+//! The AVX-512 VNNI tier: integer kernels on `vpdpbusd` (u8 × i8 quads summed
+//! straight into i32 lanes, no i16 step); the float kernels and the activation
+//! quantizer are the AVX2 ones (the spec's 8 lanes are one 256-bit register;
+//! a 512-bit register would not change the work per weight byte).
+
+use std::arch::x86_64::*;
+
+use qlinear_kernels_scalar::{ActivationsQ8, KernelTable, OutputTile};
+use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
+
+use crate::avx2;
+
+mod q4;
+mod q8;
+
+pub(crate) fn detected() -> bool {
+    avx2::detected()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+/// SAFETY (for every `unsafe` call below): reachable only through `TABLE`,
+/// which `crate::avx512vnni_table` returns only when `detected()` confirmed
+/// AVX-512 F/BW/VL/VNNI, AVX2 and F16C; shapes are checked by the kernels.
+mod entry {
+    use super::*;
+
+    pub(super) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
+        assert_eq!(a.len(), b.len(), "dot_i8_i8 lengths");
+        // SAFETY: features detected (see module comment); lengths equal.
+        unsafe { q8::dot_i8_i8(a, b) }
+    }
+    pub(super) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
+        assert_eq!(p.len(), x.len().div_ceil(2), "dot_i8_q4 packed length");
+        // SAFETY: features detected (see module comment); `p` holds ceil(k/2) bytes.
+        unsafe { q4::dot_i8_q4(x, p) }
+    }
+    pub(super) fn gemm_w8a8(
+        x: &ActivationsQ8<'_>,
+        w: &QuantizedMatrix,
+        r: std::ops::Range<usize>,
+        y: &mut OutputTile<'_>,
+    ) {
+        // SAFETY: features detected (see module comment); the kernel checks shapes.
+        unsafe { q8::gemm_w8a8(x, w, r, y) }
+    }
+    pub(super) fn gemm_w4a8(
+        x: &ActivationsQ8<'_>,
+        w: &QuantizedMatrixQ4,
+        r: std::ops::Range<usize>,
+        y: &mut OutputTile<'_>,
+    ) {
+        // SAFETY: features detected (see module comment); the kernel checks shapes.
+        unsafe { q4::gemm_w4a8(x, w, r, y) }
+    }
+}
+
+pub(crate) static TABLE: KernelTable = KernelTable {
+    name: "avx512-vnni",
+    dot_i8_i8: entry::dot_i8_i8,
+    dot_i8_q4: entry::dot_i8_q4,
+    gemm_w8a8: entry::gemm_w8a8,
+    gemm_w4a8: entry::gemm_w4a8,
+    ..avx2::TABLE
+};
+
+/// Sum of the 16 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn hsum_epi32(v: __m512i) -> i32 {
+    _mm512_reduce_add_epi32(v)
+}

@@ -1,0 +1,79 @@
+//! AVX-512 VNNI W4A8: biased nibbles are already the unsigned operand
+//! `vpdpbusd` wants, so `Σ x·b` needs no sign trick; the bias is one `−8·Σx`.
+//! Activations are split even/odd per 128 columns (64 packed bytes).
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, OutputTile};
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+
+use super::hsum_epi32;
+use crate::layout::split_even_odd_i8;
+
+const ROWS: usize = 4;
+const BLOCK: usize = 128;
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; R] {
+    let blocks = x.len() / BLOCK;
+    assert!(xs.len() >= blocks * BLOCK && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut acc = [_mm512_setzero_si512(); R];
+    for blk in 0..blocks {
+        // SAFETY: blk < blocks: the assert above bounds every 64-byte load.
+        unsafe {
+            let xe = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK).cast());
+            let xo = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK + 64).cast());
+            for r in 0..R {
+                let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
+                let lo = _mm512_and_si512(b, mask);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask);
+                acc[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[r], lo, xe), hi, xo);
+            }
+        }
+    }
+    let c = blocks * BLOCK;
+    std::array::from_fn(|r| hsum_epi32(acc[r]) + tail_biased(&x[c..], &w[r][c / 2..]))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
+    let xs = split_even_odd_i8(x, BLOCK);
+    let sum: i32 = x.iter().map(|&v| i32::from(v)).sum();
+    dot_rows_biased::<1>(&xs, x, [packed])[0] - 8 * sum
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("gemm_w4a8 needs per-channel scales")
+    };
+    assert!(
+        rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0),
+        "W4A8 shapes"
+    );
+    let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
+    let mut r = rows.start;
+    while r < rows.end {
+        let j = r - rows.start;
+        let n = if r + ROWS <= rows.end { ROWS } else { 1 };
+        for i in 0..x.m {
+            let correction = 8 * x.row_sums(i)[0];
+            if n == ROWS {
+                let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
+                let acc = dot_rows_biased::<ROWS>(&split[i], x.row(i), wr);
+                for q in 0..ROWS {
+                    y.set(i, j + q, (acc[q] - correction) as f32 * (x.scales[i] * s[r + q]));
+                }
+            } else {
+                let acc = dot_rows_biased::<1>(&split[i], x.row(i), [w.row_packed(r)])[0] - correction;
+                y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
+            }
+        }
+        r += n;
+    }
+}

@@ -1,0 +1,32 @@
+//! The x86-64 tiers of qlinear: `Avx2` and `Avx512Vnni`, each a complete
+//! [`KernelTable`] bit-identical to the scalar tier.
+//!
+//! A table is handed out only after run-time feature detection
+//! ([`avx2_table`], [`avx512vnni_table`]); the `#[target_feature]` kernels
+//! behind it are private, so they cannot be reached on a CPU that lacks the
+//! feature. The dispatch crate additionally runs the selftest before use.
+//! On other architectures this crate is empty.
+
+// Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
+#![allow(clippy::needless_range_loop)]
+
+cfg_if::cfg_if! {
+    if #[cfg(target_arch = "x86_64")] {
+        mod avx2;
+        mod avx512vnni;
+        mod layout;
+
+        use qlinear_kernels_scalar::KernelTable;
+
+        /// The AVX2 table, if this CPU reports AVX2 and F16C.
+        pub fn avx2_table() -> Option<&'static KernelTable> {
+            avx2::detected().then_some(&avx2::TABLE)
+        }
+
+        /// The AVX-512 VNNI table, if this CPU reports AVX-512 F, BW, VL, VNNI
+        /// (and AVX2 and F16C, which its float kernels share with the AVX2 tier).
+        pub fn avx512vnni_table() -> Option<&'static KernelTable> {
+            avx512vnni::detected().then_some(&avx512vnni::TABLE)
+        }
+    }
+}
