@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod convert;
+mod inspect;
 mod selftest;
 
 #[derive(Parser)]
@@ -19,6 +21,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Quantize the 2-D `*.weight` tensors of a safetensors file.
+    Convert(convert::Args),
+    /// List a file's tensors and validate its quantized ones.
+    Inspect(inspect::Args),
     /// Prove every tier on this CPU; print the proof table and the plan.
     Selftest(selftest::Args),
 }
@@ -35,12 +41,14 @@ pub(crate) fn print_out(text: &str) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Convert(args) => convert::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::Selftest(args) => selftest::run(args),
     };
     match result {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("qlinear: {message}");
+            eprintln!("qlinear: error: {message}");
             ExitCode::FAILURE
         }
     }

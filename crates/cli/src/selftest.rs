@@ -10,9 +10,35 @@ pub struct Args {
     /// Extra K values to prove (comma separated), beside the default census.
     #[arg(long, value_delimiter = ',')]
     k: Vec<usize>,
+    /// Take the census from a model file: the K of every quantized tensor and
+    /// of every 2-D tensor.
+    #[arg(long, value_name = "FILE.safetensors")]
+    census: Option<std::path::PathBuf>,
 }
 
-pub fn run(args: Args) -> Result<ExitCode, String> {
+/// The K values a model file binds: `in_features` of its quantized tensors
+/// and the second dimension of its 2-D tensors.
+fn census_of(path: &std::path::Path) -> Result<Vec<usize>, String> {
+    let file = qlinear::QuantizedFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut ks: Vec<usize> = file
+        .validate()
+        .into_iter()
+        .filter_map(|(_, r)| r.ok().map(|i| i.k))
+        .collect();
+    ks.extend(
+        file.tensor_names()
+            .iter()
+            .filter_map(|n| file.raw(n))
+            .filter(|r| r.shape.len() == 2)
+            .map(|r| r.shape[1]),
+    );
+    Ok(ks)
+}
+
+pub fn run(mut args: Args) -> Result<ExitCode, String> {
+    if let Some(path) = &args.census {
+        args.k.extend(census_of(path)?);
+    }
     let fresh;
     let report = if args.k.is_empty() {
         selftest_report() // the process's own proof, which dispatch consults

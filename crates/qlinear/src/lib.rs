@@ -15,7 +15,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Errors ([`DispatchError`], [`RecipeError`]) are detected before any read
+//! Quantized safetensors files (`P.qweight` / `P.scales`, see `docs/FORMAT.md`)
+//! are read with [`load_quantized`] or [`QuantizedFile`] and written with
+//! [`write_file`].
+//!
+//! Errors ([`DispatchError`], [`RecipeError`], [`FormatError`]) are detected before any read
 //! and leave outputs untouched; nothing here panics on bad input.
 
 pub use qlinear_dispatch::{
@@ -25,7 +29,18 @@ pub use qlinear_dispatch::{
     Int8Tier, KernelFamily, KernelPlanV0, QuantLinearMode, QuantizedWeight, Route, SelftestReport, TierStatus,
     INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
 };
+pub use qlinear_formats::{
+    write_file, write_streaming, Dtype, FormatError, OutputTensor, QScheme, QuantizedFile, QuantizedTensor,
+    QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+};
 pub use qlinear_quant_recipe::{
-    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4,
+    biased_to_twos_complement, pack_codes_biased, quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8,
+    twos_complement_to_biased, unpack_code_biased, GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4,
     RecipeError, Q4_MAX_ABS, Q8_MAX_ABS,
 };
+
+/// Opens a quantized safetensors file and loads the weight `prefix` (the `P`
+/// of `P.qweight` / `P.scales`), fully validated.
+pub fn load_quantized(path: impl AsRef<std::path::Path>, prefix: &str) -> Result<QuantizedTensor, FormatError> {
+    QuantizedFile::open(path)?.load(prefix)
+}

@@ -1,0 +1,320 @@
+//! `qlinear convert IN OUT --scheme S`: quantizes the selected 2-D `*.weight`
+//! tensors of a safetensors file, copies everything else, streams the output
+//! one tensor at a time through a temporary file renamed at the end.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use half::{bf16, f16};
+use qlinear::{
+    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, Dtype, FormatError, QScheme, QuantizedFile, RawTensor,
+    RecipeError, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+};
+use rayon::prelude::*;
+use regex::Regex;
+
+use crate::print_out;
+
+/// `qlinear convert`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The input safetensors file (F32, F16 or BF16 weights).
+    input: PathBuf,
+    /// The output file (written through a temporary file beside it).
+    output: PathBuf,
+    /// q8, q4, or q4g<G> (G even, e.g. q4g32).
+    #[arg(long)]
+    scheme: String,
+    /// Quantize only weights whose name matches this regex.
+    #[arg(long)]
+    include: Option<String>,
+    /// Never quantize weights whose name matches this regex.
+    #[arg(long)]
+    exclude: Option<String>,
+}
+
+/// Rows quantized per parallel task.
+const ROWS_PER_TASK: usize = 16;
+
+enum Entry {
+    Raw(String),
+    QWeight(String),
+    Scales(String),
+}
+
+#[derive(Default, Clone, Copy)]
+struct Stats {
+    max_abs_err: f64,
+    signal: f64,
+    noise: f64,
+}
+
+impl Stats {
+    fn merge(self, o: Stats) -> Stats {
+        Stats {
+            max_abs_err: self.max_abs_err.max(o.max_abs_err),
+            signal: self.signal + o.signal,
+            noise: self.noise + o.noise,
+        }
+    }
+    fn snr_db(&self) -> f64 {
+        if self.noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.signal / self.noise).log10()
+        }
+    }
+}
+
+struct Quantized {
+    qweight: Vec<u8>,
+    scales: Vec<u8>,
+    stats: Stats,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let start = Instant::now();
+    let scheme: QScheme = args.scheme.parse()?;
+    let regex = |r: &Option<String>, flag: &str| {
+        r.as_deref()
+            .map(Regex::new)
+            .transpose()
+            .map_err(|e| format!("{flag}: invalid regex: {}", e.to_string().lines().last().unwrap_or("")))
+    };
+    let (include, exclude) = (regex(&args.include, "--include")?, regex(&args.exclude, "--exclude")?);
+    let input = QuantizedFile::open(&args.input).map_err(|e| format!("{}: {e}", args.input.display()))?;
+
+    let mut meta: HashMap<String, String> = input.metadata_map();
+    meta.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
+    let mut plans: Vec<(TensorPlan, Entry)> = vec![];
+    let mut total_in = 0usize;
+    for name in input.tensor_names() {
+        let raw = input
+            .raw(&name)
+            .ok_or_else(|| format!("{name}: vanished from the header"))?;
+        let selected = name.ends_with(".weight")
+            && raw.shape.len() == 2
+            && matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+            && include.as_ref().is_none_or(|r| r.is_match(&name))
+            && !exclude.as_ref().is_some_and(|r| r.is_match(&name));
+        if !selected {
+            plans.push((
+                TensorPlan {
+                    name: name.clone(),
+                    dtype: raw.dtype,
+                    shape: raw.shape.to_vec(),
+                },
+                Entry::Raw(name),
+            ));
+            continue;
+        }
+        let prefix = name.strip_suffix(".weight").unwrap_or(&name).to_string();
+        let (n, k) = (raw.shape[0], raw.shape[1]);
+        if let QScheme::Q4Grouped(g) = scheme {
+            qlinear::GroupSize::Group(g)
+                .validate(k)
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        for other in ["qweight", "scales"] {
+            if input.raw(&format!("{prefix}.{other}")).is_some() {
+                return Err(format!("{name}: the input already has {prefix}.{other}"));
+            }
+        }
+        total_in += raw.data.len();
+        let ([qp, sp], keys) = scheme.plans(&prefix, n, k);
+        meta.extend(keys);
+        plans.push((qp, Entry::QWeight(name.clone())));
+        plans.push((sp, Entry::Scales(name)));
+    }
+    plans.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(total_in as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
+                .map_err(|e| e.to_string())?,
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let mut pending: HashMap<String, Quantized> = HashMap::new();
+    let mut lines = String::new();
+    let (mut total_out, mut total_q_in) = (0usize, 0usize);
+    let just_plans: Vec<TensorPlan> = plans.iter().map(|p| p.0.clone()).collect();
+    let result = qlinear::write_streaming(&args.output, meta, &just_plans, |i, out| {
+        let io = |e: std::io::Error| FormatError::Io {
+            path: args.output.clone(),
+            source: e,
+        };
+        let fail = |tensor: &str, reason: String| FormatError::Unsupported {
+            tensor: tensor.to_string(),
+            reason,
+        };
+        match &plans[i].1 {
+            Entry::Raw(name) => out
+                .write_all(input.raw(name).map(|r| r.data).unwrap_or_default())
+                .map_err(io),
+            Entry::QWeight(name) | Entry::Scales(name) => {
+                if !pending.contains_key(name) {
+                    let raw = input.raw(name).ok_or_else(|| fail(name, "vanished".into()))?;
+                    if let Some(bar) = &bar {
+                        bar.set_message(name.clone());
+                    }
+                    let q = quantize_tensor(raw, scheme).map_err(|reason| fail(name, reason))?;
+                    if let Some(bar) = &bar {
+                        bar.inc(raw.data.len() as u64);
+                    }
+                    let (n, k) = (raw.shape[0], raw.shape[1]);
+                    let out_bytes = q.qweight.len() + q.scales.len();
+                    total_out += out_bytes;
+                    total_q_in += raw.data.len();
+                    lines += &format!(
+                        "{name}  [{n}, {k}]  {scheme}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
+                        raw.data.len(),
+                        q.stats.max_abs_err,
+                        q.stats.snr_db()
+                    );
+                    pending.insert(name.clone(), q);
+                }
+                let q = &pending[name];
+                let is_qweight = matches!(plans[i].1, Entry::QWeight(_));
+                out.write_all(if is_qweight { &q.qweight } else { &q.scales })
+                    .map_err(io)?;
+                // both parts written: free the tensor
+                let both_done = plans[..=i]
+                    .iter()
+                    .filter(|p| matches!(&p.1, Entry::QWeight(n) | Entry::Scales(n) if n == name))
+                    .count()
+                    == 2;
+                if both_done {
+                    pending.remove(name);
+                }
+                Ok(())
+            }
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    result.map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    lines += &format!(
+        "total: {total_q_in} -> {total_out} bytes quantized in {secs:.2} s ({:.2} GB/s of input); written to {}\n",
+        total_q_in as f64 / secs / 1e9,
+        args.output.display()
+    );
+    print_out(&lines)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Widens one input row to f32 (exact for F16 and BF16).
+fn decode_row(raw: &RawTensor<'_>, bytes: &[u8], out: &mut Vec<f32>) {
+    out.clear();
+    match raw.dtype {
+        Dtype::F32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        ),
+        Dtype::F16 => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+        ),
+        _ => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+        ),
+    }
+}
+
+/// Quantizes one `[n, k]` tensor with the canonical recipe, rows in parallel,
+/// into its on-disk `qweight` and `scales` bytes.
+fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, String> {
+    let (n, k) = (raw.shape[0], raw.shape[1]);
+    let elem = raw.dtype.bitsize() / 8;
+    let [qshape, sshape] = scheme.shapes(n, k);
+    let q_row = qshape[1];
+    let s_row =
+        if sshape.len() == 2 { sshape[1] } else { 1 } * if matches!(scheme, QScheme::Q4Grouped(_)) { 2 } else { 4 };
+    let mut qweight = vec![0u8; n * q_row];
+    let mut scales = vec![0u8; n * s_row];
+    if n == 0 {
+        return Ok(Quantized {
+            qweight,
+            scales,
+            stats: Stats::default(),
+        });
+    }
+    let tasks: Vec<Result<Stats, String>> = qweight
+        .par_chunks_mut((q_row * ROWS_PER_TASK).max(1))
+        .zip(scales.par_chunks_mut(s_row * ROWS_PER_TASK))
+        .enumerate()
+        .map(|(t, (qw, sc))| {
+            let mut w = Vec::with_capacity(k);
+            let mut stats = Stats::default();
+            let mut codes = vec![0i8; k];
+            let mut gscales = vec![f16::ZERO; if let QScheme::Q4Grouped(g) = scheme { k / g } else { 0 }];
+            for j in 0..ROWS_PER_TASK.min(n - t * ROWS_PER_TASK) {
+                let r = t * ROWS_PER_TASK + j;
+                decode_row(&raw, &raw.data[r * k * elem..(r + 1) * k * elem], &mut w);
+                let at = |e: RecipeError| match e {
+                    RecipeError::NonFinite { col, value, .. } => format!("non-finite value {value} at row {r}, column {col}"),
+                    RecipeError::ScaleOverflow { group, col_start, col_end, amax, .. } => format!(
+                        "f16 scale overflow at row {r}, group {group} (columns {col_start}..{col_end}): max |w| = {amax}"
+                    ),
+                    e => format!("row {r}: {e}"),
+                };
+                let qw = &mut qw[j * q_row..(j + 1) * q_row];
+                let sc = &mut sc[j * s_row..(j + 1) * s_row];
+                match scheme {
+                    QScheme::Q8 => {
+                        let s = quantize_row_q8(&w, &mut codes).map_err(at)?;
+                        sc.copy_from_slice(&s.to_le_bytes());
+                        for (o, &c) in qw.iter_mut().zip(&codes) {
+                            *o = c as u8;
+                        }
+                        stats = stats.merge(row_stats(&w, |c| f64::from(codes[c]) * f64::from(s)));
+                    }
+                    QScheme::Q4 => {
+                        let s = quantize_row_q4(&w, qw).map_err(at)?;
+                        sc.copy_from_slice(&s.to_le_bytes());
+                        stats = stats.merge(row_stats(&w, |c| f64::from(qlinear::unpack_code_biased(qw, c)) * f64::from(s)));
+                        qlinear::biased_to_twos_complement(qw);
+                    }
+                    QScheme::Q4Grouped(g) => {
+                        quantize_row_q4_grouped(&w, g, qw, &mut gscales).map_err(at)?;
+                        for (o, s) in sc.chunks_exact_mut(2).zip(&gscales) {
+                            o.copy_from_slice(&s.to_bits().to_le_bytes());
+                        }
+                        let deq = |c: usize| f64::from(qlinear::unpack_code_biased(qw, c)) * f64::from(gscales[c / g].to_f32());
+                        stats = stats.merge(row_stats(&w, deq));
+                        qlinear::biased_to_twos_complement(qw);
+                    }
+                }
+            }
+            Ok(stats)
+        })
+        .collect();
+    let mut stats = Stats::default();
+    for t in tasks {
+        stats = stats.merge(t?); // the first failing row range, in row order
+    }
+    Ok(Quantized { qweight, scales, stats })
+}
+
+fn row_stats(w: &[f32], deq: impl Fn(usize) -> f64) -> Stats {
+    let mut s = Stats::default();
+    for (c, &v) in w.iter().enumerate() {
+        let e = deq(c) - f64::from(v);
+        s.max_abs_err = s.max_abs_err.max(e.abs());
+        s.signal += f64::from(v) * f64::from(v);
+        s.noise += e * e;
+    }
+    s
+}

@@ -1,0 +1,279 @@
+//! The `qlinear` binary end to end: conversions checked byte for byte against
+//! the recipe crate, and every refused input: non-zero exit, one clear line,
+//! no output file, no temporary file left behind.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use half::{bf16, f16};
+use qlinear::{GroupSize, QuantizedFile, QuantizedMatrix, QuantizedMatrixQ4, QuantizedTensor};
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
+
+fn qlinear(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qlinear")).args(args).output().unwrap()
+}
+
+fn weights(n: usize, k: usize) -> Vec<f32> {
+    (0..n * k).map(|i| ((i * 7919 % 1999) as f32 - 999.0) / 97.0).collect()
+}
+
+enum Src {
+    F32(Vec<f32>),
+    F16(Vec<f32>),
+    Bf16(Vec<f32>),
+    Bytes(Dtype, Vec<u8>),
+}
+
+/// Writes a float model file with the given tensors and metadata.
+fn model(dir: &Path, name: &str, tensors: Vec<(&str, Vec<usize>, Src)>) -> PathBuf {
+    let owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(n, shape, src)| {
+            let (d, b) = match src {
+                Src::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                Src::F16(v) => (
+                    Dtype::F16,
+                    v.iter()
+                        .flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes())
+                        .collect(),
+                ),
+                Src::Bf16(v) => (
+                    Dtype::BF16,
+                    v.iter()
+                        .flat_map(|x| bf16::from_f32(*x).to_bits().to_le_bytes())
+                        .collect(),
+                ),
+                Src::Bytes(d, b) => (d, b),
+            };
+            (n.to_string(), d, shape, b)
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let meta = HashMap::from([("source".to_string(), "unit-test".to_string())]);
+    let path = dir.join(name);
+    std::fs::write(&path, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+    path
+}
+
+fn standard_model(dir: &Path) -> PathBuf {
+    model(
+        dir,
+        "model.safetensors",
+        vec![
+            ("layers.0.attn.q.weight", vec![8, 64], Src::F32(weights(8, 64))),
+            ("layers.0.mlp.up.weight", vec![6, 96], Src::F16(weights(6, 96))),
+            ("layers.0.mlp.down.weight", vec![5, 32], Src::Bf16(weights(5, 32))),
+            ("layers.0.attn.q.bias", vec![8], Src::F32(weights(1, 8))),
+            ("norm.weight", vec![64], Src::F32(weights(1, 64))),
+            ("positions", vec![2, 2], Src::Bytes(Dtype::I64, vec![7; 32])),
+        ],
+    )
+}
+
+fn widened(v: &[f32], dtype: Dtype) -> Vec<f32> {
+    match dtype {
+        Dtype::F16 => v.iter().map(|x| f16::from_f32(*x).to_f32()).collect(),
+        Dtype::BF16 => v.iter().map(|x| bf16::from_f32(*x).to_f32()).collect(),
+        _ => v.to_vec(),
+    }
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = standard_model(dir.path());
+    for scheme in ["q8", "q4", "q4g32"] {
+        let out = dir.path().join(format!("out-{scheme}.safetensors"));
+        let o = qlinear(&[
+            "convert",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--scheme",
+            scheme,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stdout = String::from_utf8(o.stdout).unwrap();
+        assert!(
+            stdout.contains("layers.0.attn.q.weight  [8, 64]") && stdout.contains("SNR") && stdout.contains("total:"),
+            "{stdout}"
+        );
+        let f = QuantizedFile::open(&out).unwrap();
+        assert_eq!(f.metadata_map()["source"], "unit-test");
+        for (name, n, k, dtype) in [
+            ("layers.0.attn.q", 8, 64, Dtype::F32),
+            ("layers.0.mlp.up", 6, 96, Dtype::F16),
+            ("layers.0.mlp.down", 5, 32, Dtype::BF16),
+        ] {
+            let w = widened(&weights(n, k), dtype);
+            let want = match scheme {
+                "q8" => QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+                "q4" => QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+                _ => QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap()),
+            };
+            assert_eq!(f.load(name).unwrap(), want, "{name} {scheme}");
+            assert!(f.raw(&format!("{name}.weight")).is_none());
+        }
+        // everything else is copied unchanged
+        let src = QuantizedFile::open(&input).unwrap();
+        for name in ["layers.0.attn.q.bias", "norm.weight", "positions"] {
+            let (a, b) = (src.raw(name).unwrap(), f.raw(name).unwrap());
+            assert_eq!((a.dtype, a.shape, a.data), (b.dtype, b.shape, b.data), "{name}");
+        }
+        let o = qlinear(&["inspect", out.to_str().unwrap()]);
+        assert!(o.status.success());
+        let text = String::from_utf8(o.stdout).unwrap();
+        assert!(
+            text.contains(&format!("layers.0.mlp.up  {scheme}  [6, 96]"))
+                && text.contains("3 quantized tensors, 0 invalid"),
+            "{text}"
+        );
+    }
+    let census = qlinear(&[
+        "selftest",
+        "--census",
+        dir.path().join("out-q4g32.safetensors").to_str().unwrap(),
+    ]);
+    assert!(census.status.success(), "{}", String::from_utf8_lossy(&census.stderr));
+}
+
+#[test]
+fn include_and_exclude_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = standard_model(dir.path());
+    let out = dir.path().join("out.safetensors");
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--scheme",
+        "q8",
+        "--include",
+        "mlp",
+        "--exclude",
+        "down",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = QuantizedFile::open(&out).unwrap();
+    assert_eq!(f.quantized_prefixes(), vec!["layers.0.mlp.up".to_string()]);
+    assert!(f.raw("layers.0.attn.q.weight").is_some() && f.raw("layers.0.mlp.down.weight").is_some());
+}
+
+/// Runs a conversion that must fail: exit 1, one line on stderr containing
+/// every `want`, and nothing new in the directory.
+fn refused(dir: &Path, input: &Path, scheme: &str, want: &[&str]) {
+    let before = entries(dir);
+    let out = dir.join("refused.safetensors");
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--scheme",
+        scheme,
+    ]);
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    for w in want {
+        assert!(err.contains(w), "{err:?} should contain {w:?}");
+    }
+    assert!(!out.exists(), "no output file");
+    assert_eq!(entries(dir), before, "no temporary file left behind");
+}
+
+#[test]
+fn refused_conversions_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut w = weights(4, 16);
+    w[2 * 16 + 5] = f32::NAN;
+    let nan = model(
+        d,
+        "nan.safetensors",
+        vec![
+            ("a.weight", vec![4, 16], Src::F32(weights(4, 16))),
+            ("b.weight", vec![4, 16], Src::F32(w)),
+        ],
+    );
+    refused(d, &nan, "q8", &["b.weight", "non-finite value NaN at row 2, column 5"]);
+    refused(d, &nan, "q4g8", &["b.weight", "row 2, column 5"]);
+    let good = model(
+        d,
+        "good.safetensors",
+        vec![("a.weight", vec![4, 48], Src::F32(weights(4, 48)))],
+    );
+    refused(d, &good, "q4g32", &["a.weight", "group size 32 does not divide K = 48"]);
+    refused(d, &good, "q4g3", &["unknown scheme \"q4g3\""]);
+    refused(d, &good, "q4g0", &["unknown scheme \"q4g0\""]);
+    refused(d, &good, "q5", &["unknown scheme \"q5\""]);
+    let mut big = weights(2, 8);
+    big[8 + 3] = 7.0 * 70000.0;
+    let overflow = model(d, "overflow.safetensors", vec![("a.weight", vec![2, 8], Src::F32(big))]);
+    refused(
+        d,
+        &overflow,
+        "q4g4",
+        &["a.weight", "f16 scale overflow at row 1, group 0"],
+    );
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    let truncated = d.join("truncated.safetensors");
+    std::fs::write(&truncated, bytes).unwrap();
+    refused(
+        d,
+        &truncated,
+        "q8",
+        &["truncated.safetensors", "malformed safetensors file"],
+    );
+    let garbage = d.join("garbage.safetensors");
+    std::fs::write(&garbage, b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    refused(d, &garbage, "q8", &["garbage.safetensors", "malformed"]);
+    refused(d, &d.join("missing.safetensors"), "q8", &["missing.safetensors"]);
+}
+
+#[test]
+fn inspect_reports_an_invalid_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = standard_model(dir.path());
+    let out = dir.path().join("out.safetensors");
+    assert!(qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--scheme",
+        "q8"
+    ])
+    .status
+    .success());
+    // corrupt one scale of layers.0.attn.q to -1.0, in place
+    let f = QuantizedFile::open(&out).unwrap();
+    let scales = f.raw("layers.0.attn.q.scales").unwrap().data.to_vec();
+    let mut bytes = std::fs::read(&out).unwrap();
+    let at = bytes.windows(scales.len()).position(|w| w == scales).unwrap();
+    bytes[at..at + 4].copy_from_slice(&(-1.0f32).to_le_bytes());
+    drop(f);
+    std::fs::write(&out, bytes).unwrap();
+    let o = qlinear(&["inspect", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("layers.0.attn.q  INVALID: layers.0.attn.q.scales: invalid scale -1 at row 0"),
+        "{text}"
+    );
+    assert!(String::from_utf8(o.stderr)
+        .unwrap()
+        .contains("1 quantized tensor(s) failed validation"));
+}

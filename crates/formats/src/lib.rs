@@ -1,0 +1,41 @@
+//! qlinear's on-disk format: quantized weights in safetensors files.
+//!
+//! A weight `P.weight` `[N, K]` is stored as `P.qweight` and `P.scales`:
+//!
+//! | scheme | `P.qweight` | `P.scales` |
+//! |---|---|---|
+//! | `q8` | I8 `[N, K]` | F32 `[N]` |
+//! | `q4` | U8 `[N, ceil(K/2)]` | F32 `[N]` |
+//! | `q4g<G>` | U8 `[N, K/2]` | F16 `[N, K/G]` |
+//!
+//! Q4 nibbles on disk are two's complement, low nibble = even column, odd-K
+//! pad nibble 0 (in memory they are biased by +8; the conversion is `XOR
+//! 0x88`). `__metadata__` carries `qlinear.format = "1"`, `P.qscheme` and
+//! `P.in_features`. Headers are parsed by the `safetensors` crate; every
+//! inconsistency is a [`FormatError`] naming the tensor, never a panic.
+//! `docs/FORMAT.md` is the complete description.
+
+mod error;
+mod reader;
+mod scheme;
+mod writer;
+
+pub use error::FormatError;
+pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
+pub use safetensors::Dtype;
+pub use scheme::{QScheme, QuantizedTensor};
+pub use writer::{write_file, write_streaming, OutputTensor, TensorPlan};
+
+/// The `__metadata__` key holding the format version.
+pub const FORMAT_KEY: &str = "qlinear.format";
+/// The format version this crate reads and writes.
+pub const FORMAT_VERSION: &str = "1";
+
+/// The metadata key of tensor prefix `P`'s scheme: `P.qscheme`.
+pub fn qscheme_key(prefix: &str) -> String {
+    format!("{prefix}.qscheme")
+}
+/// The metadata key of tensor prefix `P`'s K: `P.in_features`.
+pub fn in_features_key(prefix: &str) -> String {
+    format!("{prefix}.in_features")
+}

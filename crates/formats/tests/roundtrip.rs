@@ -1,0 +1,385 @@
+//! Write → read round trips for every scheme, and every malformed file a
+//! reader must refuse with a typed error naming the tensor (never a panic).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use half::f16;
+use proptest::prelude::*;
+use qlinear_formats::*;
+use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
+use safetensors::tensor::TensorView;
+
+fn weights(n: usize, k: usize, seed: u32) -> Vec<f32> {
+    (0..n * k)
+        .map(|i| (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2001) as f32 / 100.0 - 10.0)
+        .collect()
+}
+
+fn tensors_for(n: usize, k: usize) -> Vec<(String, QuantizedTensor)> {
+    let w = weights(n, k, 7);
+    let mut v = vec![
+        (
+            "m.q8".to_string(),
+            QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+        ),
+        (
+            "m.q4".to_string(),
+            QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+        ),
+    ];
+    if k.is_multiple_of(4) {
+        let q = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(4), &w).unwrap();
+        v.push(("m.q4g4".to_string(), QuantizedTensor::Q4(q)));
+    }
+    v
+}
+
+fn write(dir: &std::path::Path, name: &str, tensors: &[(String, QuantizedTensor)]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut out: Vec<OutputTensor<'_>> = tensors
+        .iter()
+        .map(|(p, t)| OutputTensor::Quantized {
+            prefix: p.clone(),
+            tensor: t.clone(),
+        })
+        .collect();
+    out.push(OutputTensor::Raw {
+        name: "m.bias".into(),
+        dtype: Dtype::F32,
+        shape: vec![2],
+        data: Cow::Owned(vec![0, 0, 128, 63, 0, 0, 0, 64]),
+    });
+    let meta = HashMap::from([("producer".to_string(), "test".to_string())]);
+    write_file(&path, &meta, out).unwrap();
+    path
+}
+
+#[test]
+fn round_trip_every_scheme_odd_k_and_k_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, k) in [(3, 8), (5, 7), (4, 1), (2, 64), (1, 0)] {
+        let tensors = tensors_for(n, k);
+        let path = write(dir.path(), &format!("rt_{n}_{k}.safetensors"), &tensors);
+        let f = QuantizedFile::open(&path).unwrap();
+        for (prefix, t) in &tensors {
+            assert_eq!(&f.load(prefix).unwrap(), t, "{prefix} [{n}, {k}]");
+        }
+        let meta = f.metadata_map();
+        assert_eq!(meta["qlinear.format"], "1");
+        assert_eq!(meta["producer"], "test", "input metadata kept");
+        assert_eq!(meta["m.q8.qscheme"], "q8");
+        assert_eq!(meta["m.q4.in_features"], k.to_string());
+        let bias = f.raw("m.bias").unwrap();
+        assert_eq!(
+            (bias.dtype, bias.shape, bias.data),
+            (Dtype::F32, &[2usize][..], &[0, 0, 128, 63, 0, 0, 0, 64][..])
+        );
+        let q4 = f.raw("m.q4.qweight").unwrap();
+        assert_eq!((q4.dtype, q4.shape), (Dtype::U8, &[n, k.div_ceil(2)][..]));
+        if k % 2 == 1 && n > 0 {
+            assert_eq!(q4.data[k / 2] >> 4, 0, "odd-K pad nibble is two's-complement 0 on disk");
+        }
+        assert!(f.validate().iter().all(|(_, r)| r.is_ok()));
+    }
+}
+
+#[test]
+fn seed_hand_example_bytes_on_disk() {
+    let scales = [0x3800u16, 0x4000, 0x3C00, 0x3400].map(f16::from_bits).to_vec();
+    let m = QuantizedMatrixQ4::from_parts_twos_complement(
+        2,
+        4,
+        vec![0xE1, 0x83, 0x07, 0x4F],
+        qlinear_quant_recipe::Q4Scales::Grouped { group: 2, scales },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "seed.safetensors",
+        &[("seed".into(), QuantizedTensor::Q4(m.clone()))],
+    );
+    let f = QuantizedFile::open(&path).unwrap();
+    assert_eq!(f.raw("seed.qweight").unwrap().data, &[0xE1, 0x83, 0x07, 0x4F]);
+    assert_eq!(
+        f.raw("seed.scales").unwrap().data,
+        &[0x00, 0x38, 0x00, 0x40, 0x00, 0x3C, 0x00, 0x34]
+    );
+    assert_eq!(f.metadata_map()["seed.qscheme"], "q4g2");
+    assert_eq!(f.load("seed").unwrap(), QuantizedTensor::Q4(m));
+}
+
+/// A hand-made file: tensors as (name, dtype, shape, bytes) and metadata.
+fn craft(tensors: &[(&str, safetensors::Dtype, Vec<usize>, Vec<u8>)], meta: &[(&str, &str)]) -> Vec<u8> {
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.to_string(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let meta: HashMap<String, String> = meta.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    safetensors::serialize(views, Some(meta)).unwrap()
+}
+
+fn q8_file(codes: Vec<u8>, scales: &[f32], meta: &[(&str, &str)]) -> Vec<u8> {
+    let n = scales.len();
+    let k = codes.len() / n.max(1);
+    craft(
+        &[
+            ("w.qweight", Dtype::I8, vec![n, k], codes),
+            (
+                "w.scales",
+                Dtype::F32,
+                vec![n],
+                scales.iter().flat_map(|s| s.to_le_bytes()).collect(),
+            ),
+        ],
+        meta,
+    )
+}
+
+const GOOD: &[(&str, &str)] = &[("qlinear.format", "1"), ("w.qscheme", "q8"), ("w.in_features", "2")];
+
+fn load_err(bytes: Vec<u8>) -> FormatError {
+    match QuantizedFile::from_bytes(bytes) {
+        Err(e) => e,
+        Ok(f) => f.load("w").unwrap_err(),
+    }
+}
+
+#[test]
+fn malformed_files_are_typed_errors_naming_the_tensor() {
+    assert!(QuantizedFile::from_bytes(q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD))
+        .unwrap()
+        .load("w")
+        .is_ok());
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            q8_file(vec![1, 2, 0x80, 4], &[1.0, 0.5], GOOD),
+            "w.qweight: Q8 code -128 at row 1, column 0",
+        ),
+        (
+            q8_file(vec![1, 2, 3, 4], &[1.0, -0.5], GOOD),
+            "w.scales: invalid scale -0.5 at row 1",
+        ),
+        (
+            q8_file(vec![1, 2, 3, 4], &[1.0, f32::NAN], GOOD),
+            "w.scales: invalid scale NaN at row 1",
+        ),
+        (
+            q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], &[("qlinear.format", "2")]),
+            "unknown qlinear format version \"2\"",
+        ),
+        (
+            q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], &[("w.qscheme", "q8")]),
+            "w.qweight: the file has no qlinear.format",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.in_features", "2")],
+            ),
+            "w.qweight: metadata key w.qscheme is missing",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.qscheme", "q5"), ("w.in_features", "2")],
+            ),
+            "w.qweight: unknown quantization scheme \"q5\"",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.qscheme", "q4g3"), ("w.in_features", "2")],
+            ),
+            "unknown quantization scheme \"q4g3\"",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.qscheme", "q8"), ("w.in_features", "-2")],
+            ),
+            "w.qweight: in_features \"-2\"",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.qscheme", "q8"), ("w.in_features", "3")],
+            ),
+            "w.qweight: shape [2, 2] where the scheme and K need [2, 3]",
+        ),
+        (
+            q8_file(
+                vec![1, 2, 3, 4],
+                &[1.0, 0.5],
+                &[("qlinear.format", "1"), ("w.qscheme", "q4"), ("w.in_features", "2")],
+            ),
+            "w.qweight: dtype I8 where the scheme needs U8",
+        ),
+        (
+            craft(&[("w.qweight", Dtype::I8, vec![1, 2], vec![1, 2])], GOOD),
+            "w.qweight: its partner tensor w.scales is missing",
+        ),
+        (
+            craft(&[("w.scales", Dtype::F32, vec![1], vec![0; 4])], GOOD),
+            "w.scales: its partner tensor w.qweight is missing",
+        ),
+        (
+            craft(
+                &[
+                    ("w.qweight", Dtype::I8, vec![1, 2], vec![1, 2]),
+                    ("w.scales", Dtype::F16, vec![1], vec![0; 2]),
+                ],
+                GOOD,
+            ),
+            "w.scales: dtype F16 where the scheme needs F32",
+        ),
+        (
+            craft(
+                &[
+                    ("w.qweight", Dtype::I8, vec![1, 2], vec![1, 2]),
+                    ("w.scales", Dtype::F32, vec![2], vec![0; 8]),
+                ],
+                GOOD,
+            ),
+            "w.scales: shape [2] where the scheme and K need [1]",
+        ),
+        (
+            craft(
+                &[
+                    ("w.qweight", Dtype::U8, vec![1, 2], vec![0x11, 0x81]),
+                    ("w.scales", Dtype::F32, vec![1], vec![0; 4]),
+                ],
+                &[("qlinear.format", "1"), ("w.qscheme", "q4"), ("w.in_features", "3")],
+            ),
+            "w.qweight: pad nibble of row 0 is 0x8, expected 0x0",
+        ),
+        (
+            craft(
+                &[
+                    ("w.qweight", Dtype::U8, vec![1, 3], vec![0; 3]),
+                    ("w.scales", Dtype::F16, vec![1, 1], vec![0; 2]),
+                ],
+                &[("qlinear.format", "1"), ("w.qscheme", "q4g4"), ("w.in_features", "6")],
+            ),
+            "w.qweight: group size 4 does not divide K = 6",
+        ),
+        (
+            craft(
+                &[
+                    ("w.qweight", Dtype::U8, vec![1, 2], vec![0; 2]),
+                    ("w.scales", Dtype::F16, vec![1, 2], vec![0, 0x7C, 0, 0]),
+                ],
+                &[("qlinear.format", "1"), ("w.qscheme", "q4g2"), ("w.in_features", "4")],
+            ),
+            "w.scales: invalid scale inf at row 0, group 0",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let msg = load_err(bytes).to_string();
+        assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+    }
+    let mut truncated = q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD);
+    truncated.pop();
+    assert!(matches!(
+        QuantizedFile::from_bytes(truncated),
+        Err(FormatError::Header(_))
+    ));
+    assert!(matches!(
+        QuantizedFile::from_bytes(vec![1, 2, 3]),
+        Err(FormatError::Header(_))
+    ));
+    assert!(matches!(
+        QuantizedFile::open("/nonexistent/x.safetensors"),
+        Err(FormatError::Io { .. })
+    ));
+    let e = QuantizedFile::from_bytes(q8_file(vec![1, 2], &[1.0], GOOD))
+        .unwrap()
+        .load("other")
+        .unwrap_err();
+    assert_eq!(e.to_string(), "other.qweight: no such tensor");
+    // Q4 accepts all 16 codes including -8 (nibble 0x8 on disk)
+    let f = craft(
+        &[
+            ("w.qweight", Dtype::U8, vec![1, 1], vec![0x88]),
+            ("w.scales", Dtype::F32, vec![1], 1f32.to_le_bytes().to_vec()),
+        ],
+        &[("qlinear.format", "1"), ("w.qscheme", "q4"), ("w.in_features", "2")],
+    );
+    let QuantizedTensor::Q4(m) = QuantizedFile::from_bytes(f).unwrap().load("w").unwrap() else {
+        panic!()
+    };
+    assert_eq!((m.code(0, 0), m.code(0, 1)), (-8, -8));
+    let _ = RecipeError::GroupZero; // the recipe's errors are what Invalid carries
+}
+
+#[test]
+fn a_failed_write_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.safetensors");
+    let plans = vec![TensorPlan {
+        name: "a".into(),
+        dtype: Dtype::U8,
+        shape: vec![4],
+    }];
+    let r = write_streaming(&path, HashMap::new(), &plans, |_, out| {
+        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
+            path: "x".into(),
+            source: e,
+        })?;
+        Err(FormatError::Unsupported {
+            tensor: "a".into(),
+            reason: "stop".into(),
+        })
+    });
+    assert!(r.is_err());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "neither the output nor a temporary file remains"
+    );
+    let r = write_streaming(&path, HashMap::new(), &plans, |_, out| {
+        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
+            path: "x".into(),
+            source: e,
+        })
+    });
+    assert!(r
+        .unwrap_err()
+        .to_string()
+        .contains("producer wrote 2 bytes, the header says 4"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    /// Any corruption of a valid file is either refused or loads; it never panics.
+    #[test]
+    fn corrupted_files_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>(), truncate in any::<bool>()) {
+        let tensors = tensors_for(3, 8);
+        let mut out: Vec<OutputTensor<'_>> = tensors.iter().map(|(p, t)| OutputTensor::Quantized { prefix: p.clone(), tensor: t.clone() }).collect();
+        out.push(OutputTensor::Raw { name: "x".into(), dtype: Dtype::F32, shape: vec![1], data: Cow::Owned(vec![0; 4]) });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.safetensors");
+        write_file(&path, &HashMap::new(), out).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        for (i, v) in flips {
+            let i = i.index(bytes.len());
+            bytes[i] ^= v;
+        }
+        if truncate {
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        if let Ok(f) = QuantizedFile::from_bytes(bytes) {
+            for (_, r) in f.validate() {
+                let _ = r.map(|i| i.bits_per_weight());
+            }
+        }
+    }
+}
