@@ -82,13 +82,40 @@ fn test() -> Result {
             .args(["test", "-p", "qlinear", "-p", "qlinear-dispatch"])
             .env("QLINEAR_INT8_TIER", tier))?;
     }
-    ensure_python(&["numpy"])?;
+    ensure_python(&["numpy", "safetensors"])?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
         "--check",
         "crates/quant-recipe/tests/data/recipe_golden.txt",
     ]))?;
-    Ok(())
+    python_interop()
+}
+
+/// Python's safetensors + numpy against ours, both directions: the committed
+/// numpy-written fixture is still what the script writes, and the files
+/// `qlinear convert` writes from a Python-written model are read by Python
+/// with the exact dtypes, shapes, metadata and bytes of SPEC section 5.
+fn python_interop() -> Result {
+    let fixture = "crates/formats/tests/data/py_quantized.safetensors";
+    run(Command::new("python3").args(["tools/interop.py", "fixture", "--check", fixture]))?;
+    run(cargo().args(["build", "--quiet", "--package", "qlinear-cli"]))?;
+    let cli = root().join("target/debug/qlinear");
+    let dir = std::env::temp_dir().join(format!("qlinear-interop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let d = dir.to_string_lossy().into_owned();
+    let result = (|| {
+        run(Command::new("python3").args(["tools/interop.py", "model", &d]))?;
+        for scheme in ["q8", "q4", "q4g32"] {
+            let input = format!("{d}/py_model.safetensors");
+            let output = format!("{d}/ours_{scheme}.safetensors");
+            run(Command::new(&cli).args(["convert", &input, &output, "--scheme", scheme]))?;
+            run(Command::new(&cli).args(["inspect", &output]))?;
+        }
+        run(Command::new(&cli).args(["inspect", fixture]))?;
+        run(Command::new("python3").args(["tools/interop.py", "check-ours", &d]))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// `cargo xtask selftest [ARGS…]`: the release CLI's `selftest` on this CPU.

@@ -356,7 +356,6 @@ fn a_failed_write_leaves_no_file() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     /// Any corruption of a valid file is either refused or loads; it never panics.
