@@ -4,6 +4,7 @@
 //!   workspace tests (once more with each x86 tier forced), the independent
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
+//! * `bench [--quick]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
 //! * `ci`: what `.ci/run` calls (currently `test`).
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") | Some("ci") => test(),
         Some("selftest") => selftest(&args[1..]),
-        _ => Err("usage: cargo xtask <test|selftest|ci>".to_string()),
+        Some("bench") => bench(&args[1..]),
+        _ => Err("usage: cargo xtask <test|selftest|bench [--quick]|ci>".to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -116,6 +118,23 @@ fn python_interop() -> Result {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// `cargo xtask bench [--quick]`: the bandwidth probe and the hot/cold GEMV
+/// matrix; prints a table and writes `target/qlinear-bench.json`.
+fn bench(args: &[String]) -> Result {
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "qlinear-benches",
+            "--bin",
+            "qlinear-bench",
+            "--",
+        ])
+        .args(args))
 }
 
 /// `cargo xtask selftest [ARGS…]`: the release CLI's `selftest` on this CPU.

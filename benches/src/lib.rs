@@ -1,1 +1,0 @@
-//! Benchmarks only; see `benches/`.

@@ -1,0 +1,331 @@
+//! `qlinear-bench` (run by `cargo xtask bench [--quick]`): the memory-bandwidth
+//! probe, then every kernel family × tier × M × shape × threads × cache mode,
+//! beside an f32 GEMM from the `gemm` crate and the scalar tier in the same
+//! run. Prints one table and writes `target/qlinear-bench.json`.
+//!
+//! Cache modes: `hot` reuses one weight matrix (it may sit in L3: the kernel's
+//! ceiling); `cold` cycles through distinct copies totalling at least 256 MiB,
+//! so every call streams its weights from DRAM, as decoding through successive
+//! layers does.
+
+use std::time::{Duration, Instant};
+
+use qlinear::{selftest_report, GroupSize, Int8Tier, KernelFamily, QuantizedMatrix, QuantizedMatrixQ4, Route};
+use serde_json::json;
+
+const COLD_BYTES: usize = 256 << 20;
+
+struct Config {
+    quick: bool,
+    shapes: Vec<(usize, usize)>,
+    budget: Duration,
+}
+
+#[derive(Clone)]
+struct Row {
+    family: String,
+    tier: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    cache: &'static str,
+    median_us: f64,
+    weight_bytes: usize,
+}
+
+/// Median wall time of `f` over repeated calls (after a warm-up), stopping at
+/// the time budget (at least 5, at most 400 calls).
+fn median_time(budget: Duration, mut f: impl FnMut(usize)) -> f64 {
+    f(0);
+    f(1);
+    let start = Instant::now();
+    let mut times = vec![];
+    let mut i = 2;
+    while (times.len() < 5 || start.elapsed() < budget) && times.len() < 400 {
+        let t = Instant::now();
+        f(i);
+        times.push(t.elapsed().as_secs_f64());
+        i += 1;
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2] * 1e6
+}
+
+/// Sustained read bandwidth of a 1 GiB buffer with `threads` threads, each
+/// reading its share as 4 interleaved streams. Median of 5, GB/s.
+fn bandwidth_probe(threads: usize) -> f64 {
+    let buf = vec![1u64; (1 << 30) / 8];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let read = || -> u64 {
+        pool.install(|| {
+            use rayon::prelude::*;
+            buf.par_chunks(buf.len() / threads)
+                .map(|part| {
+                    let q = part.len() / 4;
+                    let (a, rest) = part.split_at(q);
+                    let (b, rest) = rest.split_at(q);
+                    let (c, d) = rest.split_at(q);
+                    let mut s = [0u64; 4];
+                    for i in 0..q {
+                        s[0] = s[0].wrapping_add(a[i]);
+                        s[1] = s[1].wrapping_add(b[i]);
+                        s[2] = s[2].wrapping_add(c[i]);
+                        s[3] = s[3].wrapping_add(d[i]);
+                    }
+                    s.iter().fold(0u64, |x, y| x.wrapping_add(*y))
+                })
+                .sum()
+        })
+    };
+    let mut times = vec![];
+    for _ in 0..5 {
+        let t = Instant::now();
+        std::hint::black_box(read());
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    (1u64 << 30) as f64 / times[2] / 1e9
+}
+
+fn data(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            (s >> 8) as f32 / (1 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+enum Weights {
+    Q8(Vec<QuantizedMatrix>),
+    Q4(Vec<QuantizedMatrixQ4>),
+}
+
+fn copies(bytes: usize, cold: bool) -> usize {
+    if cold {
+        COLD_BYTES.div_ceil(bytes).max(2)
+    } else {
+        1
+    }
+}
+
+fn run_family(route: &Route, family: KernelFamily, w: &Weights, x: &[f32], m: usize, y: &mut [f32], i: usize) {
+    let r = match (family, w) {
+        (KernelFamily::W8A8, Weights::Q8(v)) => route.linear_q8_dynamic(x, m, &v[i % v.len()], y),
+        (KernelFamily::W8A16, Weights::Q8(v)) => route.linear_w8a16(x, m, &v[i % v.len()], y),
+        (KernelFamily::W4A8 | KernelFamily::W4A8Grouped, Weights::Q4(v)) => {
+            route.linear_q4_dynamic(x, m, &v[i % v.len()], y)
+        }
+        (_, Weights::Q4(v)) => route.linear_w4a16(x, m, &v[i % v.len()], y),
+        _ => Ok(()),
+    };
+    r.expect("benchmark shapes are valid");
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let cfg = Config {
+        quick,
+        shapes: if quick {
+            vec![(4096, 4096), (11008, 4096)]
+        } else {
+            vec![(2048, 2048), (4096, 4096), (11008, 4096)]
+        },
+        budget: Duration::from_millis(if quick { 120 } else { 400 }),
+    };
+    let report = selftest_report();
+    let tiers = report.proven_tiers();
+    eprintln!("{report}");
+    let bw: Vec<f64> = [1, 2].iter().map(|&t| bandwidth_probe(t)).collect();
+    println!(
+        "memory bandwidth probe (1 GiB read): 1 thread {:.2} GB/s, 2 threads {:.2} GB/s",
+        bw[0], bw[1]
+    );
+
+    let mut rows: Vec<Row> = vec![];
+    let families = [
+        (KernelFamily::W8A8, "w8a8"),
+        (KernelFamily::W4A8, "w4a8"),
+        (KernelFamily::W4A8Grouped, "w4a8_g32"),
+        (KernelFamily::W8A16, "w8a16"),
+        (KernelFamily::W4A16, "w4a16"),
+        (KernelFamily::W4A16Grouped, "w4a16_g32"),
+    ];
+    for &(n, k) in &cfg.shapes {
+        let wf = data(n * k, 1);
+        for cache in ["hot", "cold"] {
+            // the f32 baseline: gemm's f32 GEMM on the same shapes
+            let fcopies: Vec<Vec<f32>> = (0..copies(n * k * 4, cache == "cold")).map(|_| wf.clone()).collect();
+            for m in [1usize, 16] {
+                let x = data(m * k, 2);
+                let mut y = vec![0f32; m * n];
+                for threads in [1usize, 2] {
+                    let par = if threads == 1 {
+                        gemm::Parallelism::None
+                    } else {
+                        gemm::Parallelism::Rayon(threads)
+                    };
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                    let t = pool.install(|| {
+                        median_time(cfg.budget, |i| {
+                            let w = &fcopies[i % fcopies.len()];
+                            // SAFETY: y is [m, n] (row stride n), x is [m, k] (row stride k), and
+                            // w is [n, k] read as Wᵀ [k, n] (column stride k); all three are
+                            // live, correctly sized buffers and y does not alias them.
+                            unsafe {
+                                gemm::gemm(
+                                    m,
+                                    n,
+                                    k,
+                                    y.as_mut_ptr(),
+                                    1,
+                                    n as isize,
+                                    false,
+                                    x.as_ptr(),
+                                    1,
+                                    k as isize,
+                                    w.as_ptr(),
+                                    k as isize,
+                                    1,
+                                    0.0f32,
+                                    1.0f32,
+                                    false,
+                                    false,
+                                    false,
+                                    par,
+                                )
+                            }
+                        })
+                    });
+                    rows.push(Row {
+                        family: "f32".into(),
+                        tier: "gemm".into(),
+                        m,
+                        n,
+                        k,
+                        threads,
+                        cache,
+                        median_us: t,
+                        weight_bytes: n * k * 4,
+                    });
+                }
+            }
+            drop(fcopies);
+            for &(family, fname) in &families {
+                let (weights, bytes) = match family {
+                    KernelFamily::W8A8 | KernelFamily::W8A16 => {
+                        let q = QuantizedMatrix::quantize(n, k, &wf).unwrap();
+                        let b = n * k + 4 * n;
+                        (
+                            Weights::Q8((0..copies(b, cache == "cold")).map(|_| q.clone()).collect()),
+                            b,
+                        )
+                    }
+                    _ => {
+                        let grouped = matches!(family, KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped);
+                        let g = if grouped {
+                            GroupSize::Group(32)
+                        } else {
+                            GroupSize::PerChannel
+                        };
+                        let q = QuantizedMatrixQ4::quantize(n, k, g, &wf).unwrap();
+                        let b = n * k / 2 + if grouped { 2 * n * k / 32 } else { 4 * n };
+                        (
+                            Weights::Q4((0..copies(b, cache == "cold")).map(|_| q.clone()).collect()),
+                            b,
+                        )
+                    }
+                };
+                for m in [1usize, 16] {
+                    let x = data(m * k, 3);
+                    let mut y = vec![0f32; m * n];
+                    let mut routes: Vec<(String, Route)> = tiers
+                        .iter()
+                        .map(|&t| (t.to_string(), Route::for_tier(t).unwrap()))
+                        .collect();
+                    if let Ok(r) = Route::planned(family, m) {
+                        routes.push((format!("plan:{}", r.tier()), r));
+                    }
+                    for (name, route) in routes {
+                        // the scalar tier is the slow reference: M = 1 always, M = 16 outside --quick
+                        if route.tier() == Int8Tier::Scalar && (m > 1 && cfg.quick) {
+                            continue;
+                        }
+                        for threads in [1usize, 2] {
+                            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                            let t = pool.install(|| {
+                                median_time(cfg.budget, |i| run_family(&route, family, &weights, &x, m, &mut y, i))
+                            });
+                            rows.push(Row {
+                                family: fname.into(),
+                                tier: name.clone(),
+                                m,
+                                n,
+                                k,
+                                threads,
+                                cache,
+                                median_us: t,
+                                weight_bytes: bytes,
+                            });
+                            eprintln!("{fname:<10} {name:<18} M={m:<2} {n}x{k} t={threads} {cache}: {t:.1} µs");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let find = |fam: &str, tier_prefix: &str, r: &Row| {
+        rows.iter()
+            .find(|o| {
+                o.family == fam
+                    && o.tier.starts_with(tier_prefix)
+                    && o.m == r.m
+                    && o.n == r.n
+                    && o.k == r.k
+                    && o.threads == r.threads
+                    && o.cache == r.cache
+            })
+            .map(|o| o.median_us)
+    };
+    let mut json_rows = vec![];
+    println!(
+        "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10} {:>7} {:>6} {:>8} {:>7} {:>8}",
+        "family", "tier", "m", "n", "k", "t", "cache", "median_us", "GB/s", "%bw", "GFLOP/s", "vs_f32", "vs_scalar"
+    );
+    for r in &rows {
+        let gbps = r.weight_bytes as f64 / r.median_us / 1e3;
+        let pct = 100.0 * gbps / bw[r.threads - 1];
+        let gflops = 2.0 * (r.m * r.n * r.k) as f64 / r.median_us / 1e3;
+        let vs_f32 = find("f32", "gemm", r).map(|f| f / r.median_us);
+        let vs_scalar = find(&r.family, "scalar", r).map(|s| s / r.median_us);
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        println!(
+            "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10.1} {:>7.2} {:>6.1} {:>8.1} {:>7} {:>8}",
+            r.family,
+            r.tier,
+            r.m,
+            r.n,
+            r.k,
+            r.threads,
+            r.cache,
+            r.median_us,
+            gbps,
+            pct,
+            gflops,
+            fmt(vs_f32),
+            fmt(vs_scalar)
+        );
+        json_rows.push(json!({
+            "family": r.family, "tier": r.tier, "m": r.m, "n": r.n, "k": r.k, "threads": r.threads,
+            "cache": r.cache, "median_us": r.median_us, "gbps": gbps, "pct_bw": pct, "gflops": gflops,
+            "ratio_f32": vs_f32, "ratio_scalar": vs_scalar,
+        }));
+    }
+    let out = json!({ "bandwidth_gbps": { "1": bw[0], "2": bw[1] }, "quick": cfg.quick, "rows": json_rows });
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/qlinear-bench.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
+    println!("wrote {}", path.display());
+}
