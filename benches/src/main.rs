@@ -125,13 +125,27 @@ fn run_family(route: &Route, family: KernelFamily, w: &Weights, x: &[f32], m: us
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // --only FAMILY[,FAMILY] --shape NxK --m M: a slice of the matrix, for iterating on one kernel
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only: Option<Vec<String>> = opt("--only").map(|v| v.split(',').map(String::from).collect());
+    let only_m: Option<usize> = opt("--m").and_then(|v| v.parse().ok());
+    let only_shape: Option<(usize, usize)> = opt("--shape").and_then(|v| {
+        v.split_once('x')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+    });
     let cfg = Config {
         quick,
-        shapes: if quick {
-            vec![(4096, 4096), (11008, 4096)]
-        } else {
-            vec![(2048, 2048), (4096, 4096), (11008, 4096)]
+        shapes: match only_shape {
+            Some(s) => vec![s],
+            None if quick => vec![(4096, 4096), (11008, 4096)],
+            None => vec![(2048, 2048), (4096, 4096), (11008, 4096)],
         },
         budget: Duration::from_millis(if quick { 120 } else { 400 }),
     };
@@ -157,8 +171,18 @@ fn main() {
         let wf = data(n * k, 1);
         for cache in ["hot", "cold"] {
             // the f32 baseline: gemm's f32 GEMM on the same shapes
-            let fcopies: Vec<Vec<f32>> = (0..copies(n * k * 4, cache == "cold")).map(|_| wf.clone()).collect();
-            for m in [1usize, 16] {
+            let want_f32 = only.as_ref().is_none_or(|o| o.iter().any(|f| f == "f32"));
+            let fcopies: Vec<Vec<f32>> = (0..if want_f32 {
+                copies(n * k * 4, cache == "cold")
+            } else {
+                0
+            })
+                .map(|_| wf.clone())
+                .collect();
+            for m in [1usize, 16]
+                .into_iter()
+                .filter(|&m| want_f32 && only_m.is_none_or(|o| o == m))
+            {
                 let x = data(m * k, 2);
                 let mut y = vec![0f32; m * n];
                 for threads in [1usize, 2] {
@@ -214,6 +238,9 @@ fn main() {
             }
             drop(fcopies);
             for &(family, fname) in &families {
+                if only.as_ref().is_some_and(|o| !o.iter().any(|f| f == fname)) {
+                    continue;
+                }
                 let (weights, bytes) = match family {
                     KernelFamily::W8A8 | KernelFamily::W8A16 => {
                         let q = QuantizedMatrix::quantize(n, k, &wf).unwrap();
@@ -238,7 +265,7 @@ fn main() {
                         )
                     }
                 };
-                for m in [1usize, 16] {
+                for m in [1usize, 16].into_iter().filter(|&m| only_m.is_none_or(|o| o == m)) {
                     let x = data(m * k, 3);
                     let mut y = vec![0f32; m * n];
                     let mut routes: Vec<(String, Route)> = tiers

@@ -1,8 +1,12 @@
 //! AVX2 weight-only kernels (W8A16, W4A16). One `__m256` accumulator per
-//! output row per group *is* the spec's 8 lanes: element ℓ takes positions
-//! ℓ, ℓ+8, … of the group in order (for Q4, elements hold lanes
+//! output per group *is* the spec's 8 lanes: element ℓ takes positions ℓ,
+//! ℓ+8, … of the group in order (for Q4, elements hold lanes
 //! `[0, 2, 4, 6, 1, 3, 5, 7]`, the order 4 packed bytes unpack in, and the
 //! activations are laid out to match). `mul` then `add`, never FMA.
+//!
+//! Work is tiled as `R` weight rows × `MI` activation rows: each weight chunk
+//! is dequantized once per tile and each activation chunk loaded once per
+//! tile; the per-output arithmetic is unchanged, so tiling never changes bits.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -13,9 +17,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use super::{lane_tree, lane_tree_q4, q4::scales_to_f32};
 use crate::layout::chunked_f32;
 
-const ROWS: usize = 4;
-
-/// 8 int8 codes (zero-padded past `len`) as f32.
+/// 8 int8 codes at column `c` (zero-padded past the row's end), as f32.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q8_chunk(w: &[i8], c: usize) -> __m256 {
@@ -31,23 +33,106 @@ fn q8_chunk(w: &[i8], c: usize) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))
 }
 
-/// The 8 codes of 4 packed bytes starting at byte `b` (padded with the zero
-/// code past `end`), as f32 in Q4 order `[c0, c2, c4, c6, c1, c3, c5, c7]`.
+/// The codes of 4 packed bytes starting at byte `b` (the zero code past
+/// `end`), as f32 in Q4 order `[c0, c2, c4, c6, c1, c3, c5, c7]`.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q4_chunk(p: &[u8], b: usize, end: usize) -> __m256 {
-    let word = if b + 4 <= end {
-        u32::from_le_bytes([p[b], p[b + 1], p[b + 2], p[b + 3]])
-    } else {
-        let mut buf = [0x88u8; 4];
-        buf[..end - b].copy_from_slice(&p[b..end]);
-        u32::from_le_bytes(buf)
-    };
-    let bytes = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(word as i32));
+    let mut buf = [0x88u8; 4];
+    buf[..end.min(b + 4) - b].copy_from_slice(&p[b..end.min(b + 4)]);
+    let bytes = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(i32::from_le_bytes(buf)));
     let lo = _mm_and_si128(bytes, _mm_set1_epi32(0x0F));
     let hi = _mm_srli_epi32::<4>(bytes);
-    let codes = _mm256_sub_epi32(_mm256_set_m128i(hi, lo), _mm256_set1_epi32(8));
-    _mm256_cvtepi32_ps(codes)
+    _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_set_m128i(hi, lo), _mm256_set1_epi32(8)))
+}
+
+/// Two consecutive chunks (8 packed bytes at `b`, all inside `p`), each in Q4 order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn q4_chunk_pair(p: &[u8], b: usize) -> [__m256; 2] {
+    assert!(b + 8 <= p.len());
+    // SAFETY: b + 8 <= p.len(); an unaligned 8-byte load.
+    let bytes = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(p.as_ptr().add(b).cast()) });
+    let lo = _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F));
+    let hi = _mm256_srli_epi32::<4>(bytes);
+    let eight = _mm256_set1_epi32(8);
+    let a = _mm256_permute2x128_si256::<0x20>(lo, hi); // bytes 0-3: [lo | hi]
+    let c = _mm256_permute2x128_si256::<0x31>(lo, hi); // bytes 4-7
+    [
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(a, eight)),
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(c, eight)),
+    ]
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load8(x: &[f32], at: usize) -> __m256 {
+    assert!(at + 8 <= x.len());
+    // SAFETY: bounded by the assert.
+    unsafe { _mm256_loadu_ps(x.as_ptr().add(at)) }
+}
+
+/// `acc[i][q] += x_i(chunk) · w_q(chunk)` for one weight chunk per row.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fma_free_tile<const R: usize, const MI: usize>(
+    acc: &mut [[__m256; R]; MI],
+    xs: [&[f32]; MI],
+    at: usize,
+    wv: &[__m256; R],
+) {
+    for i in 0..MI {
+        let xv = load8(xs[i], at);
+        for q in 0..R {
+            acc[i][q] = _mm256_add_ps(acc[i][q], _mm256_mul_ps(xv, wv[q]));
+        }
+    }
+}
+
+/// W8A16 for `R` rows × `MI` activation rows: returns `w_scale · tree(lanes)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], k: usize) -> [[f32; R]; MI] {
+    let mut acc = [[_mm256_setzero_ps(); R]; MI];
+    for c in 0..k.div_ceil(8) {
+        let wv: [__m256; R] = std::array::from_fn(|q| q8_chunk(w[q], c * 8));
+        fma_free_tile::<R, MI>(&mut acc, xs, c * 8, &wv);
+    }
+    std::array::from_fn(|i| std::array::from_fn(|q| lane_tree(acc[i][q])))
+}
+
+/// Sweeps output rows in blocks of `R` (then single rows) and activation rows
+/// in tiles of `MI` (then single rows), calling `tile` for each.
+macro_rules! sweep {
+    ($rows:expr, $m:expr, $R:literal, $MI:literal, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
+        let rows: Range<usize> = $rows;
+        let mut $r = rows.start;
+        while $r < rows.end {
+            if $r + $R <= rows.end {
+                let mut $i = 0;
+                while $i + $MI <= $m {
+                    const $RR: usize = $R;
+                    const $MM: usize = $MI;
+                    $body
+                    $i += $MI;
+                }
+                while $i < $m {
+                    const $RR: usize = $R;
+                    const $MM: usize = 1;
+                    $body
+                    $i += 1;
+                }
+                $r += $R;
+            } else {
+                for $i in 0..$m {
+                    const $RR: usize = 1;
+                    const $MM: usize = 1;
+                    $body
+                }
+                $r += 1;
+            }
+        }
+    }};
 }
 
 #[target_feature(enable = "avx2")]
@@ -56,51 +141,58 @@ pub(crate) fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Rang
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
     let k = x.k;
-    let chunks = k.div_ceil(8);
+    let per_row = k.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, false)).collect();
-    let mut r = rows.start;
-    while r < rows.end {
-        let n = if r + ROWS <= rows.end { ROWS } else { 1 };
-        for i in 0..x.m {
-            let xi = &xc[i * chunks * 8..(i + 1) * chunks * 8];
-            let mut acc = [_mm256_setzero_ps(); ROWS];
-            for c in 0..chunks {
-                // SAFETY: xi holds chunks · 8 floats.
-                let xv = unsafe { _mm256_loadu_ps(xi.as_ptr().add(c * 8)) };
-                for q in 0..n {
-                    acc[q] = _mm256_add_ps(acc[q], _mm256_mul_ps(xv, q8_chunk(w.row(r + q), c * 8)));
-                }
-            }
-            for q in 0..n {
-                y.set(i, r - rows.start + q, w.scales()[r + q] * lane_tree(acc[q]));
+    let s = w.scales();
+    let r0 = rows.start;
+    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
+        let wr: [&[i8]; R] = std::array::from_fn(|q| w.row(r + q));
+        let p = w8a16_tile::<R, MI>(xs, wr, k);
+        for t in 0..MI {
+            for q in 0..R {
+                y.set(i + t, r + q - r0, s[r + q] * p[t][q]);
             }
         }
-        r += n;
-    }
+    });
 }
 
-/// The per-group partials of `R` rows against one activation row laid out by
-/// [`chunked_f32`] in Q4 order; `emit(q, g, partial)` receives each in order.
+/// The per-group partials of `R` rows × `MI` activation rows (activations laid
+/// out by [`chunked_f32`] in Q4 order); `emit(t, q, g, partial)` receives each,
+/// groups in increasing order.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q4_partials<const R: usize>(xi: &[f32], w: [&[u8]; R], k: usize, g: usize, mut emit: impl FnMut(usize, usize, f32)) {
+fn q4_tile<const R: usize, const MI: usize>(
+    xs: [&[f32]; MI],
+    w: [&[u8]; R],
+    k: usize,
+    g: usize,
+    mut emit: impl FnMut(usize, usize, usize, f32),
+) {
     let chunks_per_group = g.div_ceil(8);
-    let row_bytes = k.div_ceil(2);
     for gi in 0..k.div_ceil(g) {
-        let end = ((gi + 1) * g).min(k).div_ceil(2).min(row_bytes);
-        let mut acc = [_mm256_setzero_ps(); R];
-        for c in 0..chunks_per_group {
-            let xoff = (gi * chunks_per_group + c) * 8;
-            assert!(xoff + 8 <= xi.len());
-            // SAFETY: bounded by the assert above.
-            let xv = unsafe { _mm256_loadu_ps(xi.as_ptr().add(xoff)) };
-            let b = (gi * g + c * 8) / 2;
-            for q in 0..R {
-                acc[q] = _mm256_add_ps(acc[q], _mm256_mul_ps(xv, q4_chunk(w[q], b, end)));
+        let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
+        let end = col_end.div_ceil(2);
+        let mut acc = [[_mm256_setzero_ps(); R]; MI];
+        let mut c = 0;
+        while c < chunks_per_group {
+            let b = (col0 + c * 8) / 2;
+            let at = (gi * chunks_per_group + c) * 8;
+            if col0 + c * 8 + 16 <= col_end {
+                let pair: [[__m256; 2]; R] = std::array::from_fn(|q| q4_chunk_pair(w[q], b));
+                fma_free_tile::<R, MI>(&mut acc, xs, at, &std::array::from_fn(|q| pair[q][0]));
+                fma_free_tile::<R, MI>(&mut acc, xs, at + 8, &std::array::from_fn(|q| pair[q][1]));
+                c += 2;
+            } else {
+                let wv: [__m256; R] = std::array::from_fn(|q| q4_chunk(w[q], b, end));
+                fma_free_tile::<R, MI>(&mut acc, xs, at, &wv);
+                c += 1;
             }
         }
-        for (q, a) in acc.iter().enumerate() {
-            emit(q, gi, lane_tree_q4(*a));
+        for t in 0..MI {
+            for q in 0..R {
+                emit(t, q, gi, lane_tree_q4(acc[t][q]));
+            }
         }
     }
 }
@@ -114,30 +206,22 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     };
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
     let k = x.k;
+    let r0 = rows.start;
     if k == 0 {
         for i in 0..x.m {
-            for (j, r) in rows.clone().enumerate() {
-                y.set(i, j, s[r] * 0.0);
+            for r in rows.clone() {
+                y.set(i, r - r0, s[r] * 0.0);
             }
         }
         return;
     }
     let per_row = k.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
-    let mut r = rows.start;
-    while r < rows.end {
-        let j = r - rows.start;
-        for i in 0..x.m {
-            let xi = &xc[i * per_row..(i + 1) * per_row];
-            if r + ROWS <= rows.end {
-                let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
-                q4_partials::<ROWS>(xi, wr, k, k, |q, _, p| y.set(i, j + q, s[r + q] * p));
-            } else {
-                q4_partials::<1>(xi, [w.row_packed(r)], k, k, |_, _, p| y.set(i, j, s[r] * p));
-            }
-        }
-        r += if r + ROWS <= rows.end { ROWS } else { 1 };
-    }
+    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
+        let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));
+        q4_tile::<R, MI>(xs, wr, k, k, |t, q, _, p| y.set(i + t, r + q - r0, s[r + q] * p));
+    });
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -157,26 +241,24 @@ pub(crate) fn gemm_w4a16_grouped(
     let groups = k / g;
     let per_row = groups * g.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect();
-    let mut sf: [Vec<f32>; ROWS] = Default::default();
-    let mut r = rows.start;
-    while r < rows.end {
-        let n = if r + ROWS <= rows.end { ROWS } else { 1 };
-        for q in 0..n {
-            scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], &mut sf[q]);
-        }
-        for i in 0..x.m {
-            let xi = &xc[i * per_row..(i + 1) * per_row];
-            let mut acc = [0f32; ROWS];
-            if n == ROWS {
-                let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
-                q4_partials::<ROWS>(xi, wr, k, g, |q, gi, p| acc[q] += sf[q][gi] * p);
-            } else {
-                q4_partials::<1>(xi, [w.row_packed(r)], k, g, |_, gi, p| acc[0] += sf[0][gi] * p);
+    let r0 = rows.start;
+    let mut sf: [Vec<f32>; 2] = Default::default();
+    let mut converted = usize::MAX;
+    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+        if converted != r {
+            for q in 0..R {
+                scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], &mut sf[q]);
             }
-            for q in 0..n {
-                y.set(i, r - rows.start + q, acc[q]);
+            converted = r;
+        }
+        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
+        let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));
+        let mut acc = [[0f32; R]; MI];
+        q4_tile::<R, MI>(xs, wr, k, g, |t, q, gi, p| acc[t][q] += sf[q][gi] * p);
+        for t in 0..MI {
+            for q in 0..R {
+                y.set(i + t, r + q - r0, acc[t][q]);
             }
         }
-        r += n;
-    }
+    });
 }

@@ -11,7 +11,7 @@ use half::f16;
 use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
-use super::{hsum_epi32, hsum_epi32_128};
+use super::hsum_epi32;
 use crate::layout::split_even_odd_i8;
 
 const ROWS: usize = 4;
@@ -31,6 +31,8 @@ fn block_rows<const R: usize>(xs: &[i8], w: [&[u8]; R], blk: usize) -> [__m256i;
         let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
         let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
         std::array::from_fn(|r| {
+            // prefetch ahead on each row's stream (a hint: past the row is harmless)
+            _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
             let b = _mm256_loadu_si256(w[r].as_ptr().add(blk * BLOCK / 2).cast());
             let lo = _mm256_and_si256(b, mask);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
@@ -116,10 +118,73 @@ pub(crate) fn scales_to_f32(src: &[f16], dst: &mut Vec<f32>) {
     }
 }
 
-/// W4A8 grouped. Groups that are whole 64-column blocks accumulate a vector
-/// per group; groups of 32 take each half of a block; other group sizes use
-/// the per-group scalar form. Either way `acc_g` is the exact i32 and the
-/// output is `Σ_g (acc_g as f32) * s_g` in increasing g, times `x_scale`.
+/// The exact i32 sums `Σ x·b` (biased, uncorrected) of 8 consecutive groups
+/// of 32 columns (4 blocks) of one row, in natural group order: each block's
+/// madd vector holds its two groups in lanes 0-3 and 4-7, and three `hadd`s
+/// reduce the four blocks to `[g0, g2, g4, g6 | g1, g3, g5, g7]`, which one
+/// permute puts in order (integer sums: any order is exact).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
+    let h01 = _mm256_hadd_epi32(v[0], v[1]);
+    let h23 = _mm256_hadd_epi32(v[2], v[3]);
+    let h = _mm256_hadd_epi32(h01, h23);
+    _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// One output of W4A8 grouped: `Σ_g (acc_g as f32) * s_g` in increasing g
+/// (not yet times `x_scale`). `acc_g = Σ x·b − 8·sums[g]`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn grouped_sum(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32]) -> f32 {
+    let groups = sums.len();
+    let mut sum = 0f32;
+    let mut gi = 0;
+    if g == 32 {
+        // 8 groups (256 columns, 4 blocks) per step, all arithmetic per group
+        // exactly as the scalar form: one i32, one conversion, one product
+        while gi + 8 <= groups && (gi + 8) * 32 <= x.len() / BLOCK * BLOCK {
+            let b0 = gi / 2;
+            let v: [__m256i; 4] = std::array::from_fn(|j| block_rows::<1>(xs, [w], b0 + j)[0]);
+            assert!(gi + 8 <= sums.len() && gi + 8 <= sf.len());
+            // SAFETY: bounded by the assert above; unaligned loads.
+            let (s8, f8) = unsafe {
+                (
+                    _mm256_loadu_si256(sums.as_ptr().add(gi).cast()),
+                    _mm256_loadu_ps(sf.as_ptr().add(gi)),
+                )
+            };
+            let acc = _mm256_sub_epi32(eight_groups_of_32(v), _mm256_slli_epi32::<3>(s8));
+            let mut p = [0f32; 8];
+            // SAFETY: an 8-float store into a local array.
+            unsafe { _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)) };
+            for v in p {
+                sum += v;
+            }
+            gi += 8;
+        }
+    }
+    while gi < groups {
+        let (c0, c1) = (gi * g, (gi + 1) * g);
+        let acc = if g % BLOCK == 0 && c1 <= x.len() / BLOCK * BLOCK {
+            let mut v = _mm256_setzero_si256();
+            for b in c0 / BLOCK..c1 / BLOCK {
+                v = _mm256_add_epi32(v, block_rows::<1>(xs, [w], b)[0]);
+            }
+            hsum_epi32(v)
+        } else {
+            tail_biased(&x[c0..c1], &w[c0 / 2..c1 / 2])
+        };
+        sum += (acc - 8 * sums[gi]) as f32 * sf[gi];
+        gi += 1;
+    }
+    sum
+}
+
+/// W4A8 grouped. Groups of 32 are reduced eight at a time from 64-column
+/// blocks; groups that are whole blocks accumulate a vector per group; other
+/// sizes use the per-group scalar form. Either way `acc_g` is the exact i32
+/// and the output is `Σ_g (acc_g as f32) * s_g` in increasing g, times `x_scale`.
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn gemm_w4a8_grouped(
     x: &ActivationsQ8<'_>,
@@ -140,40 +205,11 @@ pub(crate) fn gemm_w4a8_grouped(
     let groups = k / g;
     let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
     let mut sf = Vec::with_capacity(groups);
-    let mut acc_g = vec![0i32; groups];
     for (j, r) in rows.clone().enumerate() {
         scales_to_f32(&scales[r * groups..(r + 1) * groups], &mut sf);
         let wr = w.row_packed(r);
         for i in 0..x.m {
-            let (xr, sums) = (x.row(i), x.row_sums(i));
-            if g % BLOCK == 0 {
-                let per = g / BLOCK;
-                for (gi, a) in acc_g.iter_mut().enumerate() {
-                    let mut v = _mm256_setzero_si256();
-                    for b in gi * per..(gi + 1) * per {
-                        v = _mm256_add_epi32(v, block_rows::<1>(&split[i], [wr], b)[0]);
-                    }
-                    *a = hsum_epi32(v);
-                }
-            } else if g == 32 {
-                for b in 0..groups / 2 {
-                    let v = block_rows::<1>(&split[i], [wr], b)[0];
-                    acc_g[2 * b] = hsum_epi32_128(_mm256_castsi256_si128(v));
-                    acc_g[2 * b + 1] = hsum_epi32_128(_mm256_extracti128_si256::<1>(v));
-                }
-                if groups % 2 == 1 {
-                    let gi = groups - 1;
-                    acc_g[gi] = tail_biased(&xr[gi * g..], &wr[gi * g / 2..]);
-                }
-            } else {
-                for (gi, a) in acc_g.iter_mut().enumerate() {
-                    *a = tail_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]);
-                }
-            }
-            let mut sum = 0f32;
-            for gi in 0..groups {
-                sum += (acc_g[gi] - 8 * sums[gi]) as f32 * sf[gi];
-            }
+            let sum = grouped_sum(&split[i], x.row(i), &x.row_sums(i)[..groups], wr, g, &sf);
             y.set(i, j, sum * x.scales[i]);
         }
     }

@@ -28,6 +28,8 @@ fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
             let xv = _mm256_loadu_si256(x.as_ptr().add(c).cast());
             let ax = _mm256_abs_epi8(xv);
             for r in 0..R {
+                // prefetch ahead on each row's stream (a hint: past the row is harmless)
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(c + 1024).cast());
                 let wv = _mm256_loadu_si256(w[r].as_ptr().add(c).cast());
                 let p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv));
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, ones));

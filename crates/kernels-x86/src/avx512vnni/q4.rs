@@ -12,7 +12,11 @@ use super::hsum_epi32;
 use crate::layout::split_even_odd_i8;
 
 const ROWS: usize = 4;
+/// Activation rows per tile when M > 1.
+const TILE_M: usize = 4;
 const BLOCK: usize = 128;
+/// Bytes ahead of the current load that each weight row is prefetched.
+const PREFETCH: usize = 768;
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -27,6 +31,10 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; 
             let xe = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK).cast());
             let xo = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK + 64).cast());
             for r in 0..R {
+                // Prefetch ahead on each row's stream: with several rows in
+                // flight the hardware streamer alone leaves DRAM latency exposed.
+                // (A prefetch is a hint: an address past the row is harmless.)
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
                 let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
                 let lo = _mm512_and_si512(b, mask);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask);
@@ -36,6 +44,42 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; 
     }
     let c = blocks * BLOCK;
     std::array::from_fn(|r| hsum_epi32(acc[r]) + tail_biased(&x[c..], &w[r][c / 2..]))
+}
+
+/// `Σ x_i·b_q` (biased, uncorrected) for `R` rows × `MI` activation rows:
+/// each weight block is unpacked once and each activation block loaded once
+/// per tile (the M = 16 micro-kernel: 4 × 4 × 2 accumulating `vpdpbusd`s per
+/// 64 packed bytes, all in registers).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_tile<const R: usize, const MI: usize>(xs: [&[i8]; MI], x: [&[i8]; MI], w: [&[u8]; R]) -> [[i32; R]; MI] {
+    let k = x[0].len();
+    let blocks = k / BLOCK;
+    assert!(xs.iter().all(|v| v.len() >= blocks * BLOCK) && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut acc = [[_mm512_setzero_si512(); R]; MI];
+    for blk in 0..blocks {
+        // SAFETY: blk < blocks: the assert above bounds every 64-byte load.
+        unsafe {
+            let nib: [[__m512i; 2]; R] = std::array::from_fn(|r| {
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+                let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
+                [
+                    _mm512_and_si512(b, mask),
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask),
+                ]
+            });
+            for i in 0..MI {
+                let xe = _mm512_loadu_si512(xs[i].as_ptr().add(blk * BLOCK).cast());
+                let xo = _mm512_loadu_si512(xs[i].as_ptr().add(blk * BLOCK + 64).cast());
+                for r in 0..R {
+                    acc[i][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[i][r], nib[r][0], xe), nib[r][1], xo);
+                }
+            }
+        }
+    }
+    let c = blocks * BLOCK;
+    std::array::from_fn(|i| std::array::from_fn(|r| hsum_epi32(acc[i][r]) + tail_biased(&x[i][c..], &w[r][c / 2..])))
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -61,7 +105,27 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
     while r < rows.end {
         let j = r - rows.start;
         let n = if r + ROWS <= rows.end { ROWS } else { 1 };
-        for i in 0..x.m {
+        let mut i0 = 0;
+        if n == ROWS {
+            while i0 + TILE_M <= x.m {
+                let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
+                let xs: [&[i8]; TILE_M] = std::array::from_fn(|t| &split[i0 + t][..]);
+                let xr: [&[i8]; TILE_M] = std::array::from_fn(|t| x.row(i0 + t));
+                let acc = dot_tile::<ROWS, TILE_M>(xs, xr, wr);
+                for t in 0..TILE_M {
+                    let correction = 8 * x.row_sums(i0 + t)[0];
+                    for q in 0..ROWS {
+                        y.set(
+                            i0 + t,
+                            j + q,
+                            (acc[t][q] - correction) as f32 * (x.scales[i0 + t] * s[r + q]),
+                        );
+                    }
+                }
+                i0 += TILE_M;
+            }
+        }
+        for i in i0..x.m {
             let correction = 8 * x.row_sums(i)[0];
             if n == ROWS {
                 let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));

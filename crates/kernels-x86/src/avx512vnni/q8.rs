@@ -35,6 +35,8 @@ fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
         let ax = _mm512_abs_epi8(xv);
         let neg = _mm512_movepi8_mask(xv);
         for r in 0..R {
+            // prefetch ahead on each row's stream (a hint: past the row is harmless)
+            _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(c + 1024).cast());
             let wv = load64(w[r], c);
             acc[r] = _mm512_dpbusd_epi32(acc[r], ax, _mm512_mask_sub_epi8(wv, neg, zero, wv));
         }
