@@ -166,7 +166,7 @@ fn grouped_sum(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32]
     }
     while gi < groups {
         let (c0, c1) = (gi * g, (gi + 1) * g);
-        let acc = if g % BLOCK == 0 && c1 <= x.len() / BLOCK * BLOCK {
+        let acc = if g.is_multiple_of(BLOCK) && c1 <= x.len() / BLOCK * BLOCK {
             let mut v = _mm256_setzero_si256();
             for b in c0 / BLOCK..c1 / BLOCK {
                 v = _mm256_add_epi32(v, block_rows::<1>(xs, [w], b)[0]);
