@@ -58,6 +58,13 @@ impl Int8Tier {
                 .ok_or_else(|| "this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)".into()),
             #[cfg(not(target_arch = "x86_64"))]
             Self::Avx2 | Self::Avx512Vnni => Err(format!("{self} is x86-64 only")),
+            #[cfg(target_arch = "aarch64")]
+            Self::Neon => qlinear_kernels_neon::neon_table().ok_or_else(|| "this CPU lacks ASIMD".into()),
+            #[cfg(target_arch = "aarch64")]
+            Self::NeonSdot => {
+                qlinear_kernels_neon::sdot_table().ok_or_else(|| "this CPU lacks FEAT_DotProd (dotprod)".into())
+            }
+            #[cfg(not(target_arch = "aarch64"))]
             Self::Neon | Self::NeonSdot => Err(format!("{self} is aarch64 only")),
             Self::WasmSimd128 => Err(format!("{self} is wasm32 with +simd128 only")),
         }

@@ -142,3 +142,47 @@ fn q4_mutants_fail() {
         vec![KernelFamily::W8A16]
     );
 }
+
+/// The harness states what it expects of the CPU it runs on (`cargo xtask
+/// test` sets these for each qemu CPU model): every tier in
+/// `QLINEAR_EXPECT_PROVEN` is proven and every tier in `QLINEAR_EXPECT_ABSENT`
+/// is reported absent and never dispatched.
+#[test]
+fn tiers_are_as_the_harness_expects() {
+    let report = qlinear_dispatch::selftest_report();
+    let list = |var: &str| -> Vec<Int8Tier> {
+        std::env::var(var).ok().map_or(vec![], |v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect()
+        })
+    };
+    for tier in list("QLINEAR_EXPECT_PROVEN") {
+        assert!(report.is_proven(tier), "{tier} should be proven here:\n{report}");
+        assert!(qlinear_dispatch::Route::for_tier(tier).is_ok());
+    }
+    for tier in list("QLINEAR_EXPECT_ABSENT") {
+        let t = report.tiers.iter().find(|t| t.tier == tier).unwrap();
+        assert!(
+            matches!(t.status, TierStatus::Absent(_)),
+            "{tier} should be absent here:\n{report}"
+        );
+        assert!(
+            qlinear_dispatch::Route::for_tier(tier).is_err(),
+            "an absent tier is never dispatched"
+        );
+        let plan = qlinear_dispatch::autotuned_plan().unwrap();
+        for family in KernelFamily::GEMM {
+            assert_ne!(plan.tier_for(family, 1), tier);
+            assert_ne!(plan.tier_for(family, 16), tier);
+        }
+    }
+    // the availability functions agree with the report
+    if list("QLINEAR_EXPECT_PROVEN").contains(&Int8Tier::NeonSdot) {
+        assert!(qlinear_dispatch::neon_sdot_available());
+    }
+    if list("QLINEAR_EXPECT_ABSENT").contains(&Int8Tier::NeonSdot) {
+        assert!(!qlinear_dispatch::neon_sdot_available());
+    }
+}

@@ -12,6 +12,7 @@
 mod dot;
 mod float;
 mod int;
+pub mod layout;
 mod table;
 
 pub use dot::{dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, quantize_row_q8_finite};

@@ -14,7 +14,6 @@ cfg_if::cfg_if! {
     if #[cfg(target_arch = "x86_64")] {
         mod avx2;
         mod avx512vnni;
-        mod layout;
 
         use qlinear_kernels_scalar::KernelTable;
 

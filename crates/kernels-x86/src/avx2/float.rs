@@ -15,7 +15,7 @@ use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use super::{lane_tree, lane_tree_q4, q4::scales_to_f32};
-use crate::layout::chunked_f32;
+use qlinear_kernels_scalar::layout::chunked_f32;
 
 /// 8 int8 codes at column `c` (zero-padded past the row's end), as f32.
 #[inline]

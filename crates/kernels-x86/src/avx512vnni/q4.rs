@@ -9,7 +9,7 @@ use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, Out
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 use super::hsum_epi32;
-use crate::layout::split_even_odd_i8;
+use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
 const ROWS: usize = 4;
 /// Activation rows per tile when M > 1.

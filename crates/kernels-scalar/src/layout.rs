@@ -1,12 +1,13 @@
-//! Activation layouts prepared once per kernel call, so that the per-weight
-//! inner loops unpack nibbles with a mask and a shift and nothing else.
+//! Activation layouts prepared once per kernel call by the SIMD tiers (portable
+//! code, shared by every ISA), so their per-weight inner loops unpack nibbles
+//! with a mask and a shift and nothing else.
 
 /// De-interleaves int8 activations per block of `block` columns: the first
 /// half of each output block holds the block's even columns, the second half
 /// its odd columns — the order in which the low and high nibbles of
 /// `block / 2` packed bytes come out of a vector register. Only whole blocks
 /// are written; the tail stays in the natural layout.
-pub(crate) fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
+pub fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
     let whole = x.len() / block * block;
     let mut out = vec![0i8; whole];
     for (src, dst) in x[..whole].chunks_exact(block).zip(out.chunks_exact_mut(block)) {
@@ -25,7 +26,7 @@ pub(crate) fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
 /// is stored as columns `[0, 2, 4, 6, 1, 3, 5, 7]` to match how 4 packed bytes
 /// unpack (low nibbles, then high nibbles). Adding a padded `0 · q` to a lane
 /// is exact: lanes start at +0.0 and so are never -0.0.
-pub(crate) fn chunked_f32(x: &[f32], group: usize, q4_order: bool) -> Vec<f32> {
+pub fn chunked_f32(x: &[f32], group: usize, q4_order: bool) -> Vec<f32> {
     const Q4: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
     if x.is_empty() {
         return Vec::new();

@@ -1,0 +1,34 @@
+//! The aarch64 tiers of qlinear: `Neon` (baseline ASIMD: `smull` + `sadalp`)
+//! and `NeonSdot` (FEAT_DotProd `sdot`), each a complete [`KernelTable`](qlinear_kernels_scalar::KernelTable)
+//! bit-identical to the scalar tier. Tables are handed out only after
+//! run-time feature detection; the dispatch crate runs the selftest before use.
+//! On other architectures this crate is empty.
+//!
+//! `sdot` is written with `core::arch::asm!` inside a
+//! `#[target_feature(enable = "dotprod")]` function because the `vdotq_s32`
+//! intrinsic is not stable on the pinned toolchain.
+
+// Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
+#![allow(clippy::needless_range_loop)]
+
+cfg_if::cfg_if! {
+    if #[cfg(target_arch = "aarch64")] {
+        #[macro_use]
+        mod int;
+        mod neon;
+        mod sdot;
+
+        use qlinear_kernels_scalar::KernelTable;
+
+        /// The NEON table, if this CPU reports ASIMD (every aarch64 CPU does).
+        pub fn neon_table() -> Option<&'static KernelTable> {
+            std::arch::is_aarch64_feature_detected!("neon").then_some(&neon::TABLE)
+        }
+
+        /// The NEON SDOT table, if this CPU reports FEAT_DotProd.
+        pub fn sdot_table() -> Option<&'static KernelTable> {
+            (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
+                .then_some(&sdot::TABLE)
+        }
+    }
+}
