@@ -138,6 +138,115 @@ fn bench(args: &[String]) -> Result {
         .args(args))
 }
 
+const AARCH64: &str = "aarch64-unknown-linux-gnu";
+const QEMU: &str = "qemu-aarch64 -L /usr/aarch64-linux-gnu";
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs what the aarch64 cross tests need when it is missing: the rustup
+/// target, and on Debian (as root) qemu-user and the aarch64 cross gcc/libc.
+/// Otherwise stops with exactly what to install.
+fn ensure_aarch64() -> Result {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == AARCH64)
+    {
+        run(Command::new("rustup").args(["target", "add", AARCH64]))?;
+    }
+    if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") && Path::new("/usr/aarch64-linux-gnu/lib").exists() {
+        return Ok(());
+    }
+    let packages = ["qemu-user", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"];
+    if have("apt-get")
+        && Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0"))
+    {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    } else {
+        Err(format!(
+            "the aarch64 tests need qemu-aarch64 and aarch64-linux-gnu-gcc: install {}",
+            packages.join(" ")
+        ))
+    }
+}
+
+/// The kernel, dispatch and facade suites for aarch64 under qemu: with
+/// `-cpu max` (NEON and SDOT proven, each also forced), then with
+/// `-cpu cortex-a72` (no dotprod: SDOT must be reported absent, never used).
+fn aarch64_tests() -> Result {
+    ensure_aarch64()?;
+    let packages = [
+        "-p",
+        "qlinear-kernels-scalar",
+        "-p",
+        "qlinear-kernels-neon",
+        "-p",
+        "qlinear-dispatch",
+        "-p",
+        "qlinear",
+    ];
+    let runner = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER";
+    let test = || {
+        let mut c = cargo();
+        c.args(["test", "--release", "--target", AARCH64]);
+        c
+    };
+    run(test()
+        .args(packages)
+        .env(runner, format!("{QEMU} -cpu max"))
+        .env("QLINEAR_EXPECT_PROVEN", "scalar,neon,neon-sdot"))?;
+    for tier in ["neon", "neon-sdot"] {
+        run(test()
+            .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+            .env(runner, format!("{QEMU} -cpu max"))
+            .env("QLINEAR_INT8_TIER", tier))?;
+    }
+    run(test()
+        .args(packages)
+        .env(runner, format!("{QEMU} -cpu cortex-a72"))
+        .env("QLINEAR_EXPECT_PROVEN", "scalar,neon")
+        .env("QLINEAR_EXPECT_ABSENT", "neon-sdot"))
+}
+
+/// The tiers to force for the repeated test runs: those this CPU supports.
+fn forced_tiers() -> Vec<&'static str> {
+    #[allow(unused_mut)]
+    let mut tiers = vec!["scalar"];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
+            tiers.push("avx2");
+        }
+        if ["avx512f", "avx512bw", "avx512vl", "avx512vnni"]
+            .iter()
+            .all(|f| match *f {
+                "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+                "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+                "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
+                _ => std::arch::is_x86_feature_detected!("avx512vnni"),
+            })
+        {
+            tiers.push("avx512-vnni");
+        }
+    }
+    tiers
+}
+
 /// `cargo xtask selftest [--target aarch64] [ARGS…]`: the release CLI's
 /// `selftest` on this CPU, or built for aarch64 and run under qemu (`-cpu max`).
 fn selftest(args: &[String]) -> Result {
