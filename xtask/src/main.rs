@@ -73,6 +73,34 @@ fn ensure_python(modules: &[&str]) -> Result {
 fn test() -> Result {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // the ISA crates that only compile their kernels on another target
+    ensure_aarch64()?;
+    run(cargo()
+        .args([
+            "clippy",
+            "--target",
+            AARCH64,
+            "-p",
+            "qlinear-kernels-neon",
+            "-p",
+            "qlinear-dispatch",
+            "--all-targets",
+        ])
+        .args(["--", "-D", "warnings"]))?;
+    run(cargo()
+        .args([
+            "clippy",
+            "--target",
+            "wasm32-wasip1",
+            "--target-dir",
+            "target/wasm-simd128",
+            "-p",
+            "qlinear-kernels-wasm",
+            "-p",
+            "qlinear-dispatch",
+        ])
+        .args(["--", "-D", "warnings"])
+        .env("CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS", "-C target-feature=+simd128"))?;
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
@@ -85,6 +113,7 @@ fn test() -> Result {
             .env("QLINEAR_INT8_TIER", tier))?;
     }
     aarch64_tests()?;
+    wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
@@ -221,6 +250,66 @@ fn aarch64_tests() -> Result {
         .env(runner, format!("{QEMU} -cpu cortex-a72"))
         .env("QLINEAR_EXPECT_PROVEN", "scalar,neon")
         .env("QLINEAR_EXPECT_ABSENT", "neon-sdot"))
+}
+
+const WASI: &str = "wasm32-wasip1";
+
+/// The kernel, dispatch and facade suites for `wasm32-wasip1` under Node.js
+/// (the runner in `.cargo/config.toml`): built with `+simd128` (the SIMD128
+/// tier proven, and forced), then without it (the tier reported absent and
+/// the scalar fallback carrying everything). Each flavour has its own target
+/// directory so neither rebuilds the other.
+fn wasm_tests() -> Result {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == WASI)
+    {
+        run(Command::new("rustup").args(["target", "add", WASI]))?;
+    }
+    if !have("node") {
+        return Err("the wasm tests run under Node.js: install node (>= 20)".into());
+    }
+    let packages = [
+        "-p",
+        "qlinear-kernels-scalar",
+        "-p",
+        "qlinear-dispatch",
+        "-p",
+        "qlinear",
+    ];
+    let flags = "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS";
+    let test = |simd: bool| {
+        let mut c = cargo();
+        let dir = root().join(if simd {
+            "target/wasm-simd128"
+        } else {
+            "target/wasm-scalar"
+        });
+        c.args(["test", "--release", "--target", WASI, "--target-dir"]).arg(dir);
+        c.env(
+            flags,
+            if simd {
+                "-C target-feature=+simd128"
+            } else {
+                "-C target-feature=-simd128"
+            },
+        );
+        c
+    };
+    run(test(true)
+        .args(packages)
+        .env("QLINEAR_EXPECT_PROVEN", "scalar,wasm-simd128"))?;
+    run(test(true)
+        .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+        .env("QLINEAR_INT8_TIER", "wasm-simd128"))?;
+    run(test(false)
+        .args(packages)
+        .env("QLINEAR_EXPECT_PROVEN", "scalar")
+        .env("QLINEAR_EXPECT_ABSENT", "wasm-simd128"))
 }
 
 /// The tiers to force for the repeated test runs: those this CPU supports.

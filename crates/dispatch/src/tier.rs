@@ -66,6 +66,11 @@ impl Int8Tier {
             }
             #[cfg(not(target_arch = "aarch64"))]
             Self::Neon | Self::NeonSdot => Err(format!("{self} is aarch64 only")),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Self::WasmSimd128 => qlinear_kernels_wasm::simd128_table().ok_or_else(|| "not compiled in".into()),
+            #[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
+            Self::WasmSimd128 => Err("this build lacks +simd128 (WebAssembly has no run-time detection)".into()),
+            #[cfg(not(target_arch = "wasm32"))]
             Self::WasmSimd128 => Err(format!("{self} is wasm32 with +simd128 only")),
         }
     }
@@ -186,6 +191,7 @@ pub fn wasm_simd128_available() -> bool {
 }
 
 /// The CPU features relevant to qlinear's tiers that this CPU reports.
+#[allow(clippy::vec_init_then_push)] // each architecture pushes what it detects
 pub fn cpu_features() -> Vec<&'static str> {
     let mut seen = Vec::new();
     cfg_if::cfg_if! {

@@ -185,4 +185,10 @@ fn tiers_are_as_the_harness_expects() {
     if list("QLINEAR_EXPECT_ABSENT").contains(&Int8Tier::NeonSdot) {
         assert!(!qlinear_dispatch::neon_sdot_available());
     }
+    if list("QLINEAR_EXPECT_PROVEN").contains(&Int8Tier::WasmSimd128) {
+        assert!(qlinear_dispatch::wasm_simd128_available());
+    }
+    if list("QLINEAR_EXPECT_ABSENT").contains(&Int8Tier::WasmSimd128) {
+        assert!(!qlinear_dispatch::wasm_simd128_available());
+    }
 }

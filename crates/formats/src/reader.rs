@@ -67,9 +67,13 @@ impl std::fmt::Debug for QuantizedFile {
 }
 
 impl QuantizedFile {
-    /// Opens `path` through a memory map (the file is not copied into memory).
+    /// Opens `path` through a memory map (the file is not copied into memory;
+    /// on WASI, which cannot map files, it is read instead).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         let path = path.as_ref();
+        if cfg!(target_family = "wasm") {
+            return Self::from_bytes_inner(Bytes::Owned(std::fs::read(path).map_err(|e| FormatError::io(path, e))?));
+        }
         let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
         // SAFETY: the map is read-only and private to this value; qlinear never
         // writes the file while it is mapped (outputs go to a new temporary file

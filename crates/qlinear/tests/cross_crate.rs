@@ -91,7 +91,9 @@ fn every_tiers_activation_quantizer_equals_the_converters() {
 
 #[test]
 fn write_then_read_preserves_every_byte() {
-    let dir = tempfile::tempdir().unwrap();
+    // std::env::temp_dir() is unavailable on WASI, where this test also runs
+    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
+    let dir = tempfile::tempdir_in(base).unwrap();
     for (n, k, w) in battery() {
         let mut tensors = vec![
             (
