@@ -5,7 +5,9 @@
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
 //! * `bench [--quick]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
-//! * `ci`: what `.ci/run` calls (currently `test`).
+//! * `fuzz [SECONDS]`: the safetensors reader under cargo-fuzz (default 60 s).
+//! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
+//! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,10 +17,16 @@ type Result<T = ()> = std::result::Result<T, String>;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("test") | Some("ci") => test(),
+        Some("test") => test(),
+        Some("ci") => test().and_then(|()| fuzz(&[])).and_then(|()| browser()),
         Some("selftest") => selftest(&args[1..]),
         Some("bench") => bench(&args[1..]),
-        _ => Err("usage: cargo xtask <test|selftest|bench [--quick]|ci>".to_string()),
+        Some("fuzz") => fuzz(&args[1..]),
+        Some("browser") => browser(),
+        _ => Err(
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick]|fuzz [SECONDS]|browser|ci>"
+                .to_string(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -310,6 +318,172 @@ fn wasm_tests() -> Result {
         .args(packages)
         .env("QLINEAR_EXPECT_PROVEN", "scalar")
         .env("QLINEAR_EXPECT_ABSENT", "wasm-simd128"))
+}
+
+/// `cargo xtask fuzz [SECONDS]`: the reader's fuzz target (`fuzz/`) under
+/// cargo-fuzz for SECONDS (60 by default), installing cargo-fuzz if missing.
+/// libFuzzer's instrumentation needs unstable flags; `RUSTC_BOOTSTRAP=1` lets
+/// the one stable toolchain this project has accept them.
+fn fuzz(args: &[String]) -> Result {
+    let seconds: u64 = match args.first() {
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("fuzz: {s:?} is not a number of seconds"))?,
+        None => 60,
+    };
+    let listed = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !listed {
+        run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    let corpus = root().join("target/fuzz-corpus");
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    run(Command::new("cargo")
+        .current_dir(root().join("fuzz"))
+        .args(["fuzz", "run", "reader"])
+        .arg(&corpus)
+        .arg("seeds")
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"))
+        .env("RUSTC_BOOTSTRAP", "1"))
+}
+
+/// `cargo xtask browser`: builds the `wasm32-unknown-unknown` page module with
+/// `+simd128`, serves `web/` on 127.0.0.1, loads it in headless Chromium
+/// (Debian's `chromium`, installed when missing) and reads the proof table
+/// and GEMV timings back from the DOM; fails unless every proof passed.
+fn browser() -> Result {
+    const WEB: &str = "wasm32-unknown-unknown";
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == WEB)
+    {
+        run(Command::new("rustup").args(["target", "add", WEB]))?;
+    }
+    if !have("chromium") {
+        if have("apt-get") {
+            run(Command::new("apt-get").args(["update", "-qq"]))?;
+            run(Command::new("apt-get")
+                .args(["install", "-y", "-qq", "chromium"])
+                .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        } else {
+            return Err("the browser test needs Chromium: install the chromium package".into());
+        }
+    }
+    run(cargo()
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--target",
+            WEB,
+            "--target-dir",
+            "target/web",
+            "-p",
+            "qlinear-web",
+        ])
+        .env(
+            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
+            "-C target-feature=+simd128",
+        ))?;
+    let wasm = std::fs::read(root().join(format!("target/web/{WEB}/release/qlinear_web.wasm")))
+        .map_err(|e| format!("qlinear_web.wasm: {e}"))?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let web = root().join("web");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let _ = serve(stream, &web, &wasm);
+        }
+    });
+    let profile = std::env::temp_dir().join(format!("qlinear-chromium-{}", std::process::id()));
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+        ])
+        .args(["--disable-component-update", "--disable-sync", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("http://127.0.0.1:{port}/index.html"))
+        .output()
+        .map_err(|e| format!("cannot start chromium: {e}"))?;
+    let _ = std::fs::remove_dir_all(&profile);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let section = |id: &str| {
+        let start = dom.find(&format!("id=\"{id}\">")).map(|i| i + id.len() + 6)?;
+        Some(
+            dom[start..]
+                .split("</pre>")
+                .next()?
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        )
+    };
+    println!(
+        "{}\n{}",
+        section("selftest").unwrap_or_default(),
+        section("timings").unwrap_or_default()
+    );
+    let result = section("result").unwrap_or_else(|| "RESULT: no page result".into());
+    println!("{result}");
+    if result.starts_with("RESULT: PASS") {
+        Ok(())
+    } else {
+        Err(format!(
+            "browser selftest did not pass: {result}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Standard base64 (the page inlines the module so it can run while loading).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let v = u32::from(c[0]) << 16 | u32::from(*c.get(1).unwrap_or(&0)) << 8 | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            out.push(if i <= c.len() {
+                char::from(A[(v >> (18 - 6 * i)) as usize & 63])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// Answers one HTTP GET for the page's files (the module, inlined, from memory).
+fn serve(mut stream: std::net::TcpStream, web: &Path, wasm: &[u8]) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/');
+    let (body, kind) = match path {
+        "qlinear_web.js" => (
+            format!("const QLINEAR_WASM_BASE64 = \"{}\";\n", base64(wasm)).into_bytes(),
+            "text/javascript",
+        ),
+        "index.html" | "" => (std::fs::read(web.join("index.html"))?, "text/html"),
+        "main.js" => (std::fs::read(web.join("main.js"))?, "text/javascript"),
+        _ => (b"not found".to_vec(), "text/plain"),
+    };
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)
 }
 
 /// The tiers to force for the repeated test runs: those this CPU supports.

@@ -13,6 +13,7 @@
 //!   is computed by one worker with the same arithmetic, so thread count never
 //!   changes the bits.
 
+mod clock;
 mod driver;
 mod error;
 mod mode;

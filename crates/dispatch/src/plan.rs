@@ -1,6 +1,8 @@
 use std::fmt;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::{self, Instant};
 
 use half::f16;
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable, OutputTile};
@@ -73,6 +75,13 @@ impl KernelPlanV0 {
             plan.batch = plan.decode.clone();
         } else {
             let tiers = selftest_report().proven_tiers();
+            if !clock::AVAILABLE {
+                // nothing can be timed here: take the most specific proven tier
+                let t = tiers.last().copied().unwrap_or(Int8Tier::Scalar);
+                plan.decode = KernelFamily::GEMM.iter().map(|&f| (f, t)).collect();
+                plan.batch = plan.decode.clone();
+                return plan;
+            }
             for family in KernelFamily::GEMM {
                 for (m, n) in [(1usize, 128usize), (16, 16)] {
                     let mut best: Option<(f64, Int8Tier)> = None;
@@ -195,6 +204,7 @@ impl fmt::Display for KernelPlanV0 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.forced {
             Some(t) => writeln!(f, "plan: forced to {t} by {INT8_TIER_ENV}")?,
+            None if !clock::AVAILABLE => writeln!(f, "plan: no clock on this platform: the most specific proven tier")?,
             None => writeln!(f, "plan: measured in {:.1} ms", self.elapsed.as_secs_f64() * 1e3)?,
         }
         writeln!(f, "{:<14} {:>14} {:>14}", "family", "decode (M=1)", "batch (M=16)")?;

@@ -11,7 +11,9 @@
 
 use std::fmt;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use half::f16;
 use qlinear_kernels_scalar::{
