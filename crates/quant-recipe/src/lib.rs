@@ -37,14 +37,36 @@ pub const Q4_MAX_ABS: i8 = 7;
 /// Largest `max|w|` over `w`, or the first non-finite element as an error
 /// (row reported as 0: whole-matrix callers re-label it).
 pub(crate) fn finite_amax(w: &[f32]) -> Result<f32, RecipeError> {
-    let mut amax = 0.0f32;
-    for (col, &v) in w.iter().enumerate() {
-        if !v.is_finite() {
-            return Err(RecipeError::NonFinite { row: 0, col, value: v });
-        }
-        amax = amax.max(v.abs());
+    // Branch-free over the row (so it vectorises); the culprit is looked up
+    // only when there is one. `max` is order-independent on finite values.
+    let (amax, finite) = w
+        .iter()
+        .fold((0f32, true), |(m, ok), &v| (m.max(v.abs()), ok & v.is_finite()));
+    if finite {
+        return Ok(amax);
     }
-    Ok(amax)
+    let col = w.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Err(RecipeError::NonFinite {
+        row: 0,
+        col,
+        value: w[col],
+    })
+}
+
+/// Round half to even, exactly `f32::round_ties_even`, in plain IEEE
+/// arithmetic: for `|x| < 2^23`, `|x| + 2^23` lands in `[2^23, 2^24)` where the
+/// spacing is 1, so the addition itself rounds `|x|` to the nearest integer,
+/// ties to even, and subtracting `2^23` is exact; larger values are already
+/// integers. (The baseline x86-64 target has no SSE4.1 `roundss`, where
+/// `round_ties_even` becomes a library call.)
+#[inline]
+pub(crate) fn round_ties_even(x: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    if x.abs() < TWO_23 {
+        ((x.abs() + TWO_23) - TWO_23).copysign(x)
+    } else {
+        x
+    }
 }
 
 /// `clamp(rte(v / scale), -max, max)`: the one rounding step of every recipe.
@@ -53,7 +75,7 @@ pub(crate) fn finite_amax(w: &[f32]) -> Result<f32, RecipeError> {
 #[inline]
 pub(crate) fn quantize_value(v: f32, scale: f32, max: i8) -> i8 {
     let m = f32::from(max);
-    (v / scale).round_ties_even().clamp(-m, m) as i8
+    round_ties_even(v / scale).clamp(-m, m) as i8
 }
 
 pub(crate) fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), RecipeError> {
@@ -66,6 +88,63 @@ pub(crate) fn check_len(what: &'static str, expected: usize, actual: usize) -> R
 
 pub(crate) fn checked_elems(n: usize, k: usize) -> Result<usize, RecipeError> {
     n.checked_mul(k).ok_or(RecipeError::ShapeOverflow { n, k })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The arithmetic rounding equals the library's on every f32 in a sweep
+    /// that covers all ties, signs, both sides of 2^23, NaN-free extremes.
+    #[test]
+    fn round_ties_even_matches_std() {
+        let mut bits = 0u32;
+        loop {
+            let x = f32::from_bits(bits);
+            if x.is_finite() {
+                assert_eq!(
+                    super::round_ties_even(x).to_bits(),
+                    x.round_ties_even().to_bits(),
+                    "{x}"
+                );
+            }
+            match bits.checked_add(997) {
+                Some(b) => bits = b,
+                None => break,
+            }
+        }
+        for k in -300i32..300 {
+            for x in [
+                k as f32 + 0.5,
+                k as f32 - 0.5,
+                k as f32,
+                (k as f32 + 0.5).next_up(),
+                (k as f32 + 0.5).next_down(),
+            ] {
+                assert_eq!(
+                    super::round_ties_even(x).to_bits(),
+                    x.round_ties_even().to_bits(),
+                    "{x}"
+                );
+            }
+        }
+        for x in [
+            8_388_607.5f32,
+            8_388_608.0,
+            -8_388_607.5,
+            4_194_303.5,
+            -0.0,
+            0.0,
+            -0.5,
+            0.5,
+            1e-45,
+            -1e-45,
+        ] {
+            assert_eq!(
+                super::round_ties_even(x).to_bits(),
+                x.round_ties_even().to_bits(),
+                "{x}"
+            );
+        }
+    }
 }
 
 // The README's converter example compiles and runs as a doctest of this crate.
