@@ -94,6 +94,15 @@ pub fn write_streaming(
         }
         out.flush().map_err(io)?;
     }
+    // the temporary file is created private (0600); the result is an ordinary file
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let io = |e| FormatError::io(temp.path(), e);
+        temp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io)?;
+    }
     temp.persist(path).map_err(|e| FormatError::io(path, e.error))?;
     Ok(())
 }

@@ -81,6 +81,12 @@ fn round_trip_every_scheme_odd_k_and_k_one() {
             assert_eq!(q4.data[k / 2] >> 4, 0, "odd-K pad nibble is two's-complement 0 on disk");
         }
         assert!(f.validate().iter().all(|(_, r)| r.is_ok()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "an ordinary file, not the private temporary's 0600");
+        }
     }
 }
 

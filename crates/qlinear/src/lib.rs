@@ -44,3 +44,9 @@ pub use qlinear_quant_recipe::{
 pub fn load_quantized(path: impl AsRef<std::path::Path>, prefix: &str) -> Result<QuantizedTensor, FormatError> {
     QuantizedFile::open(path)?.load(prefix)
 }
+
+// The README's examples (the converter on the recipe crate alone, and the
+// runtime on this facade) compile and run as doctests of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctest;
