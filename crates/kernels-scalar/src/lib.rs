@@ -10,6 +10,7 @@
 //! pointer arithmetic sound even when called directly).
 
 mod dot;
+mod entries;
 mod float;
 mod int;
 pub mod layout;

@@ -3,11 +3,6 @@
 //! `((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))` is two pairwise adds and one add.
 
 use std::arch::aarch64::*;
-use std::ops::Range;
-
-use qlinear_kernels_scalar::layout::chunked_f32;
-use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 #[inline]
 #[target_feature(enable = "neon")]
@@ -70,68 +65,4 @@ fn q4_codes(p: &[u8], b: usize, end: usize) -> int8x8_t {
     vsub_s8(vreinterpret_s8_u8(nib), vdup_n_s8(8))
 }
 
-#[target_feature(enable = "neon")]
-pub(crate) fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
-    let (k, chunks) = (x.k, x.k.div_ceil(8));
-    let xc: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), k, false)).collect();
-    for (j, r) in rows.enumerate() {
-        let wr = w.row(r);
-        for i in 0..x.m {
-            let p = partial(&xc[i], chunks, |c| q8_codes(wr, c * 8));
-            y.set(i, j, w.scales()[r] * p);
-        }
-    }
-}
-
-#[target_feature(enable = "neon")]
-pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::PerChannel(s) = w.scales() else {
-        panic!("gemm_w4a16 needs per-channel scales")
-    };
-    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
-    let (k, chunks) = (x.k, x.k.div_ceil(8));
-    let xc: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), k, false)).collect();
-    for (j, r) in rows.enumerate() {
-        let wr = w.row_packed(r);
-        for i in 0..x.m {
-            let p = partial(&xc[i], chunks, |c| q4_codes(wr, c * 4, wr.len()));
-            y.set(i, j, s[r] * p);
-        }
-    }
-}
-
-#[target_feature(enable = "neon")]
-pub(crate) fn gemm_w4a16_grouped(
-    x: &ActivationsF32<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a16_grouped needs group scales")
-    };
-    let (g, groups) = (*group, w.k() / *group);
-    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
-    let per_group = g.div_ceil(8);
-    let xc: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), g, false)).collect();
-    for (j, r) in rows.enumerate() {
-        let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
-        for i in 0..x.m {
-            let mut acc = 0f32;
-            for gi in 0..groups {
-                let (b0, end) = (gi * g / 2, (gi + 1) * g / 2);
-                let xg = &xc[i][gi * per_group * 8..(gi + 1) * per_group * 8];
-                let p = partial(xg, per_group, |c| q4_codes(wr, b0 + c * 4, end));
-                acc += f32::from(sr[gi]) * p;
-            }
-            y.set(i, j, acc);
-        }
-    }
-}
+qlinear_kernels_scalar::weight_only_gemms!(#[target_feature(enable = "neon")]);

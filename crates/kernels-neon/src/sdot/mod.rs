@@ -2,51 +2,21 @@
 //! i8·i8 products summed straight into each i32 lane; the float kernels and
 //! the activation quantizer are the NEON tier's.
 
-use qlinear_kernels_scalar::{ActivationsQ8, KernelTable, OutputTile};
-use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_kernels_scalar::KernelTable;
 
 mod int;
 
-/// SAFETY (for every `unsafe` call below): reachable only through `TABLE`,
-/// which `crate::sdot_table` returns only after detecting ASIMD and
-/// FEAT_DotProd; shapes are checked by the kernels.
+/// SAFETY (for every entry): reachable only through `TABLE`, which
+/// `crate::sdot_table` returns only after detecting ASIMD and FEAT_DotProd;
+/// the kernels assert what they rely on.
 mod entry {
     use super::*;
-
-    pub(super) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-        // SAFETY: dotprod detected (see module comment); the kernel checks lengths.
-        unsafe { int::dot_i8_i8(a, b) }
-    }
-    pub(super) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
-        // SAFETY: dotprod detected (see module comment); the kernel checks lengths.
-        unsafe { int::dot_i8_q4(x, p) }
-    }
-    pub(super) fn gemm_w8a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrix,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: dotprod detected (see module comment); the kernel checks shapes.
-        unsafe { int::gemm_w8a8(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: dotprod detected (see module comment); the kernel checks shapes.
-        unsafe { int::gemm_w4a8(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a8_grouped(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: dotprod detected (see module comment); the kernel checks shapes.
-        unsafe { int::gemm_w4a8_grouped(x, w, r, y) }
+    qlinear_kernels_scalar::safe_entries! {
+        dot_i8_i8 => int::dot_i8_i8: dot_i8,
+        dot_i8_q4 => int::dot_i8_q4: dot_q4,
+        gemm_w8a8 => int::gemm_w8a8: q8q8,
+        gemm_w4a8 => int::gemm_w4a8: q8q4,
+        gemm_w4a8_grouped => int::gemm_w4a8_grouped: q8q4,
     }
 }
 

@@ -4,8 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::{ActivationsF32, ActivationsQ8, KernelTable, OutputTile};
-use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod q4;
@@ -16,84 +15,21 @@ pub(crate) fn detected() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")
 }
 
-/// Safe entry points: each checks its O(1) preconditions, then calls the
-/// `#[target_feature]` kernel.
-///
-/// SAFETY (for every `unsafe` call below): these functions are reachable only
-/// through `TABLE`, which `crate::avx2_table` returns only when `detected()`
-/// confirmed AVX2 and F16C on this CPU; the slice lengths the kernels rely on
-/// are asserted here or in the kernel's safe prologue.
+/// SAFETY (for every entry): reachable only through `TABLE`, which
+/// `crate::avx2_table` returns only when `detected()` confirmed AVX2 and F16C
+/// on this CPU; the kernels assert the lengths and shapes they rely on.
 mod entry {
     use super::*;
-
-    pub(super) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-        assert_eq!(a.len(), b.len(), "dot_i8_i8 lengths");
-        // SAFETY: AVX2 detected (see module comment); lengths equal.
-        unsafe { q8::dot_i8_i8(a, b) }
-    }
-    pub(super) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
-        assert_eq!(p.len(), x.len().div_ceil(2), "dot_i8_q4 packed length");
-        // SAFETY: AVX2 detected (see module comment); `p` holds ceil(k/2) bytes.
-        unsafe { q4::dot_i8_q4(x, p) }
-    }
-    pub(super) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
-        assert_eq!(x.len(), codes.len(), "quantize_row_q8 lengths");
-        // SAFETY: AVX2 detected (see module comment); lengths equal.
-        unsafe { quantize::quantize_row_q8(x, codes) }
-    }
-    pub(super) fn gemm_w8a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrix,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 detected (see module comment); the kernel checks shapes.
-        unsafe { q8::gemm_w8a8(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 detected (see module comment); the kernel checks shapes.
-        unsafe { q4::gemm_w4a8(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a8_grouped(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 and F16C detected (see module comment); the kernel checks shapes.
-        unsafe { q4::gemm_w4a8_grouped(x, w, r, y) }
-    }
-    pub(super) fn gemm_w8a16(
-        x: &ActivationsF32<'_>,
-        w: &QuantizedMatrix,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 detected (see module comment); the kernel checks shapes.
-        unsafe { float::gemm_w8a16(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a16(
-        x: &ActivationsF32<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 detected (see module comment); the kernel checks shapes.
-        unsafe { float::gemm_w4a16(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a16_grouped(
-        x: &ActivationsF32<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: AVX2 and F16C detected (see module comment); the kernel checks shapes.
-        unsafe { float::gemm_w4a16_grouped(x, w, r, y) }
+    qlinear_kernels_scalar::safe_entries! {
+        dot_i8_i8 => q8::dot_i8_i8: dot_i8,
+        dot_i8_q4 => q4::dot_i8_q4: dot_q4,
+        quantize_row_q8 => quantize::quantize_row_q8: quantize,
+        gemm_w8a8 => q8::gemm_w8a8: q8q8,
+        gemm_w4a8 => q4::gemm_w4a8: q8q4,
+        gemm_w4a8_grouped => q4::gemm_w4a8_grouped: q8q4,
+        gemm_w8a16 => float::gemm_w8a16: f32q8,
+        gemm_w4a16 => float::gemm_w4a16: f32q4,
+        gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
     }
 }
 

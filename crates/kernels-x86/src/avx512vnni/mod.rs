@@ -5,8 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::{ActivationsQ8, KernelTable, OutputTile};
-use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_kernels_scalar::KernelTable;
 
 use crate::avx2;
 
@@ -21,39 +20,16 @@ pub(crate) fn detected() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
-/// SAFETY (for every `unsafe` call below): reachable only through `TABLE`,
-/// which `crate::avx512vnni_table` returns only when `detected()` confirmed
-/// AVX-512 F/BW/VL/VNNI, AVX2 and F16C; shapes are checked by the kernels.
+/// SAFETY (for every entry): reachable only through `TABLE`, which
+/// `crate::avx512vnni_table` returns only when `detected()` confirmed AVX-512
+/// F/BW/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
 mod entry {
     use super::*;
-
-    pub(super) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-        assert_eq!(a.len(), b.len(), "dot_i8_i8 lengths");
-        // SAFETY: features detected (see module comment); lengths equal.
-        unsafe { q8::dot_i8_i8(a, b) }
-    }
-    pub(super) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
-        assert_eq!(p.len(), x.len().div_ceil(2), "dot_i8_q4 packed length");
-        // SAFETY: features detected (see module comment); `p` holds ceil(k/2) bytes.
-        unsafe { q4::dot_i8_q4(x, p) }
-    }
-    pub(super) fn gemm_w8a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrix,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: features detected (see module comment); the kernel checks shapes.
-        unsafe { q8::gemm_w8a8(x, w, r, y) }
-    }
-    pub(super) fn gemm_w4a8(
-        x: &ActivationsQ8<'_>,
-        w: &QuantizedMatrixQ4,
-        r: std::ops::Range<usize>,
-        y: &mut OutputTile<'_>,
-    ) {
-        // SAFETY: features detected (see module comment); the kernel checks shapes.
-        unsafe { q4::gemm_w4a8(x, w, r, y) }
+    qlinear_kernels_scalar::safe_entries! {
+        dot_i8_i8 => q8::dot_i8_i8: dot_i8,
+        dot_i8_q4 => q4::dot_i8_q4: dot_q4,
+        gemm_w8a8 => q8::gemm_w8a8: q8q8,
+        gemm_w4a8 => q4::gemm_w4a8: q8q4,
     }
 }
 
