@@ -140,3 +140,80 @@ macro_rules! weight_only_gemms {
         }
     };
 }
+
+/// The three integer GEMMs (W8A8, W4A8 per channel, W4A8 grouped) of a tier
+/// whose dot products are written as `dot_i8_i8(a, b)` and
+/// `dot_biased(x, packed)` (`Σ x·b` over biased nibbles, uncorrected) in
+/// scope; one output row at a time, with the spec's output expressions.
+/// Optional attributes (e.g. a `target_feature`) go on each function.
+#[macro_export]
+macro_rules! int_gemms_over_dots {
+    ($(#[$attr:meta])*) => {
+        $(#[$attr])*
+        pub(crate) fn gemm_w8a8(
+            x: &$crate::ActivationsQ8<'_>,
+            w: &qlinear_quant_recipe::QuantizedMatrix,
+            rows: std::ops::Range<usize>,
+            y: &mut $crate::OutputTile<'_>,
+        ) {
+            x.check();
+            y.check(x.m, rows.len());
+            assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
+            for (j, r) in rows.enumerate() {
+                for i in 0..x.m {
+                    let acc = dot_i8_i8(x.row(i), w.row(r));
+                    y.set(i, j, acc as f32 * (x.scales[i] * w.scales()[r]));
+                }
+            }
+        }
+
+        $(#[$attr])*
+        pub(crate) fn gemm_w4a8(
+            x: &$crate::ActivationsQ8<'_>,
+            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
+            rows: std::ops::Range<usize>,
+            y: &mut $crate::OutputTile<'_>,
+        ) {
+            x.check();
+            y.check(x.m, rows.len());
+            let qlinear_quant_recipe::Q4Scales::PerChannel(s) = w.scales() else {
+                panic!("gemm_w4a8 needs per-channel scales")
+            };
+            assert!(rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0), "W4A8 shapes");
+            for (j, r) in rows.enumerate() {
+                for i in 0..x.m {
+                    let acc = dot_biased(x.row(i), w.row_packed(r)) - 8 * x.row_sums(i)[0];
+                    y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
+                }
+            }
+        }
+
+        $(#[$attr])*
+        pub(crate) fn gemm_w4a8_grouped(
+            x: &$crate::ActivationsQ8<'_>,
+            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
+            rows: std::ops::Range<usize>,
+            y: &mut $crate::OutputTile<'_>,
+        ) {
+            x.check();
+            y.check(x.m, rows.len());
+            let qlinear_quant_recipe::Q4Scales::Grouped { group, scales } = w.scales() else {
+                panic!("gemm_w4a8_grouped needs group scales")
+            };
+            let (g, groups) = (*group, w.k() / *group);
+            assert!(rows.end <= w.n() && w.k() == x.k && x.sum_group == g, "W4A8 grouped shapes");
+            for (j, r) in rows.enumerate() {
+                let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
+                for i in 0..x.m {
+                    let (xr, sums) = (x.row(i), x.row_sums(i));
+                    let mut sum = 0f32;
+                    for gi in 0..groups {
+                        let acc = dot_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
+                        sum += acc as f32 * f32::from(sr[gi]);
+                    }
+                    y.set(i, j, sum * x.scales[i]);
+                }
+            }
+        }
+    };
+}

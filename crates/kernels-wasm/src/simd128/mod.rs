@@ -4,12 +4,8 @@
 //! (natural column order), `f32x4_mul` then `f32x4_add`, no relaxed-SIMD FMA.
 
 use std::arch::wasm32::*;
-use std::ops::Range;
 
-use qlinear_kernels_scalar::{
-    dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, ActivationsQ8, KernelTable, OutputTile,
-};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
 
 mod float;
 mod quantize;
@@ -81,57 +77,4 @@ fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
     dot_biased(x, p) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
 }
 
-fn gemm_w8a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-    for (j, r) in rows.enumerate() {
-        for i in 0..x.m {
-            let acc = dot_i8_i8(x.row(i), w.row(r));
-            y.set(i, j, acc as f32 * (x.scales[i] * w.scales()[r]));
-        }
-    }
-}
-
-fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::PerChannel(s) = w.scales() else {
-        panic!("gemm_w4a8 needs per-channel scales")
-    };
-    assert!(
-        rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0),
-        "W4A8 shapes"
-    );
-    for (j, r) in rows.enumerate() {
-        for i in 0..x.m {
-            let acc = dot_biased(x.row(i), w.row_packed(r)) - 8 * x.row_sums(i)[0];
-            y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
-        }
-    }
-}
-
-fn gemm_w4a8_grouped(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a8_grouped needs group scales")
-    };
-    let (g, groups) = (*group, w.k() / *group);
-    assert!(
-        rows.end <= w.n() && w.k() == x.k && x.sum_group == g,
-        "W4A8 grouped shapes"
-    );
-    for (j, r) in rows.enumerate() {
-        let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
-        for i in 0..x.m {
-            let (xr, sums) = (x.row(i), x.row_sums(i));
-            let mut sum = 0f32;
-            for gi in 0..groups {
-                let acc = dot_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
-                sum += acc as f32 * f32::from(sr[gi]);
-            }
-            y.set(i, j, sum * x.scales[i]);
-        }
-    }
-}
+qlinear_kernels_scalar::int_gemms_over_dots!();
