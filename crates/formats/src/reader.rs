@@ -75,11 +75,11 @@ impl QuantizedFile {
             return Self::from_bytes_inner(Bytes::Owned(std::fs::read(path).map_err(|e| FormatError::io(path, e))?));
         }
         let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-        // SAFETY: the map is read-only and private to this value; qlinear never
-        // writes the file while it is mapped (outputs go to a new temporary file
+        // The map is read-only and private to this value, and qlinear never
+        // writes a file while it is mapped (outputs go to a new temporary file
         // renamed over the destination). Another process truncating the file
-        // underneath would be undefined behaviour, the accepted contract of
-        // every memory-mapped model loader.
+        // underneath is the accepted contract of every memory-mapped loader.
+        // SAFETY: read-only private map of a file qlinear does not modify (above).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| FormatError::io(path, e))?;
         Self::from_bytes_inner(Bytes::Mapped(map))
     }
