@@ -341,10 +341,9 @@ fn fuzz(args: &[String]) -> Result {
     let corpus = root().join("target/fuzz-corpus");
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     run(Command::new("cargo")
-        .current_dir(root().join("fuzz"))
         .args(["fuzz", "run", "reader"])
         .arg(&corpus)
-        .arg("seeds")
+        .arg(root().join("fuzz/seeds"))
         .arg("--")
         .arg(format!("-max_total_time={seconds}"))
         .env("RUSTC_BOOTSTRAP", "1"))
