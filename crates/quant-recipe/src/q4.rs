@@ -1,8 +1,8 @@
 use half::f16;
 
 use crate::{
-    check_len, checked_elems, finite_amax, pack_codes_biased, packed_row_bytes, quantize_value, unpack_code_biased,
-    RecipeError, Q4_MAX_ABS, Q4_PAD_BIASED,
+    check_len, checked_elems, finite_amax, packed_row_bytes, quantize_value, unpack_code_biased, RecipeError, Q4_BIAS,
+    Q4_MAX_ABS, Q4_PAD_BIASED,
 };
 
 /// How many columns share one Q4 scale.
@@ -38,13 +38,26 @@ impl GroupSize {
 pub fn quantize_row_q4(w: &[f32], packed: &mut [u8]) -> Result<f32, RecipeError> {
     check_len("Q4 packed bytes", packed_row_bytes(w.len()), packed.len())?;
     let scale = finite_amax(w)? / f32::from(Q4_MAX_ABS);
-    let codes: Vec<i8> = if scale == 0.0 {
-        vec![0; w.len()]
-    } else {
-        w.iter().map(|&v| quantize_value(v, scale, Q4_MAX_ABS)).collect()
-    };
-    pack_codes_biased(&codes, packed);
+    pack_quantized(w, scale, packed);
     Ok(scale)
+}
+
+/// Quantizes `w` with `scale` (all codes 0 if it is 0) straight into biased
+/// packed bytes, low nibble first, an odd tail padded with the biased zero.
+fn pack_quantized(w: &[f32], scale: f32, packed: &mut [u8]) {
+    let nibble = |v: f32| (quantize_value(v, scale, Q4_MAX_ABS) + Q4_BIAS as i8) as u8;
+    if scale == 0.0 {
+        packed.fill(Q4_PAD_BIASED | (Q4_PAD_BIASED << 4));
+        return;
+    }
+    let pairs = w.chunks_exact(2);
+    let tail = pairs.remainder();
+    for (byte, pair) in packed.iter_mut().zip(pairs) {
+        *byte = nibble(pair[0]) | (nibble(pair[1]) << 4);
+    }
+    if let (Some(&v), Some(last)) = (tail.first(), packed.last_mut()) {
+        *last = nibble(v) | (Q4_PAD_BIASED << 4);
+    }
 }
 
 /// Quantizes one row to Q4 with one f16 scale per group of `group` columns.
@@ -64,9 +77,10 @@ pub fn quantize_row_q4_grouped(
     GroupSize::Group(group).validate(k)?;
     check_len("Q4 packed bytes", k / 2, packed.len())?;
     check_len("Q4 group scales", k / group, scales.len())?;
-    let mut codes = vec![0i8; k];
+    // Scales first (so an overflow refuses the row before anything is written),
+    // then the codes of each group straight into its packed bytes.
     let mut row_scales = Vec::with_capacity(k / group);
-    for (g, (src, dst)) in w.chunks_exact(group).zip(codes.chunks_exact_mut(group)).enumerate() {
+    for (g, src) in w.chunks_exact(group).enumerate() {
         let amax = finite_amax(src).map_err(|e| match e {
             RecipeError::NonFinite { value, col, .. } => RecipeError::NonFinite {
                 row: 0,
@@ -85,15 +99,15 @@ pub fn quantize_row_q4_grouped(
                 amax,
             });
         }
-        let sf = f32::from(s);
-        if sf != 0.0 {
-            for (c, &v) in dst.iter_mut().zip(src) {
-                *c = quantize_value(v, sf, Q4_MAX_ABS);
-            }
-        }
         row_scales.push(s);
     }
-    pack_codes_biased(&codes, packed);
+    for ((src, dst), s) in w
+        .chunks_exact(group)
+        .zip(packed.chunks_exact_mut(group / 2))
+        .zip(&row_scales)
+    {
+        pack_quantized(src, f32::from(*s), dst);
+    }
     scales.copy_from_slice(&row_scales);
     Ok(())
 }
