@@ -372,9 +372,10 @@ fn row_stats(w: &[f32], deq: &[f32]) -> Stats {
 /// The codes of a biased packed row as f32 (two per byte), into `out`.
 fn unpack_row_f32(packed: &[u8], k: usize, out: &mut Vec<f32>) {
     out.clear();
-    for &b in packed {
-        out.push(f32::from(b & 0x0F) - 8.0);
-        out.push(f32::from(b >> 4) - 8.0);
+    out.resize(2 * packed.len(), 0.0);
+    for (pair, &b) in out.chunks_exact_mut(2).zip(packed) {
+        pair[0] = f32::from(b & 0x0F) - 8.0;
+        pair[1] = f32::from(b >> 4) - 8.0;
     }
     out.truncate(k);
 }
