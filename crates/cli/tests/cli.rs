@@ -277,3 +277,39 @@ fn inspect_reports_an_invalid_file() {
         .unwrap()
         .contains("1 quantized tensor(s) failed validation"));
 }
+
+/// `QLINEAR_INT8_TIER` names a tier for A/B runs; an unknown or undispatchable
+/// one is an error listing the valid choices, never a silent fallback.
+#[test]
+fn forcing_a_tier_by_environment() {
+    let run = |tier: &str| {
+        Command::new(env!("CARGO_BIN_EXE_qlinear"))
+            .arg("selftest")
+            .env("QLINEAR_INT8_TIER", tier)
+            .output()
+            .unwrap()
+    };
+    let o = run("sse9");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains(
+            "unknown int8 tier \"sse9\"; valid tiers: scalar, avx2, avx512-vnni, neon, neon-sdot, wasm-simd128"
+        ),
+        "{err}"
+    );
+    let foreign = if cfg!(target_arch = "aarch64") { "avx2" } else { "neon" };
+    let o = run(foreign);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains(&format!("int8 tier {foreign} is not dispatchable"))
+            && err.contains("dispatchable tiers here: scalar"),
+        "{err}"
+    );
+    let o = run("scalar");
+    assert!(o.status.success());
+    assert!(String::from_utf8(o.stdout)
+        .unwrap()
+        .contains("plan: forced to scalar by QLINEAR_INT8_TIER"));
+}
