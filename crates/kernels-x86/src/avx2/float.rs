@@ -102,9 +102,20 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
 }
 
 /// Sweeps output rows in blocks of `R` (then single rows) and activation rows
-/// in tiles of `MI` (then single rows), calling `tile` for each.
+/// in tiles of `MI` (then single rows), running the body for each tile. With
+/// M >= 4, tiles are 2 rows × 4 activation rows (each weight chunk dequantized
+/// once for 4 activation rows); below, 4 rows × 1, so that 4 independent lane
+/// chains are in flight (each output's 8 lanes are one dependent `add` chain
+/// by the spec's order, so rows in flight are what hides its latency).
 macro_rules! sweep {
-    ($rows:expr, $m:expr, $R:literal, $MI:literal, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
+    ($rows:expr, $m:expr, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
+        if $m >= 4 {
+            sweep!(@tiles $rows, $m, 2, 4, |$r, $i, $RR, $MM| $body)
+        } else {
+            sweep!(@tiles $rows, $m, 4, 1, |$r, $i, $RR, $MM| $body)
+        }
+    }};
+    (@tiles $rows:expr, $m:expr, $R:literal, $MI:literal, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
         let rows: Range<usize> = $rows;
         let mut $r = rows.start;
         while $r < rows.end {
@@ -145,7 +156,7 @@ pub(crate) fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Rang
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, false)).collect();
     let s = w.scales();
     let r0 = rows.start;
-    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+    sweep!(rows, x.m, |r, i, R, MI| {
         let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
         let wr: [&[i8]; R] = std::array::from_fn(|q| w.row(r + q));
         let p = w8a16_tile::<R, MI>(xs, wr, k);
@@ -217,7 +228,7 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     }
     let per_row = k.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
-    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+    sweep!(rows, x.m, |r, i, R, MI| {
         let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
         let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));
         q4_tile::<R, MI>(xs, wr, k, k, |t, q, _, p| y.set(i + t, r + q - r0, s[r + q] * p));
@@ -242,9 +253,9 @@ pub(crate) fn gemm_w4a16_grouped(
     let per_row = groups * g.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect();
     let r0 = rows.start;
-    let mut sf: [Vec<f32>; 2] = Default::default();
+    let mut sf: [Vec<f32>; 4] = Default::default();
     let mut converted = usize::MAX;
-    sweep!(rows, x.m, 2, 4, |r, i, R, MI| {
+    sweep!(rows, x.m, |r, i, R, MI| {
         if converted != r {
             for q in 0..R {
                 scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], &mut sf[q]);
