@@ -121,7 +121,7 @@ macro_rules! sweep {
         while $r < rows.end {
             if $r + $R <= rows.end {
                 let mut $i = 0;
-                while $i + $MI <= $m {
+                while $m - $i >= $MI {
                     const $RR: usize = $R;
                     const $MM: usize = $MI;
                     $body
