@@ -112,7 +112,18 @@ fn test() -> Result {
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
-    run(cargo().args(["test", "--workspace"]))?;
+    // the selftest must prove every tier this CPU supports, and report the
+    // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
+    let here = forced_tiers();
+    // (forced_tiers knows x86 only: elsewhere, only the proven list is stated)
+    let elsewhere: Vec<&str> = ["avx2", "avx512-vnni", "neon", "neon-sdot", "wasm-simd128"]
+        .into_iter()
+        .filter(|t| cfg!(target_arch = "x86_64") && !here.contains(t))
+        .collect();
+    run(cargo()
+        .args(["test", "--workspace"])
+        .env("QLINEAR_EXPECT_PROVEN", here.join(","))
+        .env("QLINEAR_EXPECT_ABSENT", elsewhere.join(",")))?;
     // The whole kernel-facing suite again on each forced tier this CPU has, so
     // a tier the plan does not pick here is still tested on every run.
     for tier in forced_tiers() {
@@ -178,6 +189,21 @@ fn bench(args: &[String]) -> Result {
 const AARCH64: &str = "aarch64-unknown-linux-gnu";
 const QEMU: &str = "qemu-aarch64 -L /usr/aarch64-linux-gnu";
 
+/// Adds a rustup target when it is not installed yet.
+fn ensure_target(target: &str) -> Result {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == target)
+    {
+        return Ok(());
+    }
+    run(Command::new("rustup").args(["target", "add", target]))
+}
+
 fn have(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
@@ -189,16 +215,7 @@ fn have(cmd: &str) -> bool {
 /// target, and on Debian (as root) qemu-user and the aarch64 cross gcc/libc.
 /// Otherwise stops with exactly what to install.
 fn ensure_aarch64() -> Result {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map_err(|e| format!("rustup: {e}"))?;
-    if !String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|l| l.trim() == AARCH64)
-    {
-        run(Command::new("rustup").args(["target", "add", AARCH64]))?;
-    }
+    ensure_target(AARCH64)?;
     if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") && Path::new("/usr/aarch64-linux-gnu/lib").exists() {
         return Ok(());
     }
@@ -268,16 +285,7 @@ const WASI: &str = "wasm32-wasip1";
 /// the scalar fallback carrying everything). Each flavour has its own target
 /// directory so neither rebuilds the other.
 fn wasm_tests() -> Result {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map_err(|e| format!("rustup: {e}"))?;
-    if !String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|l| l.trim() == WASI)
-    {
-        run(Command::new("rustup").args(["target", "add", WASI]))?;
-    }
+    ensure_target(WASI)?;
     if !have("node") {
         return Err("the wasm tests run under Node.js: install node (>= 20)".into());
     }
@@ -355,16 +363,7 @@ fn fuzz(args: &[String]) -> Result {
 /// and GEMV timings back from the DOM; fails unless every proof passed.
 fn browser() -> Result {
     const WEB: &str = "wasm32-unknown-unknown";
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map_err(|e| format!("rustup: {e}"))?;
-    if !String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|l| l.trim() == WEB)
-    {
-        run(Command::new("rustup").args(["target", "add", WEB]))?;
-    }
+    ensure_target(WEB)?;
     if !have("chromium") {
         if have("apt-get") {
             run(Command::new("apt-get").args(["update", "-qq"]))?;
