@@ -46,13 +46,11 @@ fn q4_chunk(p: &[u8], b: usize, end: usize) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_set_m128i(hi, lo), _mm256_set1_epi32(8)))
 }
 
-/// Two consecutive chunks (8 packed bytes at `b`, all inside `p`), each in Q4 order.
+/// Two consecutive chunks (8 packed bytes in the low half of `v`), each in Q4 order.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn q4_chunk_pair(p: &[u8], b: usize) -> [__m256; 2] {
-    assert!(b + 8 <= p.len());
-    // SAFETY: b + 8 <= p.len(); an unaligned 8-byte load.
-    let bytes = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(p.as_ptr().add(b).cast()) });
+fn q4_pair(v: __m128i) -> [__m256; 2] {
+    let bytes = _mm256_cvtepu8_epi32(v);
     let lo = _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F));
     let hi = _mm256_srli_epi32::<4>(bytes);
     let eight = _mm256_set1_epi32(8);
@@ -90,13 +88,27 @@ fn fma_free_tile<const R: usize, const MI: usize>(
 }
 
 /// W8A16 for `R` rows × `MI` activation rows: returns `w_scale · tree(lanes)`.
+///
+/// The whole chunks run in a loop with no tail test, so the `R × MI`
+/// accumulators stay in registers; the padded last chunk (k % 8 != 0) follows.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], k: usize) -> [[f32; R]; MI] {
+    let whole = k / 8;
+    assert!(w.iter().all(|w| w.len() >= k) && xs.iter().all(|x| x.len() >= k.div_ceil(8) * 8));
     let mut acc = [[_mm256_setzero_ps(); R]; MI];
-    for c in 0..k.div_ceil(8) {
-        let wv: [__m256; R] = std::array::from_fn(|q| q8_chunk(w[q], c * 8));
+    for c in 0..whole {
+        let mut wv = [_mm256_setzero_ps(); R];
+        for q in 0..R {
+            // SAFETY: c < k / 8 and every row holds k >= 8c + 8 codes (asserted).
+            let v = unsafe { _mm_loadl_epi64(w[q].as_ptr().add(c * 8).cast()) };
+            wv[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+        }
         fma_free_tile::<R, MI>(&mut acc, xs, c * 8, &wv);
+    }
+    if whole * 8 < k {
+        let wv: [__m256; R] = std::array::from_fn(|q| q8_chunk(w[q], whole * 8));
+        fma_free_tile::<R, MI>(&mut acc, xs, whole * 8, &wv);
     }
     std::array::from_fn(|i| std::array::from_fn(|q| lane_tree(acc[i][q])))
 }
@@ -171,6 +183,10 @@ pub(crate) fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Rang
 /// The per-group partials of `R` rows × `MI` activation rows (activations laid
 /// out by [`chunked_f32`] in Q4 order); `emit(t, q, g, partial)` receives each,
 /// groups in increasing order.
+///
+/// Within a group, pairs of whole chunks (8 packed bytes) run in a loop with
+/// no tail test, keeping the accumulators in registers; a last odd or
+/// partial chunk follows.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q4_tile<const R: usize, const MI: usize>(
@@ -181,24 +197,29 @@ fn q4_tile<const R: usize, const MI: usize>(
     mut emit: impl FnMut(usize, usize, usize, f32),
 ) {
     let chunks_per_group = g.div_ceil(8);
-    for gi in 0..k.div_ceil(g) {
+    let groups = k.div_ceil(g);
+    assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
+    for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
         let end = col_end.div_ceil(2);
+        let x0 = gi * chunks_per_group * 8;
+        let pairs = (col_end - col0) / 16;
         let mut acc = [[_mm256_setzero_ps(); R]; MI];
-        let mut c = 0;
-        while c < chunks_per_group {
-            let b = (col0 + c * 8) / 2;
-            let at = (gi * chunks_per_group + c) * 8;
-            if col0 + c * 8 + 16 <= col_end {
-                let pair: [[__m256; 2]; R] = std::array::from_fn(|q| q4_chunk_pair(w[q], b));
-                fma_free_tile::<R, MI>(&mut acc, xs, at, &std::array::from_fn(|q| pair[q][0]));
-                fma_free_tile::<R, MI>(&mut acc, xs, at + 8, &std::array::from_fn(|q| pair[q][1]));
-                c += 2;
-            } else {
-                let wv: [__m256; R] = std::array::from_fn(|q| q4_chunk(w[q], b, end));
-                fma_free_tile::<R, MI>(&mut acc, xs, at, &wv);
-                c += 1;
+        for p in 0..pairs {
+            let mut lo = [_mm256_setzero_ps(); R];
+            let mut hi = [_mm256_setzero_ps(); R];
+            for q in 0..R {
+                // SAFETY: col0 is even (g is) and col0 + 16p + 16 <= col_end <= k,
+                // so the 8 bytes at col0 / 2 + 8p lie within the row's ceil(k / 2).
+                let v = unsafe { _mm_loadl_epi64(w[q].as_ptr().add(col0 / 2 + p * 8).cast()) };
+                [lo[q], hi[q]] = q4_pair(v);
             }
+            fma_free_tile::<R, MI>(&mut acc, xs, x0 + p * 16, &lo);
+            fma_free_tile::<R, MI>(&mut acc, xs, x0 + p * 16 + 8, &hi);
+        }
+        for c in 2 * pairs..chunks_per_group {
+            let wv: [__m256; R] = std::array::from_fn(|q| q4_chunk(w[q], (col0 + c * 8) / 2, end));
+            fma_free_tile::<R, MI>(&mut acc, xs, x0 + c * 8, &wv);
         }
         for t in 0..MI {
             for q in 0..R {
