@@ -16,12 +16,19 @@ const ROWS: usize = 4;
 const TILE_M: usize = 4;
 const BLOCK: usize = 128;
 /// Bytes ahead of the current load that each weight row is prefetched.
-const PREFETCH: usize = 768;
+const PREFETCH: usize = 1024;
 
+/// `Σ x_i·b_q` (biased, uncorrected) for `R` rows and one activation row.
+///
+/// Each row's stream is prefetched `PREFETCH` bytes ahead; past the row's end
+/// the prefetch moves on to the same offset of the row `next` bytes further
+/// (the row this one hands over to in the next block of `R` rows, 0 for none),
+/// so a block starts with its first lines already on the way.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; R] {
+fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R], next: usize) -> [i32; R] {
     let blocks = x.len() / BLOCK;
+    let len = w[0].len();
     assert!(xs.len() >= blocks * BLOCK && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
     let mask = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_si512(); R];
@@ -34,7 +41,9 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; 
                 // Prefetch ahead on each row's stream: with several rows in
                 // flight the hardware streamer alone leaves DRAM latency exposed.
                 // (A prefetch is a hint: an address past the row is harmless.)
-                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+                let off = blk * BLOCK / 2 + PREFETCH;
+                let off = if off < len { off } else { off - len + next };
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(off).cast());
                 let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
                 let lo = _mm512_and_si512(b, mask);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask);
@@ -86,7 +95,7 @@ fn dot_tile<const R: usize, const MI: usize>(xs: [&[i8]; MI], x: [&[i8]; MI], w:
 pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     let xs = split_even_odd_i8(x, BLOCK);
     let sum: i32 = x.iter().map(|&v| i32::from(v)).sum();
-    dot_rows_biased::<1>(&xs, x, [packed])[0] - 8 * sum
+    dot_rows_biased::<1>(&xs, x, [packed], 0)[0] - 8 * sum
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -129,12 +138,12 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
             let correction = 8 * x.row_sums(i)[0];
             if n == ROWS {
                 let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
-                let acc = dot_rows_biased::<ROWS>(&split[i], x.row(i), wr);
+                let acc = dot_rows_biased::<ROWS>(&split[i], x.row(i), wr, ROWS * w.row_packed(r).len());
                 for q in 0..ROWS {
                     y.set(i, j + q, (acc[q] - correction) as f32 * (x.scales[i] * s[r + q]));
                 }
             } else {
-                let acc = dot_rows_biased::<1>(&split[i], x.row(i), [w.row_packed(r)])[0] - correction;
+                let acc = dot_rows_biased::<1>(&split[i], x.row(i), [w.row_packed(r)], 0)[0] - correction;
                 y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
             }
         }
