@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI tier: integer kernels on `vpdpbusd` (u8 × i8 quads summed
-//! straight into i32 lanes, no i16 step); the float kernels and the activation
-//! quantizer are the AVX2 ones (the spec's 8 lanes are one 256-bit register;
-//! a 512-bit register would not change the work per weight byte).
+//! straight into i32 lanes, no i16 step); W4A16 with four rows' spec lanes per
+//! 512-bit register and a `vpermps` nibble lookup. W8A16, grouped W4A8 and the
+//! activation quantizer are the AVX2 ones.
 
 use std::arch::x86_64::*;
 
@@ -9,6 +9,7 @@ use qlinear_kernels_scalar::KernelTable;
 
 use crate::avx2;
 
+mod float;
 mod q4;
 mod q8;
 
@@ -30,6 +31,8 @@ mod entry {
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         gemm_w8a8 => q8::gemm_w8a8: q8q8,
         gemm_w4a8 => q4::gemm_w4a8: q8q4,
+        gemm_w4a16 => float::gemm_w4a16: f32q4,
+        gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
     }
 }
 
@@ -39,6 +42,8 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_q4: entry::dot_i8_q4,
     gemm_w8a8: entry::gemm_w8a8,
     gemm_w4a8: entry::gemm_w4a8,
+    gemm_w4a16: entry::gemm_w4a16,
+    gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
     ..avx2::TABLE
 };
 

@@ -1,0 +1,260 @@
+//! AVX-512 W4A16 (per channel and grouped): four weight rows per 512-bit
+//! register. Each row owns 4 lanes of two accumulators, its even spec lanes
+//! `[l0, l2, l4, l6]` in one and its odd lanes `[l1, l3, l5, l7]` in the other
+//! — the order low and high nibbles come out of 4 packed bytes — so one
+//! `add` advances 4 rows' lanes by one chunk of 8 columns, in the spec's
+//! order. A 16-entry `vpermps` maps each nibble to the float `code − 8`
+//! directly (it reads only an index's low 4 bits, so no mask, subtract or
+//! convert). `mul` then `add`, never FMA: bit for bit the scalar sum.
+//!
+//! Activations use the AVX2 layout ([`chunked_f32`] in Q4 order): each
+//! chunk's 4 even and 4 odd columns are broadcast to the 4 rows.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use qlinear_kernels_scalar::layout::chunked_f32;
+use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+
+use crate::avx2::q4::scales_to_f32;
+
+/// Weight rows per register.
+const QUAD: usize = 4;
+/// Bytes ahead of the current load that each weight row is prefetched (past
+/// the row's end: into the row that takes its place in the next block).
+const PREFETCH: usize = 512;
+
+/// `table[n] = n − 8`: the value of every biased code.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn code_values() -> __m512 {
+    _mm512_setr_ps(
+        -8.0, -7.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0,
+    )
+}
+
+/// 16 bytes holding one chunk (4 packed bytes) of each of 4 rows, as the
+/// rows' even-lane and odd-lane code values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn dequantize_quad(chunk: __m128i, values: __m512) -> [__m512; 2] {
+    let bytes = _mm512_cvtepu8_epi32(chunk);
+    [
+        _mm512_permutexvar_ps(bytes, values),
+        _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(bytes), values),
+    ]
+}
+
+/// Four rows' 4 packed bytes at `b` (biased code 8, value 0, past `end`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn padded_quad(w: [&[u8]; QUAD], b: usize, end: usize) -> __m128i {
+    let word = |p: &[u8]| {
+        let byte = |j: usize| if b + j < end { p[b + j] } else { 0x88 };
+        i32::from_le_bytes([byte(0), byte(1), byte(2), byte(3)])
+    };
+    _mm_setr_epi32(word(w[0]), word(w[1]), word(w[2]), word(w[3]))
+}
+
+/// `acc[i] += (x_i even, x_i odd) · (e, o)` for the chunk of activations at `at`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn mul_add_quad<const MI: usize>(acc: &mut [[__m512; 2]; MI], xs: [&[f32]; MI], at: usize, eo: [__m512; 2]) {
+    for i in 0..MI {
+        assert!(at + 8 <= xs[i].len());
+        // SAFETY: at + 8 <= xs[i].len(): two 16-byte loads inside the slice.
+        let (xe, xo) = unsafe {
+            (
+                _mm512_broadcast_f32x4(_mm_loadu_ps(xs[i].as_ptr().add(at))),
+                _mm512_broadcast_f32x4(_mm_loadu_ps(xs[i].as_ptr().add(at + 4))),
+            )
+        };
+        acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_mul_ps(xe, eo[0]));
+        acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_mul_ps(xo, eo[1]));
+    }
+}
+
+/// The per-group partials of 4 rows × `MI` activation rows; `emit(t, q, g,
+/// partial)` receives each, groups in increasing order. Pairs of whole
+/// chunks (8 bytes per row) run in a loop with no tail test; a last odd or
+/// partial chunk follows.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn q4_quad_tile<const MI: usize>(
+    xs: [&[f32]; MI],
+    w: [&[u8]; QUAD],
+    k: usize,
+    g: usize,
+    mut emit: impl FnMut(usize, usize, usize, f32),
+) {
+    let chunks_per_group = g.div_ceil(8);
+    let groups = k.div_ceil(g);
+    assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
+    let values = code_values();
+    let row_len = k.div_ceil(2);
+    for gi in 0..groups {
+        let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
+        let end = col_end.div_ceil(2);
+        let x0 = gi * chunks_per_group * 8;
+        let pairs = (col_end - col0) / 16;
+        let mut acc = [[_mm512_setzero_ps(); 2]; MI];
+        for p in 0..pairs {
+            let b = col0 / 2 + p * 8;
+            let ahead = b + PREFETCH;
+            let ahead = if ahead < row_len {
+                ahead
+            } else {
+                ahead - row_len + QUAD * row_len
+            };
+            for row in w {
+                // A hint: an address past the matrix is harmless.
+                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(ahead).cast());
+            }
+            // SAFETY: col0 is even (g is) and col0 + 16p + 16 <= col_end <= k,
+            // so each row's 8 bytes at b lie within its ceil(k / 2).
+            let r: [__m128i; QUAD] = unsafe {
+                [
+                    _mm_loadl_epi64(w[0].as_ptr().add(b).cast()),
+                    _mm_loadl_epi64(w[1].as_ptr().add(b).cast()),
+                    _mm_loadl_epi64(w[2].as_ptr().add(b).cast()),
+                    _mm_loadl_epi64(w[3].as_ptr().add(b).cast()),
+                ]
+            };
+            // [a0-3 b0-3 a4-7 b4-7], [c0-3 d0-3 c4-7 d4-7] -> one chunk of every row
+            let (ab, cd) = (_mm_unpacklo_epi32(r[0], r[1]), _mm_unpacklo_epi32(r[2], r[3]));
+            mul_add_quad(
+                &mut acc,
+                xs,
+                x0 + p * 16,
+                dequantize_quad(_mm_unpacklo_epi64(ab, cd), values),
+            );
+            mul_add_quad(
+                &mut acc,
+                xs,
+                x0 + p * 16 + 8,
+                dequantize_quad(_mm_unpackhi_epi64(ab, cd), values),
+            );
+        }
+        for c in 2 * pairs..chunks_per_group {
+            let chunk = padded_quad(w, (col0 + c * 8) / 2, end);
+            mul_add_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values));
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // per row: [l0+l1, l2+l3, l4+l5, l6+l7], then the tree's upper levels
+            let mut pairs = [0f32; 16];
+            // SAFETY: a 64-byte store into a 16-float local array.
+            unsafe { _mm512_storeu_ps(pairs.as_mut_ptr(), _mm512_add_ps(a[0], a[1])) };
+            for (q, p) in pairs.chunks_exact(4).enumerate() {
+                emit(t, q, gi, (p[0] + p[1]) + (p[2] + p[3]));
+            }
+        }
+    }
+}
+
+/// Runs `body(r, rows, i, MI)` over blocks of 4 weight rows (the last block
+/// repeats its final row to fill the register; `rows` says how many are real)
+/// and tiles of 4 activation rows when M >= 4 (each weight chunk dequantized
+/// once per tile), then single activation rows.
+macro_rules! sweep_quads {
+    ($rows:expr, $m:expr, |$r:ident, $real:ident, $w:ident, $i:ident, $MI:ident| $body:block, $row:expr) => {{
+        let rows: Range<usize> = $rows;
+        let mut $r = rows.start;
+        while $r < rows.end {
+            let $real = (rows.end - $r).min(QUAD);
+            let $w: [&[u8]; QUAD] = std::array::from_fn(|q| $row($r + q.min($real - 1)));
+            let mut $i = 0;
+            while $m - $i >= 4 {
+                const $MI: usize = 4;
+                $body
+                $i += 4;
+            }
+            while $i < $m {
+                const $MI: usize = 1;
+                $body
+                $i += 1;
+            }
+            $r += QUAD;
+        }
+    }};
+}
+
+#[target_feature(enable = "avx512f")]
+pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("gemm_w4a16 needs per-channel scales")
+    };
+    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
+    let k = x.k;
+    let r0 = rows.start;
+    if k == 0 {
+        for i in 0..x.m {
+            for r in rows.clone() {
+                y.set(i, r - r0, s[r] * 0.0);
+            }
+        }
+        return;
+    }
+    let per_row = k.div_ceil(8) * 8;
+    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
+    sweep_quads!(
+        rows,
+        x.m,
+        |r, real, wr, i, MI| {
+            let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
+            q4_quad_tile::<MI>(xs, wr, k, k, |t, q, _, p| {
+                if q < real {
+                    y.set(i + t, r + q - r0, s[r + q] * p)
+                }
+            });
+        },
+        |row| w.row_packed(row)
+    );
+}
+
+#[target_feature(enable = "avx512f,avx2,f16c")]
+pub(crate) fn gemm_w4a16_grouped(
+    x: &ActivationsF32<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::Grouped { group, scales } = w.scales() else {
+        panic!("gemm_w4a16_grouped needs group scales")
+    };
+    let (g, k) = (*group, x.k);
+    assert!(rows.end <= w.n() && w.k() == k, "W4A16 grouped shapes");
+    let groups = k / g;
+    let per_row = groups * g.div_ceil(8) * 8;
+    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect();
+    let r0 = rows.start;
+    let mut sf: [Vec<f32>; QUAD] = Default::default();
+    sweep_quads!(
+        rows,
+        x.m,
+        |r, real, wr, i, MI| {
+            if i == 0 {
+                for (q, dst) in sf.iter_mut().enumerate().take(real) {
+                    scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], dst);
+                }
+            }
+            let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
+            let mut acc = [[0f32; QUAD]; MI];
+            q4_quad_tile::<MI>(xs, wr, k, g, |t, q, gi, p| {
+                if q < real {
+                    acc[t][q] += sf[q][gi] * p
+                }
+            });
+            for (t, a) in acc.iter().enumerate() {
+                for (q, &v) in a.iter().enumerate().take(real) {
+                    y.set(i + t, r + q - r0, v);
+                }
+            }
+        },
+        |row| w.row_packed(row)
+    );
+}
