@@ -17,6 +17,11 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use super::{lane_tree, lane_tree_q4, q4::scales_to_f32};
 use qlinear_kernels_scalar::layout::chunked_f32;
 
+/// Bytes ahead of the current load that each W8A16 weight row is prefetched
+/// (past the row's end: into the row that takes its place in the next block
+/// of `R` rows, which follows `R` rows on in the row-major matrix).
+const PREFETCH: usize = 512;
+
 /// 8 int8 codes at column `c` (zero-padded past the row's end), as f32.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -98,8 +103,12 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
     assert!(w.iter().all(|w| w.len() >= k) && xs.iter().all(|x| x.len() >= k.div_ceil(8) * 8));
     let mut acc = [[_mm256_setzero_ps(); R]; MI];
     for c in 0..whole {
+        let ahead = c * 8 + PREFETCH;
+        let ahead = if ahead < k { ahead } else { ahead - k + R * k };
         let mut wv = [_mm256_setzero_ps(); R];
         for q in 0..R {
+            // A hint: an address past the matrix is harmless.
+            _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(ahead).cast());
             // SAFETY: c < k / 8 and every row holds k >= 8c + 8 codes (asserted).
             let v = unsafe { _mm_loadl_epi64(w[q].as_ptr().add(c * 8).cast()) };
             wv[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
