@@ -10,6 +10,9 @@
 
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "candle")]
+mod candle;
+
 use qlinear::{selftest_report, GroupSize, Int8Tier, KernelFamily, QuantizedMatrix, QuantizedMatrixQ4, Route};
 use serde_json::json;
 
@@ -318,6 +321,35 @@ fn main() {
                             eprintln!("{fname:<10} {name:<18} M={m:<2} {n}x{k} t={threads} {cache}: {t:.1} µs");
                         }
                     }
+                }
+            }
+            #[cfg(feature = "candle")]
+            for (fname, tier, dtype, block_bytes) in candle::TYPES {
+                if only
+                    .as_ref()
+                    .is_some_and(|o| !o.iter().any(|f| f == fname || f == "candle"))
+                {
+                    continue;
+                }
+                let bytes = n * k / 32 * block_bytes;
+                for m in [1usize, 16].into_iter().filter(|&m| only_m.is_none_or(|o| o == m)) {
+                    let x = data(m * k, 3);
+                    let copies = copies(bytes, cache == "cold");
+                    let t = candle::median_us(&wf, (n, k), &x, m, dtype, copies, cfg.budget)
+                        .expect("candle QMatMul on a valid shape");
+                    let threads = candle::threads();
+                    rows.push(Row {
+                        family: fname.into(),
+                        tier: tier.into(),
+                        m,
+                        n,
+                        k,
+                        threads,
+                        cache,
+                        median_us: t,
+                        weight_bytes: bytes,
+                    });
+                    eprintln!("{fname:<10} {tier:<18} M={m:<2} {n}x{k} t={threads} {cache}: {t:.1} µs");
                 }
             }
         }

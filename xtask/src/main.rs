@@ -4,7 +4,7 @@
 //!   workspace tests (once more with each x86 tier forced), the independent
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
-//! * `bench [--quick]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
+//! * `bench [--quick] [--candle]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
 //! * `fuzz [SECONDS]`: the safetensors reader under cargo-fuzz (default 60 s).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") => browser(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick]|fuzz [SECONDS]|browser|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|ci>"
                 .to_string(),
         ),
     };
@@ -171,19 +171,16 @@ fn python_interop() -> Result {
 
 /// `cargo xtask bench [--quick]`: the bandwidth probe and the hot/cold GEMV
 /// matrix; prints a table and writes `target/qlinear-bench.json`.
+/// `--candle` builds the bench with the peer comparison (candle-core's
+/// `QMatMul`); every other argument goes to `qlinear-bench`.
 fn bench(args: &[String]) -> Result {
+    let candle = args.iter().any(|a| a == "--candle");
+    let features: &[&str] = if candle { &["--features", "candle"] } else { &[] };
     run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "qlinear-benches",
-            "--bin",
-            "qlinear-bench",
-            "--",
-        ])
-        .args(args))
+        .args(["run", "--quiet", "--release", "--package", "qlinear-benches"])
+        .args(features)
+        .args(["--bin", "qlinear-bench", "--"])
+        .args(args.iter().filter(|a| *a != "--candle")))
 }
 
 const AARCH64: &str = "aarch64-unknown-linux-gnu";
