@@ -83,7 +83,7 @@ impl KernelPlanV0 {
                 return plan;
             }
             for family in KernelFamily::GEMM {
-                for (m, n) in [(1usize, 128usize), (16, 16)] {
+                for (m, n) in [(1usize, 128usize), (16, 64)] {
                     let mut best: Option<(f64, Int8Tier)> = None;
                     for &tier in &tiers {
                         let Ok(table) = tier.table() else { continue };

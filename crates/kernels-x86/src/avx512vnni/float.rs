@@ -21,9 +21,14 @@ use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
 const QUAD: usize = 4;
-/// Bytes ahead of the current load that each weight row is prefetched (past
-/// the row's end: into the row that takes its place in the next block).
-const PREFETCH: usize = 512;
+
+/// Which sweep over a block of rows starts at activation row `i` (tiles of 4
+/// rows, then single rows), and how many sweeps there are for `m` rows.
+fn pass_of(i: usize, m: usize) -> (usize, usize) {
+    let (tiles, singles) = (m / 4, m % 4);
+    let phase = if i < 4 * tiles { i / 4 } else { tiles + (i - 4 * tiles) };
+    (phase, tiles + singles)
+}
 
 /// `table[n] = n − 8`: the value of every biased code.
 #[inline]
@@ -79,20 +84,24 @@ fn mul_add_quad<const MI: usize>(acc: &mut [[__m512; 2]; MI], xs: [&[f32]; MI], 
 /// partial)` receives each, groups in increasing order. Pairs of whole
 /// chunks (8 bytes per row) run in a loop with no tail test; a last odd or
 /// partial chunk follows.
+///
+/// The 4 rows are swept once per tile of activation rows, `passes` times in
+/// all. Sweep `phase` prefetches every `passes`-th cache line of the next
+/// block's rows (`next` bytes on), so the next block arrives while this one
+/// computes, its DRAM traffic spread evenly over this block's sweeps.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn q4_quad_tile<const MI: usize>(
     xs: [&[f32]; MI],
     w: [&[u8]; QUAD],
-    k: usize,
-    g: usize,
+    (k, g): (usize, usize),
+    (next, (phase, passes)): (usize, (usize, usize)),
     mut emit: impl FnMut(usize, usize, usize, f32),
 ) {
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
     let values = code_values();
-    let row_len = k.div_ceil(2);
     for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
         let end = col_end.div_ceil(2);
@@ -101,15 +110,11 @@ fn q4_quad_tile<const MI: usize>(
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
         for p in 0..pairs {
             let b = col0 / 2 + p * 8;
-            let ahead = b + PREFETCH;
-            let ahead = if ahead < row_len {
-                ahead
-            } else {
-                ahead - row_len + QUAD * row_len
-            };
-            for row in w {
-                // A hint: an address past the matrix is harmless.
-                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(ahead).cast());
+            if b % 64 == 0 && (b / 64) % passes == phase {
+                for row in w {
+                    // A hint: an address past the matrix is harmless.
+                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
+                }
             }
             // SAFETY: col0 is even (g is) and col0 + 16p + 16 <= col_end <= k,
             // so each row's 8 bytes at b lie within its ceil(k / 2).
@@ -204,7 +209,8 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
         x.m,
         |r, real, wr, i, MI| {
             let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-            q4_quad_tile::<MI>(xs, wr, k, k, |t, q, _, p| {
+            let prefetch = (QUAD * w.row_packed(r).len(), pass_of(i, x.m));
+            q4_quad_tile::<MI>(xs, wr, (k, k), prefetch, |t, q, _, p| {
                 if q < real {
                     y.set(i + t, r + q - r0, s[r + q] * p)
                 }
@@ -244,7 +250,8 @@ pub(crate) fn gemm_w4a16_grouped(
             }
             let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
             let mut acc = [[0f32; QUAD]; MI];
-            q4_quad_tile::<MI>(xs, wr, k, g, |t, q, gi, p| {
+            let prefetch = (QUAD * w.row_packed(r).len(), pass_of(i, x.m));
+            q4_quad_tile::<MI>(xs, wr, (k, g), prefetch, |t, q, gi, p| {
                 if q < real {
                     acc[t][q] += sf[q][gi] * p
                 }

@@ -59,9 +59,22 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R], next: usi
 /// each weight block is unpacked once and each activation block loaded once
 /// per tile (the M = 16 micro-kernel: 4 × 4 × 2 accumulating `vpdpbusd`s per
 /// 64 packed bytes, all in registers).
+///
+/// The rows are swept once per tile of activation rows, `passes` times in
+/// all; the first pass would stream them from DRAM while the others find them
+/// in cache. So each pass (`phase` of `passes`) prefetches every `passes`-th
+/// line of the rows `next` bytes on (the next block's), spreading the next
+/// block's DRAM traffic evenly over the current block's passes. Into L2 (T1):
+/// the activation tiles cycle through L1 between passes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_tile<const R: usize, const MI: usize>(xs: [&[i8]; MI], x: [&[i8]; MI], w: [&[u8]; R]) -> [[i32; R]; MI] {
+fn dot_tile<const R: usize, const MI: usize>(
+    xs: [&[i8]; MI],
+    x: [&[i8]; MI],
+    w: [&[u8]; R],
+    next: usize,
+    (phase, passes): (usize, usize),
+) -> [[i32; R]; MI] {
     let k = x[0].len();
     let blocks = k / BLOCK;
     assert!(xs.iter().all(|v| v.len() >= blocks * BLOCK) && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
@@ -71,7 +84,9 @@ fn dot_tile<const R: usize, const MI: usize>(xs: [&[i8]; MI], x: [&[i8]; MI], w:
         // SAFETY: blk < blocks: the assert above bounds every 64-byte load.
         unsafe {
             let nib: [[__m512i; 2]; R] = std::array::from_fn(|r| {
-                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+                if blk % passes == phase {
+                    _mm_prefetch::<_MM_HINT_T1>(w[r].as_ptr().wrapping_add(next + blk * BLOCK / 2).cast());
+                }
                 let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
                 [
                     _mm512_and_si512(b, mask),
@@ -120,7 +135,8 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
                 let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
                 let xs: [&[i8]; TILE_M] = std::array::from_fn(|t| &split[i0 + t][..]);
                 let xr: [&[i8]; TILE_M] = std::array::from_fn(|t| x.row(i0 + t));
-                let acc = dot_tile::<ROWS, TILE_M>(xs, xr, wr);
+                let phase = (i0 / TILE_M, x.m / TILE_M);
+                let acc = dot_tile::<ROWS, TILE_M>(xs, xr, wr, ROWS * w.row_packed(r).len(), phase);
                 for t in 0..TILE_M {
                     let correction = 8 * x.row_sums(i0 + t)[0];
                     for q in 0..ROWS {
