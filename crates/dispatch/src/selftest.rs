@@ -423,6 +423,7 @@ impl Prover<'_> {
                 exact.map(|e| (e as f32).to_bits()),
                 [y[0].to_bits(), y[1].to_bits()],
             );
+            self.prove_w8a8_tile(case, &xc, w, exact);
         } else {
             let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
             let act = ActivationsF32 { m: 1, k, x: &xf };
@@ -431,6 +432,35 @@ impl Prover<'_> {
             (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile { y: &mut y, ld: 2 });
             self.check(case, k, bits(&want), bits(&y));
         }
+    }
+
+    /// The batch regime at the same K: 4 activation rows `x, -x, x, -x`
+    /// against 4 weight rows `w, -w, w, -w` (the pattern matrix's two rows
+    /// twice), which SIMD tiers run through a 4 × 4 register tile with its own
+    /// arithmetic (biased operands, wrapping partial sums).
+    fn prove_w8a8_tile(&mut self, case: &str, xc: &[i8], w: &QuantizedMatrix, exact: [i64; 2]) {
+        let k = xc.len();
+        let codes: Vec<i8> = (0..4).flat_map(|q| w.row(q % 2).iter().copied()).collect();
+        let Ok(w4) = QuantizedMatrix::from_parts(4, k, codes, vec![1.0; 4]) else {
+            return;
+        };
+        let sign = [1i8, -1, 1, -1];
+        let x4: Vec<i8> = sign.iter().flat_map(|&s| xc.iter().map(move |&v| s * v)).collect();
+        let sums = activation_group_sums(&x4, 4, k, k);
+        let act = ActivationsQ8 {
+            m: 4,
+            k,
+            codes: &x4,
+            scales: &[1.0; 4],
+            sums: &sums,
+            sum_group: k,
+        };
+        let mut y = vec![f32::NAN; 16];
+        (self.table.gemm_w8a8)(&act, &w4, 0..4, &mut OutputTile { y: &mut y, ld: 4 });
+        let want: Vec<u32> = (0..16)
+            .map(|t| ((i64::from(sign[t / 4]) * exact[t % 2]) as f32).to_bits())
+            .collect();
+        self.check(&format!("{case}, 4 x 4 tile"), k, want, bits(&y));
     }
 
     fn prove_q4_pattern(&mut self, case: &str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
@@ -518,10 +548,12 @@ impl Prover<'_> {
         }
     }
 
-    /// Random rows (M = 3, N = 5, random codes and scales) against the scalar table.
+    /// Random rows (M = 5, N = 9, random codes and scales) against the scalar
+    /// table: M = 5 reaches the SIMD tiers' 4-row activation tiles and their
+    /// single-row tail, N = 9 two 4-row weight blocks and a leftover row.
     fn prove_random(&mut self, k: usize) {
         use KernelFamily as F;
-        let (m, n) = (3usize, 5usize);
+        let (m, n) = (5usize, 9usize);
         let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
         let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
         let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();

@@ -17,6 +17,7 @@ use qlinear_kernels_scalar::layout::chunked_f32;
 use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
+use super::SweepPrefetch;
 use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
@@ -95,9 +96,10 @@ fn q4_quad_tile<const MI: usize>(
     xs: [&[f32]; MI],
     w: [&[u8]; QUAD],
     (k, g): (usize, usize),
-    (next, (phase, passes)): (usize, (usize, usize)),
+    (next, sweep): (usize, (usize, usize)),
     mut emit: impl FnMut(usize, usize, usize, f32),
 ) {
+    let mut sweep = SweepPrefetch::new(sweep);
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
@@ -110,7 +112,7 @@ fn q4_quad_tile<const MI: usize>(
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
         for p in 0..pairs {
             let b = col0 / 2 + p * 8;
-            if b % 64 == 0 && (b / 64) % passes == phase {
+            if b % 64 == 0 && sweep.take() {
                 for row in w {
                     // A hint: an address past the matrix is harmless.
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());

@@ -53,3 +53,30 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 fn hsum_epi32(v: __m512i) -> i32 {
     _mm512_reduce_add_epi32(v)
 }
+
+/// Which cache lines of the next block a sweep prefetches, when a block of
+/// weight rows is swept `passes` times (once per activation tile): sweep
+/// `phase` takes lines `phase`, `phase + passes`, … — one turn per line, counted
+/// rather than computed (a division per line would cost more than the hint).
+struct SweepPrefetch {
+    turn: usize,
+    phase: usize,
+    passes: usize,
+}
+
+impl SweepPrefetch {
+    fn new((phase, passes): (usize, usize)) -> Self {
+        SweepPrefetch { turn: 0, phase, passes }
+    }
+
+    /// Advances one line; true when that line is this sweep's to prefetch.
+    #[inline]
+    fn take(&mut self) -> bool {
+        let mine = self.turn == self.phase;
+        self.turn += 1;
+        if self.turn == self.passes {
+            self.turn = 0;
+        }
+        mine
+    }
+}

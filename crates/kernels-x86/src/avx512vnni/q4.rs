@@ -8,7 +8,7 @@ use std::ops::Range;
 use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
-use super::hsum_epi32;
+use super::{hsum_epi32, SweepPrefetch};
 use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
 const ROWS: usize = 4;
@@ -73,18 +73,20 @@ fn dot_tile<const R: usize, const MI: usize>(
     x: [&[i8]; MI],
     w: [&[u8]; R],
     next: usize,
-    (phase, passes): (usize, usize),
+    sweep: (usize, usize),
 ) -> [[i32; R]; MI] {
+    let mut sweep = SweepPrefetch::new(sweep);
     let k = x[0].len();
     let blocks = k / BLOCK;
     assert!(xs.iter().all(|v| v.len() >= blocks * BLOCK) && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
     let mask = _mm512_set1_epi8(0x0F);
     let mut acc = [[_mm512_setzero_si512(); R]; MI];
     for blk in 0..blocks {
+        let mine = sweep.take();
         // SAFETY: blk < blocks: the assert above bounds every 64-byte load.
         unsafe {
             let nib: [[__m512i; 2]; R] = std::array::from_fn(|r| {
-                if blk % passes == phase {
+                if mine {
                     _mm_prefetch::<_MM_HINT_T1>(w[r].as_ptr().wrapping_add(next + blk * BLOCK / 2).cast());
                 }
                 let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
