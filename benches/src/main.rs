@@ -142,6 +142,54 @@ fn run_family(route: &Route, family: KernelFamily, w: &Weights, x: &[f32], m: us
     r.expect("benchmark shapes are valid");
 }
 
+const FAMILIES: [(KernelFamily, &str); 6] = [
+    (KernelFamily::W8A8, "w8a8"),
+    (KernelFamily::W4A8, "w4a8"),
+    (KernelFamily::W4A8Grouped, "w4a8_g32"),
+    (KernelFamily::W8A16, "w8a16"),
+    (KernelFamily::W4A16, "w4a16"),
+    (KernelFamily::W4A16Grouped, "w4a16_g32"),
+];
+
+/// Quantized weights of one family (per channel, or groups of 32), in as
+/// many copies as the cache mode needs (see [`copies`]), and the bytes of one.
+fn weights(family: KernelFamily, n: usize, k: usize, wf: &[f32], cold: bool) -> (Weights, usize) {
+    match family {
+        KernelFamily::W8A8 | KernelFamily::W8A16 => {
+            let q = QuantizedMatrix::quantize(n, k, wf).unwrap();
+            let b = n * k + 4 * n;
+            (Weights::Q8((0..copies(b, cold)).map(|_| q.clone()).collect()), b)
+        }
+        _ => {
+            let grouped = matches!(family, KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped);
+            let g = if grouped {
+                GroupSize::Group(32)
+            } else {
+                GroupSize::PerChannel
+            };
+            let q = QuantizedMatrixQ4::quantize(n, k, g, wf).unwrap();
+            let b = n * k / 2 + if grouped { 2 * n * k / 32 } else { 4 * n };
+            (Weights::Q4((0..copies(b, cold)).map(|_| q.clone()).collect()), b)
+        }
+    }
+}
+
+fn profile(fname: &str, n: usize, k: usize, m: usize, calls: usize) {
+    let Some(&(family, _)) = FAMILIES.iter().find(|(_, f)| *f == fname) else {
+        eprintln!("--profile: unknown family {fname}");
+        std::process::exit(2);
+    };
+    let (w, _) = weights(family, n, k, &data(n * k, 1), false);
+    let x = data(m * k, 3);
+    let mut y = vec![0f32; m * n];
+    let route = Route::planned(family, m).unwrap();
+    eprintln!("profiling {fname} on {} ({calls} calls, M={m}, {n}x{k})", route.tier());
+    for i in 0..calls {
+        run_family(&route, family, &w, &x, m, &mut y, i);
+    }
+    println!("checksum {}", y.iter().sum::<f32>());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -158,6 +206,15 @@ fn main() {
         v.split_once('x')
             .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
     });
+    if let Some(fname) = opt("--profile") {
+        // `--profile FAMILY [--shape NxK] [--m M] [--calls C]`: C calls of the
+        // plan's kernel on one weight matrix and nothing else, for
+        // `valgrind --tool=callgrind` (instruction counts per call).
+        let (n, k) = only_shape.unwrap_or((4096, 4096));
+        let m = only_m.unwrap_or(1);
+        let calls: usize = opt("--calls").and_then(|v| v.parse().ok()).unwrap_or(10);
+        return profile(&fname, n, k, m, calls);
+    }
     let cfg = Config {
         quick,
         shapes: match only_shape {
@@ -181,14 +238,7 @@ fn main() {
     );
 
     let mut rows: Vec<Row> = vec![];
-    let families = [
-        (KernelFamily::W8A8, "w8a8"),
-        (KernelFamily::W4A8, "w4a8"),
-        (KernelFamily::W4A8Grouped, "w4a8_g32"),
-        (KernelFamily::W8A16, "w8a16"),
-        (KernelFamily::W4A16, "w4a16"),
-        (KernelFamily::W4A16Grouped, "w4a16_g32"),
-    ];
+    let families = FAMILIES;
     for &(n, k) in &cfg.shapes {
         let wf = data(n * k, 1);
         for cache in ["hot", "cold"] {
@@ -263,30 +313,7 @@ fn main() {
                 if only.as_ref().is_some_and(|o| !o.iter().any(|f| f == fname)) {
                     continue;
                 }
-                let (weights, bytes) = match family {
-                    KernelFamily::W8A8 | KernelFamily::W8A16 => {
-                        let q = QuantizedMatrix::quantize(n, k, &wf).unwrap();
-                        let b = n * k + 4 * n;
-                        (
-                            Weights::Q8((0..copies(b, cache == "cold")).map(|_| q.clone()).collect()),
-                            b,
-                        )
-                    }
-                    _ => {
-                        let grouped = matches!(family, KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped);
-                        let g = if grouped {
-                            GroupSize::Group(32)
-                        } else {
-                            GroupSize::PerChannel
-                        };
-                        let q = QuantizedMatrixQ4::quantize(n, k, g, &wf).unwrap();
-                        let b = n * k / 2 + if grouped { 2 * n * k / 32 } else { 4 * n };
-                        (
-                            Weights::Q4((0..copies(b, cache == "cold")).map(|_| q.clone()).collect()),
-                            b,
-                        )
-                    }
-                };
+                let (weights, bytes) = weights(family, n, k, &wf, cache == "cold");
                 for m in [1usize, 16].into_iter().filter(|&m| only_m.is_none_or(|o| o == m)) {
                     let x = data(m * k, 3);
                     let mut y = vec![0f32; m * n];
