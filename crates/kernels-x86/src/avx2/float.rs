@@ -238,8 +238,16 @@ fn q4_tile<const R: usize, const MI: usize>(
     }
 }
 
-#[target_feature(enable = "avx2")]
-pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
+/// What every per-channel W4A16 kernel does first: checks the shapes, and
+/// returns the row scales with the activations laid out by [`chunked_f32`] in
+/// Q4 order (`per_row` floats per activation row) — or `None` when K = 0,
+/// after writing the outputs (`scale · 0`).
+pub(crate) fn w4a16_prologue<'w>(
+    x: &ActivationsF32<'_>,
+    w: &'w QuantizedMatrixQ4,
+    rows: &Range<usize>,
+    y: &mut OutputTile<'_>,
+) -> Option<(&'w [f32], Vec<f32>, usize)> {
     x.check();
     y.check(x.m, rows.len());
     let Q4Scales::PerChannel(s) = w.scales() else {
@@ -247,17 +255,24 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     };
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
     let k = x.k;
-    let r0 = rows.start;
     if k == 0 {
         for i in 0..x.m {
             for r in rows.clone() {
-                y.set(i, r - r0, s[r] * 0.0);
+                y.set(i, r - rows.start, s[r] * 0.0);
             }
         }
-        return;
+        return None;
     }
-    let per_row = k.div_ceil(8) * 8;
     let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
+    Some((s, xc, k.div_ceil(8) * 8))
+}
+
+#[target_feature(enable = "avx2")]
+pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
+    let Some((s, xc, per_row)) = w4a16_prologue(x, w, &rows, y) else {
+        return;
+    };
+    let (k, r0) = (x.k, rows.start);
     sweep!(rows, x.m, |r, i, R, MI| {
         let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
         let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));

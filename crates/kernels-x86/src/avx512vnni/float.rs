@@ -18,6 +18,7 @@ use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 use super::SweepPrefetch;
+use crate::avx2::float::w4a16_prologue;
 use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
@@ -116,7 +117,7 @@ fn q4_quad_tile<const MI: usize>(
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
         for p in 0..pairs {
             let b = col0 / 2 + p * 8;
-            if b % 64 == 0 && sweep.take() {
+            if b.is_multiple_of(64) && sweep.take() {
                 for row in w {
                     // A hint: an address past the matrix is harmless.
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
@@ -189,24 +190,10 @@ macro_rules! sweep_quads {
 
 #[target_feature(enable = "avx512f")]
 pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::PerChannel(s) = w.scales() else {
-        panic!("gemm_w4a16 needs per-channel scales")
-    };
-    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
-    let k = x.k;
-    let r0 = rows.start;
-    if k == 0 {
-        for i in 0..x.m {
-            for r in rows.clone() {
-                y.set(i, r - r0, s[r] * 0.0);
-            }
-        }
+    let Some((s, xc, per_row)) = w4a16_prologue(x, w, &rows, y) else {
         return;
-    }
-    let per_row = k.div_ceil(8) * 8;
-    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
+    };
+    let (k, r0) = (x.k, rows.start);
     sweep_quads!(
         rows,
         x.m,

@@ -1,6 +1,7 @@
 //! The AVX-512 VNNI tier: integer kernels on `vpdpbusd` (u8 × i8 quads summed
 //! straight into i32 lanes, no i16 step); W4A16 with four rows' spec lanes per
-//! 512-bit register and a `vpermps` nibble lookup. W8A16, grouped W4A8 and the
+//! 512-bit register and a `vpermps` nibble lookup; grouped W4A8 (groups of a
+//! multiple of 32) with four rows' sub-blocks per register. W8A16 and the
 //! activation quantizer are the AVX2 ones.
 
 use std::arch::x86_64::*;
@@ -11,6 +12,7 @@ use crate::avx2;
 
 mod float;
 mod q4;
+mod q4_grouped;
 mod q8;
 
 pub(crate) fn detected() -> bool {
@@ -31,6 +33,7 @@ mod entry {
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         gemm_w8a8 => q8::gemm_w8a8: q8q8,
         gemm_w4a8 => q4::gemm_w4a8: q8q4,
+        gemm_w4a8_grouped => q4_grouped::gemm_w4a8_grouped: q8q4,
         gemm_w4a16 => float::gemm_w4a16: f32q4,
         gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
     }
@@ -42,6 +45,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_q4: entry::dot_i8_q4,
     gemm_w8a8: entry::gemm_w8a8,
     gemm_w4a8: entry::gemm_w4a8,
+    gemm_w4a8_grouped: entry::gemm_w4a8_grouped,
     gemm_w4a16: entry::gemm_w4a16,
     gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
     ..avx2::TABLE
