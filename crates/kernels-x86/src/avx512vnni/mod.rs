@@ -73,6 +73,11 @@ impl SweepPrefetch {
         SweepPrefetch { turn: 0, phase, passes }
     }
 
+    /// Starts the count `lines` lines in (a sweep over a later chunk of K).
+    fn skip(&mut self, lines: usize) {
+        self.turn = (self.turn + lines) % self.passes;
+    }
+
     /// Advances one line; true when that line is this sweep's to prefetch.
     #[inline]
     fn take(&mut self) -> bool {
