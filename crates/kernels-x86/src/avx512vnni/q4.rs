@@ -8,7 +8,7 @@ use std::ops::Range;
 use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
-use super::{hsum_epi32, SweepPrefetch};
+use super::{hsum_epi32, AlignedRows, SweepPrefetch};
 use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
 const ROWS: usize = 4;
@@ -59,37 +59,6 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R], next: usi
 /// activation rows (32 KiB) stays in L1 while each tile sweeps it (8, 16 and
 /// 32 blocks measured alike at K = 4096; chunks matter for longer rows).
 const CHUNK_BLOCKS: usize = 16;
-
-/// Activation rows split even/odd per block, each row starting on a 64-byte
-/// boundary, so the tile's 64-byte activation loads never straddle two lines.
-struct SplitRows {
-    buf: Vec<__m512i>,
-    stride: usize,
-    len: usize,
-}
-
-impl SplitRows {
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn new(x: &ActivationsQ8<'_>) -> Self {
-        let (len, stride) = (x.k / BLOCK * BLOCK, x.k.div_ceil(64) * 64);
-        let mut buf = vec![_mm512_setzero_si512(); x.m * stride / 64];
-        // SAFETY: `buf` owns x.m · stride initialized bytes (64 per element),
-        // and i8 has neither alignment needs nor invalid bit patterns.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<i8>(), x.m * stride) };
-        for i in 0..x.m {
-            bytes[i * stride..i * stride + len].copy_from_slice(&split_even_odd_i8(x.row(i), BLOCK)[..len]);
-        }
-        SplitRows { buf, stride, len }
-    }
-
-    fn row(&self, i: usize) -> &[i8] {
-        let all = self.buf.len() * 64;
-        assert!(i * self.stride + self.len <= all);
-        // SAFETY: the assert keeps the view inside `buf`'s initialized bytes.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<i8>().add(i * self.stride), self.len) }
-    }
-}
 
 /// `acc[i][q] += Σ x_i·b_q` (biased, uncorrected) over `blocks` for `R` rows ×
 /// `MI` activation rows: each weight block is unpacked once and each
@@ -161,7 +130,10 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
         rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0),
         "W4A8 shapes"
     );
-    let split = SplitRows::new(x);
+    let whole = x.k / BLOCK * BLOCK;
+    let split = AlignedRows::new(x.m, whole, |i, dst| {
+        dst.copy_from_slice(&split_even_odd_i8(x.row(i), BLOCK)[..whole]);
+    });
     let blocks = x.k / BLOCK;
     let c = blocks * BLOCK;
     let tiles = x.m / TILE_M;

@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{hsum_epi32, SweepPrefetch};
+use super::{hsum_epi32, AlignedRows, SweepPrefetch};
 
 const ROWS: usize = 4;
 
@@ -108,6 +108,7 @@ pub(crate) fn gemm_w8a8(
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
     let s = w.scales();
     let tiled = x.m / TILE_M * TILE_M;
+    let aligned = AlignedRows::new(tiled, x.k, |i, dst| dst.copy_from_slice(x.row(i)));
     // 128·Σx per tiled activation row (wrapping: the product can pass i32)
     let bias_sums: Vec<i32> = (0..tiled)
         .map(|i| x.row(i).iter().map(|&v| i32::from(v)).sum::<i32>().wrapping_mul(128))
@@ -118,7 +119,7 @@ pub(crate) fn gemm_w8a8(
         if r + ROWS <= rows.end {
             let wr: [&[i8]; ROWS] = std::array::from_fn(|q| w.row(r + q));
             for i0 in (0..tiled).step_by(TILE_M) {
-                let xr: [&[i8]; TILE_M] = std::array::from_fn(|t| x.row(i0 + t));
+                let xr: [&[i8]; TILE_M] = std::array::from_fn(|t| aligned.row(i0 + t));
                 let phase = (i0 / TILE_M, tiled / TILE_M);
                 let acc = dot_tile_biased::<ROWS, TILE_M>(xr, wr, ROWS * x.k, phase);
                 for t in 0..TILE_M {
