@@ -1,6 +1,7 @@
 //! The tier law: every proven tier equals the scalar tier bit for bit, over
 //! random shapes with all tails (M 1..20, N 1..40, K 1..300, groups 2..64),
-//! plus batch and thread invariance per tier. Today's proven tiers are
+//! plus batch and thread invariance per tier, and one fixed batch case at
+//! K = 4480/4481 for the SIMD tiers' K chunks. Today's proven tiers are
 //! whatever this CPU and build have; every new tier is picked up here.
 
 use half::f16;
@@ -146,6 +147,39 @@ proptest! {
             for f in [0usize, 1, 2, 3, 4, 5] {
                 prop_assert_eq!(&all[f][(c.m - 1) * c.n..], &alone[f][..], "tier {} family {}", route.tier(), f);
             }
+        }
+    }
+}
+
+/// A deterministic case of the given shape (an LCG; nibbles include code -8).
+fn fixed_case(m: usize, n: usize, k: usize, group: usize) -> Case {
+    let mut s = (m * 31 + n * 7 + k) as u32;
+    let mut next = move || {
+        s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+        s >> 8
+    };
+    Case {
+        m,
+        n,
+        k,
+        group,
+        x: (0..m * k).map(|_| next() as f32 / (1 << 21) as f32 - 4.0).collect(),
+        w: (0..n * k).map(|_| next() as f32 / (1 << 23) as f32 - 1.0).collect(),
+        nibbles: (0..n * k).map(|_| (next() % 16) as u8).collect(),
+    }
+}
+
+/// The batch paths beyond the proptest's K < 300: M = 9 is two 4-row
+/// activation tiles and a single row; K = 4480 and 4481 cross the SIMD tiers'
+/// K chunks (2048 columns) with and without a column tail; N = 9 is two 4-row
+/// weight blocks and a leftover row.
+#[test]
+fn batch_tiles_across_k_chunks_equal_scalar() {
+    for k in [4480usize, 4481] {
+        let c = fixed_case(9, 9, k, 32);
+        let scalar = outputs(&Route::for_tier(Int8Tier::Scalar).unwrap(), &c);
+        for route in proven() {
+            assert_eq!(outputs(&route, &c), scalar, "tier {} at K = {k}", route.tier());
         }
     }
 }
