@@ -280,13 +280,23 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     });
 }
 
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn gemm_w4a16_grouped(
+/// The grouped counterpart of [`w4a16_prologue`]: checks the shapes and
+/// returns the group size, the f16 scales (`groups` per row) and the
+/// activations chunked per group in Q4 order, `per_row` floats per row.
+pub(crate) struct GroupedW4A16<'w> {
+    pub(crate) g: usize,
+    pub(crate) groups: usize,
+    pub(crate) scales: &'w [half::f16],
+    pub(crate) xc: Vec<f32>,
+    pub(crate) per_row: usize,
+}
+
+pub(crate) fn w4a16_grouped_prologue<'w>(
     x: &ActivationsF32<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
+    w: &'w QuantizedMatrixQ4,
+    rows: &Range<usize>,
     y: &mut OutputTile<'_>,
-) {
+) -> GroupedW4A16<'w> {
     x.check();
     y.check(x.m, rows.len());
     let Q4Scales::Grouped { group, scales } = w.scales() else {
@@ -295,9 +305,30 @@ pub(crate) fn gemm_w4a16_grouped(
     let (g, k) = (*group, x.k);
     assert!(rows.end <= w.n() && w.k() == k, "W4A16 grouped shapes");
     let groups = k / g;
-    let per_row = groups * g.div_ceil(8) * 8;
-    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect();
-    let r0 = rows.start;
+    GroupedW4A16 {
+        g,
+        groups,
+        scales,
+        xc: (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect(),
+        per_row: groups * g.div_ceil(8) * 8,
+    }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn gemm_w4a16_grouped(
+    x: &ActivationsF32<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    let GroupedW4A16 {
+        g,
+        groups,
+        scales,
+        xc,
+        per_row,
+    } = w4a16_grouped_prologue(x, w, &rows, y);
+    let (k, r0) = (x.k, rows.start);
     let mut sf: [Vec<f32>; 4] = Default::default();
     let mut converted = usize::MAX;
     sweep!(rows, x.m, |r, i, R, MI| {

@@ -7,18 +7,17 @@
 //! directly (it reads only an index's low 4 bits, so no mask, subtract or
 //! convert). `mul` then `add`, never FMA: bit for bit the scalar sum.
 //!
-//! Activations use the AVX2 layout ([`chunked_f32`] in Q4 order): each
+//! Activations use the AVX2 layout ([`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in Q4 order): each
 //! chunk's 4 even and 4 odd columns are broadcast to the 4 rows.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use qlinear_kernels_scalar::layout::chunked_f32;
 use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+use qlinear_quant_recipe::QuantizedMatrixQ4;
 
 use super::SweepPrefetch;
-use crate::avx2::float::w4a16_prologue;
+use crate::avx2::float::{w4a16_grouped_prologue, w4a16_prologue, GroupedW4A16};
 use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
@@ -217,17 +216,14 @@ pub(crate) fn gemm_w4a16_grouped(
     rows: Range<usize>,
     y: &mut OutputTile<'_>,
 ) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a16_grouped needs group scales")
-    };
-    let (g, k) = (*group, x.k);
-    assert!(rows.end <= w.n() && w.k() == k, "W4A16 grouped shapes");
-    let groups = k / g;
-    let per_row = groups * g.div_ceil(8) * 8;
-    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect();
-    let r0 = rows.start;
+    let GroupedW4A16 {
+        g,
+        groups,
+        scales,
+        xc,
+        per_row,
+    } = w4a16_grouped_prologue(x, w, &rows, y);
+    let (k, r0) = (x.k, rows.start);
     let mut sf: [Vec<f32>; QUAD] = Default::default();
     sweep_quads!(
         rows,
