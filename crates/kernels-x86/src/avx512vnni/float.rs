@@ -7,8 +7,9 @@
 //! directly (it reads only an index's low 4 bits, so no mask, subtract or
 //! convert). `mul` then `add`, never FMA: bit for bit the scalar sum.
 //!
-//! Activations use the AVX2 layout ([`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in Q4 order): each
-//! chunk's 4 even and 4 odd columns are broadcast to the 4 rows.
+//! Activations use the AVX2 layout
+//! ([`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in Q4
+//! order): each chunk's 4 even and 4 odd columns are broadcast to the 4 rows.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
