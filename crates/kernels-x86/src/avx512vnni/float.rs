@@ -46,11 +46,48 @@ fn code_values() -> __m512 {
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn dequantize_quad(chunk: __m128i, values: __m512) -> [__m512; 2] {
-    let bytes = _mm512_cvtepu8_epi32(chunk);
+    dequantize_dwords(_mm512_cvtepu8_epi32(chunk), values)
+}
+
+/// One packed byte per 32-bit lane (lane `4q + p`: row `q`'s byte `p` of a
+/// chunk), as the even-lane and odd-lane code values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn dequantize_dwords(bytes: __m512i, values: __m512) -> [__m512; 2] {
     [
         _mm512_permutexvar_ps(bytes, values),
         _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(bytes), values),
     ]
+}
+
+/// `vpshufb` patterns taking chunk `j` of the 16 bytes in each 128-bit lane
+/// (one row per lane) to one byte per 32-bit lane, the rest zero: within a
+/// lane, byte `4p` gets byte `4j + p`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn chunk_spreads() -> [__m512i; 4] {
+    std::array::from_fn(|j| {
+        let b = 4 * j as i8;
+        let z = -128; // a set high bit: vpshufb writes zero
+        _mm512_broadcast_i32x4(_mm_setr_epi8(
+            b,
+            z,
+            z,
+            z,
+            b + 1,
+            z,
+            z,
+            z,
+            b + 2,
+            z,
+            z,
+            z,
+            b + 3,
+            z,
+            z,
+            z,
+        ))
+    })
 }
 
 /// Four rows' 4 packed bytes at `b` (biased code 8, value 0, past `end`).
@@ -96,7 +133,7 @@ unsafe fn mul_add_quad<const MI: usize>(acc: &mut [[__m512; 2]; MI], xs: [&[f32]
 /// block's rows (`next` bytes on), so the next block arrives while this one
 /// computes, its DRAM traffic spread evenly over this block's sweeps.
 #[inline]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw")]
 fn q4_quad_tile<const MI: usize>(
     xs: [&[f32]; MI],
     w: [&[u8]; QUAD],
@@ -108,22 +145,48 @@ fn q4_quad_tile<const MI: usize>(
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
-    let values = code_values();
+    let (values, spreads) = (code_values(), chunk_spreads());
     for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
         let end = col_end.div_ceil(2);
         let x0 = gi * chunks_per_group * 8;
-        let pairs = (col_end - col0) / 16;
+        let quads = (col_end - col0) / 32;
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
-        for p in 0..pairs {
-            let b = col0 / 2 + p * 8;
+        for qd in 0..quads {
+            let b = col0 / 2 + qd * 16;
             if b.is_multiple_of(64) && sweep.take() {
                 for row in w {
                     // A hint: an address past the matrix is harmless.
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
                 }
             }
-            // SAFETY: col0 is even (g is) and col0 + 16p + 16 <= col_end <= k,
+            // SAFETY: col0 is even (g is) and col0 + 32qd + 32 <= col_end <= k,
+            // so each row's 16 bytes at b lie within its ceil(k / 2).
+            let rows4 = unsafe {
+                let z = _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast()));
+                let z = _mm512_inserti32x4::<1>(z, _mm_loadu_si128(w[1].as_ptr().add(b).cast()));
+                let z = _mm512_inserti32x4::<2>(z, _mm_loadu_si128(w[2].as_ptr().add(b).cast()));
+                _mm512_inserti32x4::<3>(z, _mm_loadu_si128(w[3].as_ptr().add(b).cast()))
+            };
+            for (j, spread) in spreads.iter().enumerate() {
+                let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
+                // SAFETY: x0 + 32qd + 8j + 8 <= x0 + 8 * chunks_per_group,
+                // within every activation row (asserted above).
+                unsafe { mul_add_quad(&mut acc, xs, x0 + qd * 32 + j * 8, eo) };
+            }
+        }
+        // a last pair of whole chunks (8 bytes per row), then single chunks
+        let (col1, xq) = (col0 + quads * 32, x0 + quads * 32);
+        let pairs = (col_end - col1) / 16;
+        for p in 0..pairs {
+            let b = col1 / 2 + p * 8;
+            if b.is_multiple_of(64) && sweep.take() {
+                for row in w {
+                    // A hint: an address past the matrix is harmless.
+                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
+                }
+            }
+            // SAFETY: col1 is even (g is) and col1 + 16p + 16 <= col_end <= k,
             // so each row's 8 bytes at b lie within its ceil(k / 2).
             let r: [__m128i; QUAD] = unsafe {
                 [
@@ -136,14 +199,14 @@ fn q4_quad_tile<const MI: usize>(
             // [a0-3 b0-3 a4-7 b4-7], [c0-3 d0-3 c4-7 d4-7] -> one chunk of every row
             let (ab, cd) = (_mm_unpacklo_epi32(r[0], r[1]), _mm_unpacklo_epi32(r[2], r[3]));
             let (first, second) = (_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
-            // SAFETY: x0 + 16p + 16 <= x0 + 8 * chunks_per_group, within every
+            // SAFETY: xq + 16p + 16 <= x0 + 8 * chunks_per_group, within every
             // activation row (asserted above).
             unsafe {
-                mul_add_quad(&mut acc, xs, x0 + p * 16, dequantize_quad(first, values));
-                mul_add_quad(&mut acc, xs, x0 + p * 16 + 8, dequantize_quad(second, values));
+                mul_add_quad(&mut acc, xs, xq + p * 16, dequantize_quad(first, values));
+                mul_add_quad(&mut acc, xs, xq + p * 16 + 8, dequantize_quad(second, values));
             }
         }
-        for c in 2 * pairs..chunks_per_group {
+        for c in 4 * quads + 2 * pairs..chunks_per_group {
             let chunk = padded_quad(w, (col0 + c * 8) / 2, end);
             // SAFETY: c < chunks_per_group: the chunk's 8 floats lie within
             // every activation row (asserted above).
@@ -188,7 +251,7 @@ macro_rules! sweep_quads {
     }};
 }
 
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
     let Some((s, xc, per_row)) = w4a16_prologue(x, w, &rows, y) else {
         return;
@@ -210,7 +273,7 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     );
 }
 
-#[target_feature(enable = "avx512f,avx2,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
 pub(crate) fn gemm_w4a16_grouped(
     x: &ActivationsF32<'_>,
     w: &QuantizedMatrixQ4,
