@@ -103,12 +103,17 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
     assert!(w.iter().all(|w| w.len() >= k) && xs.iter().all(|x| x.len() >= k.div_ceil(8) * 8));
     let mut acc = [[_mm256_setzero_ps(); R]; MI];
     for c in 0..whole {
-        let ahead = c * 8 + PREFETCH;
-        let ahead = if ahead < k { ahead } else { ahead - k + R * k };
+        // one prefetch per row per 64-byte line, not per 8-byte chunk
+        if c % 8 == 0 {
+            let ahead = c * 8 + PREFETCH;
+            let ahead = if ahead < k { ahead } else { ahead - k + R * k };
+            for row in w {
+                // A hint: an address past the matrix is harmless.
+                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(ahead).cast());
+            }
+        }
         let mut wv = [_mm256_setzero_ps(); R];
         for q in 0..R {
-            // A hint: an address past the matrix is harmless.
-            _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(ahead).cast());
             // SAFETY: c < k / 8 and every row holds k >= 8c + 8 codes (asserted).
             let v = unsafe { _mm_loadl_epi64(w[q].as_ptr().add(c * 8).cast()) };
             wv[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
