@@ -108,7 +108,12 @@ fn padded_quad(w: [&[u8]; QUAD], b: usize, end: usize) -> __m128i {
 /// tile rather than per chunk: a test per load showed in the hot loop).
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn mul_add_quad<const MI: usize>(acc: &mut [[__m512; 2]; MI], xs: [&[f32]; MI], at: usize, eo: [__m512; 2]) {
+unsafe fn add_products_quad<const MI: usize>(
+    acc: &mut [[__m512; 2]; MI],
+    xs: [&[f32]; MI],
+    at: usize,
+    eo: [__m512; 2],
+) {
     for i in 0..MI {
         // SAFETY: at + 8 <= xs[i].len() (this function's contract): two
         // 16-byte loads inside the slice.
@@ -172,7 +177,7 @@ fn q4_quad_tile<const MI: usize>(
                 let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
                 // SAFETY: x0 + 32qd + 8j + 8 <= x0 + 8 * chunks_per_group,
                 // within every activation row (asserted above).
-                unsafe { mul_add_quad(&mut acc, xs, x0 + qd * 32 + j * 8, eo) };
+                unsafe { add_products_quad(&mut acc, xs, x0 + qd * 32 + j * 8, eo) };
             }
         }
         // a last pair of whole chunks (8 bytes per row), then single chunks
@@ -202,15 +207,15 @@ fn q4_quad_tile<const MI: usize>(
             // SAFETY: xq + 16p + 16 <= x0 + 8 * chunks_per_group, within every
             // activation row (asserted above).
             unsafe {
-                mul_add_quad(&mut acc, xs, xq + p * 16, dequantize_quad(first, values));
-                mul_add_quad(&mut acc, xs, xq + p * 16 + 8, dequantize_quad(second, values));
+                add_products_quad(&mut acc, xs, xq + p * 16, dequantize_quad(first, values));
+                add_products_quad(&mut acc, xs, xq + p * 16 + 8, dequantize_quad(second, values));
             }
         }
         for c in 4 * quads + 2 * pairs..chunks_per_group {
             let chunk = padded_quad(w, (col0 + c * 8) / 2, end);
             // SAFETY: c < chunks_per_group: the chunk's 8 floats lie within
             // every activation row (asserted above).
-            unsafe { mul_add_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
+            unsafe { add_products_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
         }
         for (t, a) in acc.iter().enumerate() {
             // per row: [l0+l1, l2+l3, l4+l5, l6+l7], then the tree's upper levels

@@ -74,9 +74,9 @@ fn quad_tile<const MI: usize>(
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
                 }
             }
-            // SAFETY: col + 32 <= k, so each row's 16 bytes at b = col / 2 lie
-            // within its k / 2 and each activation row's 32 at col within k
-            // (asserted above).
+            // col + 32 <= k (asserted above), so:
+            // SAFETY: each row's 16 bytes at b = col / 2 lie within its k / 2,
+            // and each activation row's 32 bytes at col within its k.
             unsafe {
                 let quad = _mm512_inserti32x4::<3>(
                     _mm512_inserti32x4::<2>(
