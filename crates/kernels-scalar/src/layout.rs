@@ -8,8 +8,17 @@
 /// `block / 2` packed bytes come out of a vector register. Only whole blocks
 /// are written; the tail stays in the natural layout.
 pub fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
+    let mut out = vec![0i8; x.len() / block * block];
+    split_even_odd_into(x, block, &mut out);
+    out
+}
+
+/// [`split_even_odd_i8`] into a caller's buffer (e.g. an aligned one): writes
+/// the whole blocks of `x` to `out`, which must hold `x.len() / block · block`
+/// bytes.
+pub fn split_even_odd_into(x: &[i8], block: usize, out: &mut [i8]) {
     let whole = x.len() / block * block;
-    let mut out = vec![0i8; whole];
+    assert_eq!(out.len(), whole, "split_even_odd_into: output length");
     for (src, dst) in x[..whole].chunks_exact(block).zip(out.chunks_exact_mut(block)) {
         let (even, odd) = dst.split_at_mut(block / 2);
         for (j, pair) in src.chunks_exact(2).enumerate() {
@@ -17,7 +26,6 @@ pub fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
             odd[j] = pair[1];
         }
     }
-    out
 }
 
 /// f32 activations for the weight-only kernels: each group of `group`

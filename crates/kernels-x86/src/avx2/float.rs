@@ -285,9 +285,9 @@ pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Ra
     });
 }
 
-/// The grouped counterpart of [`w4a16_prologue`]: checks the shapes and
-/// returns the group size, the f16 scales (`groups` per row) and the
-/// activations chunked per group in Q4 order, `per_row` floats per row.
+/// What both tiers' grouped W4A16 kernels start from: the group size, the f16
+/// scales (`groups` per row) and the activations chunked per group in Q4
+/// order, `per_row` floats per activation row.
 pub(crate) struct GroupedW4A16<'w> {
     pub(crate) g: usize,
     pub(crate) groups: usize,
@@ -296,6 +296,8 @@ pub(crate) struct GroupedW4A16<'w> {
     pub(crate) per_row: usize,
 }
 
+/// The grouped counterpart of [`w4a16_prologue`]: checks the shapes and lays
+/// out the activations.
 pub(crate) fn w4a16_grouped_prologue<'w>(
     x: &ActivationsF32<'_>,
     w: &'w QuantizedMatrixQ4,

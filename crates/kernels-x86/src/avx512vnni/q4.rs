@@ -9,7 +9,7 @@ use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, Out
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 use super::{hsum_epi32, AlignedRows, SweepPrefetch};
-use qlinear_kernels_scalar::layout::split_even_odd_i8;
+use qlinear_kernels_scalar::layout::{split_even_odd_i8, split_even_odd_into};
 
 const ROWS: usize = 4;
 /// Activation rows per tile when M > 1.
@@ -132,7 +132,7 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
     );
     let whole = x.k / BLOCK * BLOCK;
     let split = AlignedRows::new(x.m, whole, |i, dst| {
-        dst.copy_from_slice(&split_even_odd_i8(x.row(i), BLOCK)[..whole]);
+        split_even_odd_into(x.row(i), BLOCK, dst);
     });
     let blocks = x.k / BLOCK;
     let c = blocks * BLOCK;
