@@ -3,7 +3,8 @@
 //! hot/cold matrix with the bandwidth probe.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4, Route};
+use qlinear::tiers::Route;
+use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 fn kernels(c: &mut Criterion) {
     let (n, k) = (4096, 4096);

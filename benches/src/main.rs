@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "candle")]
 mod candle;
 
-use qlinear::{selftest_report, GroupSize, Int8Tier, KernelFamily, QuantizedMatrix, QuantizedMatrixQ4, Route};
+use qlinear::tiers::{KernelFamily, Route};
+use qlinear::{
+    selftest_report, GroupSize, Int8Tier, QuantLinearMode, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight,
+};
 use serde_json::json;
 
 /// At least 256 MiB of distinct weights for the cold mode, and at least twice
@@ -116,11 +119,6 @@ fn data(len: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-enum Weights {
-    Q8(Vec<QuantizedMatrix>),
-    Q4(Vec<QuantizedMatrixQ4>),
-}
-
 fn copies(bytes: usize, cold: bool) -> usize {
     if cold {
         cold_bytes().div_ceil(bytes).max(2)
@@ -129,17 +127,28 @@ fn copies(bytes: usize, cold: bool) -> usize {
     }
 }
 
-fn run_family(route: &Route, family: KernelFamily, w: &Weights, x: &[f32], m: usize, y: &mut [f32], i: usize) {
-    let r = match (family, w) {
-        (KernelFamily::W8A8, Weights::Q8(v)) => route.linear_q8_dynamic(x, m, &v[i % v.len()], y),
-        (KernelFamily::W8A16, Weights::Q8(v)) => route.linear_w8a16(x, m, &v[i % v.len()], y),
-        (KernelFamily::W4A8 | KernelFamily::W4A8Grouped, Weights::Q4(v)) => {
-            route.linear_q4_dynamic(x, m, &v[i % v.len()], y)
-        }
-        (_, Weights::Q4(v)) => route.linear_w4a16(x, m, &v[i % v.len()], y),
-        _ => Ok(()),
-    };
-    r.expect("benchmark shapes are valid");
+/// The mode that runs a family's weights.
+fn mode_of(family: KernelFamily) -> QuantLinearMode {
+    match family {
+        KernelFamily::W8A8 => QuantLinearMode::W8A8,
+        KernelFamily::W8A16 => QuantLinearMode::W8A16,
+        KernelFamily::W4A16 | KernelFamily::W4A16Grouped => QuantLinearMode::W4A16,
+        _ => QuantLinearMode::W4A8,
+    }
+}
+
+fn run_family(
+    route: &Route,
+    family: KernelFamily,
+    w: &[QuantizedWeight],
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+    i: usize,
+) {
+    route
+        .quant_linear(mode_of(family), x, m, &w[i % w.len()], y)
+        .expect("benchmark shapes are valid");
 }
 
 const FAMILIES: [(KernelFamily, &str); 6] = [
@@ -153,12 +162,12 @@ const FAMILIES: [(KernelFamily, &str); 6] = [
 
 /// Quantized weights of one family (per channel, or groups of 32), in as
 /// many copies as the cache mode needs (see [`copies`]), and the bytes of one.
-fn weights(family: KernelFamily, n: usize, k: usize, wf: &[f32], cold: bool) -> (Weights, usize) {
+fn weights(family: KernelFamily, n: usize, k: usize, wf: &[f32], cold: bool) -> (Vec<QuantizedWeight>, usize) {
     match family {
         KernelFamily::W8A8 | KernelFamily::W8A16 => {
             let q = QuantizedMatrix::quantize(n, k, wf).unwrap();
             let b = n * k + 4 * n;
-            (Weights::Q8((0..copies(b, cold)).map(|_| q.clone()).collect()), b)
+            (vec![QuantizedWeight::Q8(q); copies(b, cold)], b)
         }
         _ => {
             let grouped = matches!(family, KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped);
@@ -169,7 +178,7 @@ fn weights(family: KernelFamily, n: usize, k: usize, wf: &[f32], cold: bool) -> 
             };
             let q = QuantizedMatrixQ4::quantize(n, k, g, wf).unwrap();
             let b = n * k / 2 + if grouped { 2 * n * k / 32 } else { 4 * n };
-            (Weights::Q4((0..copies(b, cold)).map(|_| q.clone()).collect()), b)
+            (vec![QuantizedWeight::Q4(q); copies(b, cold)], b)
         }
     }
 }

@@ -6,18 +6,13 @@
 use std::sync::Mutex;
 
 use qlinear_dispatch::{autotuned_plan, cpu_features, selftest_report, Int8Tier, Route};
-use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
 
 static OUTPUT: Mutex<String> = Mutex::new(String::new());
 
-enum Weights {
-    Q8(QuantizedMatrix),
-    Q4(QuantizedMatrixQ4),
-}
-
 struct Gemv {
     route: Route,
-    weights: Weights,
+    weights: QuantizedWeight,
     x: Vec<f32>,
     y: Vec<f32>,
 }
@@ -67,8 +62,8 @@ pub extern "C" fn qlinear_gemv_setup(family: u32, simd: u32, n: u32, k: u32) -> 
     let Ok(route) = Route::for_tier(tier) else { return 0 };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
     let weights = match family {
-        0 => QuantizedMatrix::quantize(n, k, &w).map(Weights::Q8),
-        _ => QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).map(Weights::Q4),
+        0 => QuantizedMatrix::quantize(n, k, &w).map(QuantizedWeight::Q8),
+        _ => QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).map(QuantizedWeight::Q4),
     };
     let Ok(weights) = weights else { return 0 };
     let x = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
@@ -88,8 +83,8 @@ pub extern "C" fn qlinear_gemv_run() -> f32 {
     let mut guard = GEMV.lock().unwrap_or_else(|e| e.into_inner());
     let Some(g) = guard.as_mut() else { return f32::NAN };
     let r = match &g.weights {
-        Weights::Q8(w) => g.route.linear_q8_dynamic(&g.x, 1, w, &mut g.y),
-        Weights::Q4(w) => g.route.linear_q4_dynamic(&g.x, 1, w, &mut g.y),
+        QuantizedWeight::Q8(w) => g.route.linear_q8_dynamic(&g.x, 1, w, &mut g.y),
+        QuantizedWeight::Q4(w) => g.route.linear_q4_dynamic(&g.x, 1, w, &mut g.y),
     };
     if r.is_err() {
         return f32::NAN;

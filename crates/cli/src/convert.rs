@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use half::{bf16, f16};
+use qlinear::format::{Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION};
+use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
-    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, Dtype, FormatError, QScheme, QuantizedFile, RawTensor,
-    RecipeError, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, FormatError, QScheme, QuantizedFile, RecipeError,
 };
 use rayon::prelude::*;
 use regex::Regex;
@@ -77,7 +78,7 @@ struct Quantized {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let scheme: QScheme = args.scheme.parse()?;
+    let scheme: QScheme = args.scheme.parse().map_err(|e: RecipeError| format!("--scheme: {e}"))?;
     let regex = |r: &Option<String>, flag: &str| {
         r.as_deref()
             .map(Regex::new)
@@ -124,7 +125,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
         }
         total_in += raw.data.len();
-        let ([qp, sp], keys) = scheme.plans(&prefix, n, k);
+        let ([qp, sp], keys) = TensorPlan::quantized(scheme, &prefix, n, k);
         meta.extend(keys);
         plans.push((qp, Entry::QWeight(name.clone())));
         plans.push((sp, Entry::Scales(name)));
@@ -178,7 +179,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
         });
         let mut current: Option<(String, Quantized)> = None;
-        qlinear::write_streaming(&args.output, meta, &just_plans, |i, out| {
+        qlinear::format::write_streaming(&args.output, meta, &just_plans, |i, out| {
             let io = |e: std::io::Error| FormatError::Io {
                 path: args.output.clone(),
                 source: e,
@@ -257,8 +258,6 @@ fn decode_row(raw: &RawTensor<'_>, bytes: &[u8], out: &mut Vec<f32>) {
 /// Quantizes one `[n, k]` tensor with the canonical recipe, rows in parallel,
 /// into its on-disk `qweight` and `scales` bytes.
 fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, String> {
-    let route = qlinear::Route::planned(qlinear::KernelFamily::QuantizeActivations, 1).ok();
-    let route = route.as_ref();
     let (n, k) = (raw.shape[0], raw.shape[1]);
     let elem = raw.dtype.bitsize() / 8;
     let [qshape, sshape] = scheme.shapes(n, k);
@@ -298,15 +297,8 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                 let sc = &mut sc[j * s_row..(j + 1) * s_row];
                 match scheme {
                     QScheme::Q8 => {
-                        // the fastest proven tier's Q8 quantizer: byte for byte
-                        // `quantize_row_q8` (the selftest and the facade's
-                        // cross-crate test hold it to that); the recipe itself
-                        // is the fallback when no route is available
-                        let mut sv = [0f32];
-                        let s = match route.map(|r| r.quantize_activations(&w, 1, &mut codes, &mut sv)) {
-                            Some(Ok(())) => sv[0],
-                            _ => quantize_row_q8(&w, &mut codes).map_err(at)?,
-                        };
+                        // the recipe alone: a converter needs no selftest or plan
+                        let s = quantize_row_q8(&w, &mut codes).map_err(at)?;
                         sc.copy_from_slice(&s.to_le_bytes());
                         for (o, &c) in qw.iter_mut().zip(&codes) {
                             *o = c as u8;
@@ -321,7 +313,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                         unpack_row_f32(qw, k, &mut deq);
                         deq.iter_mut().for_each(|d| *d *= s);
                         stats = stats.merge(row_stats(&w, &deq));
-                        qlinear::biased_to_twos_complement(qw);
+                        biased_to_twos_complement(qw);
                     }
                     QScheme::Q4Grouped(g) => {
                         quantize_row_q4_grouped(&w, g, qw, &mut gscales).map_err(at)?;
@@ -334,7 +326,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                             d.iter_mut().for_each(|d| *d *= s);
                         }
                         stats = stats.merge(row_stats(&w, &deq));
-                        qlinear::biased_to_twos_complement(qw);
+                        biased_to_twos_complement(qw);
                     }
                 }
             }

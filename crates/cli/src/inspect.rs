@@ -22,7 +22,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     out += &format!(
         "{}: qlinear format {}\n",
         args.file.display(),
-        meta.get(qlinear::FORMAT_KEY).map_or("(none)", |v| v)
+        meta.get(qlinear::format::FORMAT_KEY).map_or("(none)", |v| v)
     );
     let checked = file.validate();
     let quantized: Vec<String> = checked.iter().map(|(p, _)| p.clone()).collect();

@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
-use qlinear::{autotuned_plan, cpu_features, default_census, run_selftest, selftest_report};
+use qlinear::tiers::{cpu_features, default_census};
+use qlinear::{autotuned_plan, run_selftest, selftest_report};
 
 use crate::print_out;
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use half::{bf16, f16};
-use qlinear::{GroupSize, QuantizedFile, QuantizedMatrix, QuantizedMatrixQ4, QuantizedTensor};
+use qlinear::{GroupSize, QuantizedFile, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
@@ -120,9 +120,9 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         ] {
             let w = widened(&weights(n, k), dtype);
             let want = match scheme {
-                "q8" => QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
-                "q4" => QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
-                _ => QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap()),
+                "q8" => QuantizedWeight::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+                "q4" => QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+                _ => QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap()),
             };
             assert_eq!(f.load(name).unwrap(), want, "{name} {scheme}");
             assert!(f.raw(&format!("{name}.weight")).is_none());

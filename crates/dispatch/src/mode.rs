@@ -1,6 +1,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use qlinear_quant_recipe::QScheme;
+
 use crate::DispatchError;
 
 /// The environment variable that selects the quantized-linear mode.
@@ -22,6 +24,32 @@ pub enum QuantLinearMode {
 impl QuantLinearMode {
     /// All modes.
     pub const ALL: [QuantLinearMode; 4] = [Self::W8A8, Self::W4A8, Self::W8A16, Self::W4A16];
+
+    /// The mode a weight of `scheme` runs in unless told otherwise: W8A8 for
+    /// `q8`, W4A8 for `q4` and `q4g<G>` (integer activations, exact i32 sums).
+    pub fn default_for(scheme: QScheme) -> Self {
+        match scheme {
+            QScheme::Q8 => Self::W8A8,
+            QScheme::Q4 | QScheme::Q4Grouped(_) => Self::W4A8,
+        }
+    }
+
+    /// Whether this mode runs weights of `scheme`: W8A8 and W8A16 take Q8,
+    /// W4A8 and W4A16 take Q4 (per channel or grouped).
+    pub fn accepts(self, scheme: QScheme) -> bool {
+        matches!(
+            (self, scheme),
+            (Self::W8A8 | Self::W8A16, QScheme::Q8) | (Self::W4A8 | Self::W4A16, QScheme::Q4 | QScheme::Q4Grouped(_))
+        )
+    }
+
+    /// The weight bits this mode needs, `"Q8"` or `"Q4"` (for messages).
+    pub fn weight_kind(self) -> &'static str {
+        match self {
+            Self::W8A8 | Self::W8A16 => "Q8",
+            Self::W4A8 | Self::W4A16 => "Q4",
+        }
+    }
 }
 
 impl fmt::Display for QuantLinearMode {

@@ -83,20 +83,28 @@ impl KernelPlanV0 {
                 return plan;
             }
             for family in KernelFamily::GEMM {
-                for (m, n) in [(1usize, 128usize), (16, 64)] {
-                    let mut best: Option<(f64, Int8Tier)> = None;
-                    for &tier in &tiers {
+                for (m, n) in PLAN_SHAPES {
+                    // Widest tier first, so the likely winner sets the pace: a
+                    // tier whose warm-up run is over 3× the best so far has
+                    // lost and is not repeated (the scalar tier, usually).
+                    let mut timed: Vec<(Int8Tier, f64)> = vec![];
+                    for &tier in tiers.iter().rev() {
                         let Ok(table) = tier.table() else { continue };
-                        let ns = measure(table, family, m, n, 1024);
+                        let best = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+                        let ns = measure(table, family, m, n, PLAN_K, best * 3.0);
                         plan.timings.push(PlanTiming {
                             family,
                             tier,
                             m,
                             n,
-                            k: 1024,
+                            k: PLAN_K,
                             best_ns: ns,
                         });
-                        // a later (wider) tier must win by 3% to displace an earlier one
+                        timed.push((tier, ns));
+                    }
+                    // in preference order, a later (wider) tier must win by 3% to displace an earlier one
+                    let mut best: Option<(f64, Int8Tier)> = None;
+                    for (tier, ns) in timed.into_iter().rev() {
                         if best.is_none_or(|(b, _)| ns < b * 0.97) {
                             best = Some((ns, tier));
                         }
@@ -111,8 +119,17 @@ impl KernelPlanV0 {
     }
 }
 
-/// The best of 3 timed runs of one kernel on a synthetic shape, after a warm-up.
-fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usize) -> f64 {
+/// The shapes the plan times, `(m, n)` at K = [`PLAN_K`]: decode, and a batch
+/// wide enough (N = 64) for the 4-row tiles of the SIMD tiers to show. Small,
+/// so that the plan costs milliseconds on first use (cache-hot, like a layer
+/// re-run every token).
+const PLAN_SHAPES: [(usize, usize); 2] = [(1, 128), (16, 64)];
+/// The K the plan times.
+const PLAN_K: usize = 512;
+
+/// The best of 3 timed runs of one kernel on a synthetic shape, after a
+/// warm-up; only the warm-up when that already took longer than `give_up_ns`.
+fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usize, give_up_ns: f64) -> f64 {
     use KernelFamily as F;
     let mut rng = Rng::new(7);
     let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
@@ -163,7 +180,12 @@ fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usi
             _ => {}
         }
     };
+    let t = Instant::now();
     run();
+    let warm_up = t.elapsed().as_secs_f64() * 1e9;
+    if warm_up > give_up_ns {
+        return warm_up;
+    }
     (0..3)
         .map(|_| {
             let t = Instant::now();

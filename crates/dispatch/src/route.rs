@@ -3,7 +3,7 @@
 //! scales); on error the output is untouched.
 
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable};
-use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
 use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
 use crate::tier::tier_list;
@@ -15,13 +15,6 @@ pub struct Route {
     tier: Int8Tier,
     table: &'static KernelTable,
     parallel_threshold: usize,
-}
-
-/// A quantized weight matrix of either scheme, for [`quant_linear`].
-#[derive(Debug, Clone, Copy)]
-pub enum QuantizedWeight<'a> {
-    Q8(&'a QuantizedMatrix),
-    Q4(&'a QuantizedMatrixQ4),
 }
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), DispatchError> {
@@ -173,6 +166,28 @@ impl Route {
         }
         for ((row, out), s) in x.chunks_exact(k).zip(codes.chunks_exact_mut(k)).zip(scales.iter_mut()) {
             *s = (self.table.quantize_row_q8)(row, out);
+        }
+    }
+
+    /// [`quant_linear`] on this route: f32 activations `x` `[m, k]` times `w`
+    /// in `mode` (W8A8 and W4A8 quantize each activation row first), into `y`
+    /// `[m, n]`. A mode that cannot run `w` is an error.
+    pub fn quant_linear<'w>(
+        &self,
+        mode: QuantLinearMode,
+        x: &[f32],
+        m: usize,
+        w: impl Into<QuantizedWeightRef<'w>>,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        use QuantizedWeightRef as W;
+        let w = w.into();
+        family_of(mode, w)?;
+        match (mode, w) {
+            (QuantLinearMode::W8A8, W::Q8(w)) => self.linear_q8_dynamic(x, m, w, y),
+            (_, W::Q8(w)) => self.linear_w8a16(x, m, w, y),
+            (QuantLinearMode::W4A8, W::Q4(w)) => self.linear_q4_dynamic(x, m, w, y),
+            (_, W::Q4(w)) => self.linear_w4a16(x, m, w, y),
         }
     }
 
@@ -408,30 +423,37 @@ pub fn linear_w4a16(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -
 
 /// Runs one quantized linear in `mode` on f32 activations `x` `[m, k]`: the
 /// drop-in a model runtime calls. W8A8 and W8A16 take Q8 weights, W4A8 and
-/// W4A16 Q4 weights; a mismatch is an error.
-pub fn quant_linear(
+/// W4A16 Q4 weights; a mismatch is an error. `w` is a [`QuantizedWeightRef`]
+/// or anything that converts to one (`&QuantizedWeight`, `&QuantizedMatrix`,
+/// `&QuantizedMatrixQ4`).
+///
+/// The first call in a process runs the selftest and the plan (see
+/// [`autotuned_plan`]); call that once at start-up to pay the cost on purpose.
+pub fn quant_linear<'w>(
     mode: QuantLinearMode,
     x: &[f32],
     m: usize,
-    w: QuantizedWeight<'_>,
+    w: impl Into<QuantizedWeightRef<'w>>,
     y: &mut [f32],
 ) -> Result<(), DispatchError> {
+    let w = w.into();
+    Route::planned(family_of(mode, w)?, m)?.quant_linear(mode, x, m, w, y)
+}
+
+/// The kernel family that runs `w` in `mode`, or the mismatch error.
+fn family_of(mode: QuantLinearMode, w: QuantizedWeightRef<'_>) -> Result<KernelFamily, DispatchError> {
+    use KernelFamily as F;
     use QuantLinearMode as M;
-    use QuantizedWeight as W;
+    use QuantizedWeightRef as W;
     match (mode, w) {
-        (M::W8A8, W::Q8(w)) => linear_q8_dynamic(x, m, w, y),
-        (M::W8A16, W::Q8(w)) => linear_w8a16(x, m, w, y),
-        (M::W4A8, W::Q4(w)) => linear_q4_dynamic(x, m, w, y),
-        (M::W4A16, W::Q4(w)) => linear_w4a16(x, m, w, y),
-        (M::W8A8 | M::W8A16, W::Q4(_)) => Err(DispatchError::ModeWeightMismatch {
+        (M::W8A8, W::Q8(_)) => Ok(F::W8A8),
+        (M::W8A16, W::Q8(_)) => Ok(F::W8A16),
+        (M::W4A8, W::Q4(w)) => Ok(q4_family(w, F::W4A8Grouped, F::W4A8)),
+        (M::W4A16, W::Q4(w)) => Ok(q4_family(w, F::W4A16Grouped, F::W4A16)),
+        (_, W::Q8(_)) | (_, W::Q4(_)) => Err(DispatchError::ModeWeightMismatch {
             mode,
-            needs: "Q8",
-            got: "Q4",
-        }),
-        (M::W4A8 | M::W4A16, W::Q8(_)) => Err(DispatchError::ModeWeightMismatch {
-            mode,
-            needs: "Q4",
-            got: "Q8",
+            needs: mode.weight_kind(),
+            got: if matches!(w, W::Q8(_)) { "Q8" } else { "Q4" },
         }),
     }
 }

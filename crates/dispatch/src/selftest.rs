@@ -9,8 +9,10 @@
 //!   saturating `maddubs` or a wrong `dpbusd` form;
 //! * random rows, checked bit for bit against the scalar tier.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::clock::Instant;
@@ -175,14 +177,28 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
         .collect();
     ks.sort_unstable();
     ks.dedup();
-    // tiers are independent: prove them side by side
-    let tiers = Int8Tier::ALL
+    // Every (tier, family) proof is independent: spread them all over the
+    // pool, so the slow scalar proofs do not serialise behind one worker.
+    let jobs: Vec<(Int8Tier, KernelFamily)> = Int8Tier::ALL
+        .into_iter()
+        .filter(|t| t.table().is_ok())
+        .flat_map(|t| KernelFamily::ALL.map(|f| (t, f)))
+        .collect();
+    let proofs: Vec<(Int8Tier, FamilyProof)> = jobs
         .into_par_iter()
+        .filter_map(|(t, f)| Some((t, prove_family(t.table().ok()?, f, &ks))))
+        .collect();
+    let tiers = Int8Tier::ALL
+        .into_iter()
         .map(|tier| {
             let status = match tier.table() {
                 Err(why) => TierStatus::Absent(why),
-                Ok(table) => {
-                    let proofs = prove_kernel_table(table, &ks);
+                Ok(_) => {
+                    let proofs: Vec<FamilyProof> = proofs
+                        .iter()
+                        .filter(|(t, _)| *t == tier)
+                        .map(|(_, p)| p.clone())
+                        .collect();
                     if proofs.iter().all(|p| p.mismatch.is_none()) {
                         TierStatus::Proven(proofs)
                     } else {
@@ -193,6 +209,8 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
             TierReport { tier, status }
         })
         .collect();
+    // the shared inputs are for this run only; free them
+    *MEMO.lock().unwrap_or_else(|e| e.into_inner()) = None;
     SelftestReport {
         census: ks,
         tiers,
@@ -203,9 +221,21 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
 /// The report of the once-per-process selftest over [`default_census`], run on
 /// first use. Dispatch consults it before handing out any tier.
 pub fn selftest_report() -> &'static SelftestReport {
-    static REPORT: OnceLock<SelftestReport> = OnceLock::new();
     REPORT.get_or_init(|| run_selftest(&default_census()))
 }
+
+/// The once-per-process selftest, run over `census` (plus the tails 1..=67
+/// and each integer family's largest supported K, which every run proves) if
+/// it has not run yet; otherwise the report of the run that happened. A
+/// runtime that knows its layers' K values (e.g. from the model file) proves
+/// exactly those, which is cheaper than [`default_census`]; a K outside the
+/// census is still computed by proven kernels, and its overflow bound is
+/// still proven by the largest-K rows.
+pub fn selftest_report_for(census: &[usize]) -> &'static SelftestReport {
+    REPORT.get_or_init(|| run_selftest(census))
+}
+
+static REPORT: OnceLock<SelftestReport> = OnceLock::new();
 
 /// Proves one kernel table at the given K values: every family, all-extreme
 /// rows against exact arithmetic, random rows against the scalar table.
@@ -213,34 +243,44 @@ pub fn selftest_report() -> &'static SelftestReport {
 pub fn prove_kernel_table(table: &KernelTable, census: &[usize]) -> Vec<FamilyProof> {
     KernelFamily::ALL
         .into_iter()
-        .map(|family| {
-            let mut p = Prover {
-                table,
-                family,
-                checks: 0,
-                mismatch: None,
-            };
-            for &k in census {
-                if family.max_k().is_some_and(|max| k > max) {
-                    continue;
-                }
-                p.prove_at(k);
-                if p.mismatch.is_some() {
-                    break;
-                }
-            }
-            FamilyProof {
-                family,
-                checks: p.checks,
-                mismatch: p.mismatch,
-            }
-        })
+        .map(|family| prove_family(table, family, census))
         .collect()
+}
+
+/// One family's proof on one table (see [`prove_kernel_table`]). A family is
+/// proven at the other family's bound only when that K is also within its
+/// own (`MAX_K_W8A8` is not a bound of the Q4 families, so they skip it); the
+/// scalar table skips the random rows, which would compare it with itself.
+fn prove_family(table: &KernelTable, family: KernelFamily, census: &[usize]) -> FamilyProof {
+    let mut p = Prover {
+        table,
+        family,
+        random: !std::ptr::eq(table, &SCALAR),
+        checks: 0,
+        mismatch: None,
+    };
+    for &k in census {
+        let other_bound = [MAX_K_W8A8, MAX_K_W4A8].contains(&k) && family.max_k() != Some(k);
+        if family.max_k().is_some_and(|max| k > max) || other_bound {
+            continue;
+        }
+        p.prove_at(k);
+        if p.mismatch.is_some() {
+            break;
+        }
+    }
+    FamilyProof {
+        family,
+        checks: p.checks,
+        mismatch: p.mismatch,
+    }
 }
 
 struct Prover<'t> {
     table: &'t KernelTable,
     family: KernelFamily,
+    /// Whether to run the random rows against the scalar table.
+    random: bool,
     checks: usize,
     mismatch: Option<Mismatch>,
 }
@@ -295,6 +335,50 @@ fn pack_nibbles(k: usize, mut nib: impl FnMut(usize) -> u8) -> Vec<u8> {
         .collect()
 }
 
+type MemoKey = (&'static str, &'static str, usize, usize);
+type MemoMap = HashMap<(MemoKey, TypeId), Arc<OnceLock<Arc<dyn Any + Send + Sync>>>>;
+
+/// The proof inputs at large K (past [`RANDOM_PROOF_MAX_K`]), built once per
+/// selftest and shared by every tier: a fresh multi-megabyte buffer costs
+/// page faults that, in a VM, took longer than the kernels run on it. Keyed
+/// by (proof row, which input, K, group); small inputs are built each time.
+static MEMO: Mutex<Option<MemoMap>> = Mutex::new(None);
+
+fn memo<T: Any + Send + Sync>(key: MemoKey, build: impl FnOnce() -> T) -> Arc<T> {
+    if key.2 <= RANDOM_PROOF_MAX_K {
+        return Arc::new(build());
+    }
+    let cell = {
+        let mut map = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(HashMap::new);
+        map.entry((key, TypeId::of::<T>())).or_default().clone()
+    };
+    match cell.get_or_init(|| Arc::new(build())).clone().downcast() {
+        Ok(value) => value,
+        Err(_) => unreachable!("the map is keyed by the value's TypeId"),
+    }
+}
+
+/// `[f(0), f(1), f(0), f(1), …]`, `k` long: a proof pattern (every one has
+/// period 2) laid out without calling `f` per element, which at the largest
+/// K would dominate the selftest.
+fn periodic(f: fn(usize) -> i8, k: usize) -> Vec<i8> {
+    let pair = [f(0), f(1)];
+    let mut v = vec![pair[0]; k];
+    v.chunks_exact_mut(2).for_each(|c| c.copy_from_slice(&pair));
+    v
+}
+
+/// [`pack_nibbles`] of a period-2 nibble pattern: one repeated byte, and the
+/// odd-K pad.
+fn pack_periodic(k: usize, nib: fn(usize) -> u8) -> Vec<u8> {
+    let mut v = vec![nib(0) | nib(1) << 4; k.div_ceil(2)];
+    if k % 2 == 1 {
+        v[k / 2] = nib(0) | 8 << 4;
+    }
+    v
+}
+
 /// Exact `Σ_{i<k} x(i)·w(i)` in i64 for the proof patterns, which all have
 /// period 2 (constant or alternating from an even column): the even columns
 /// contribute `ceil(k/2)` times the first product, the odd ones `floor(k/2)`
@@ -345,28 +429,34 @@ impl Prover<'_> {
         match self.family {
             F::DotI8I8 => {
                 for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
-                    let (xa, wa): (Vec<i8>, Vec<i8>) = ((0..k).map(x).collect(), (0..k).map(w).collect());
+                    let xa = memo((case, "x", k, 0), || periodic(x, k));
+                    let wa = memo((case, "w", k, 0), || periodic(w, k));
                     let exact = exact_dot(k, x, |i| i64::from(w(i)));
                     self.check(case, k, exact, i64::from((self.table.dot_i8_i8)(&xa, &wa)));
                 }
             }
             F::DotI8Q4 => {
                 for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
-                    let xa: Vec<i8> = (0..k).map(x).collect();
+                    let xa = memo((case, "x", k, 0), || periodic(x, k));
+                    let packed = memo((case, "packed", k, 0), || pack_periodic(k, nib));
                     let exact = exact_dot(k, x, |i| i64::from(nib(i)) - 8);
-                    let got = (self.table.dot_i8_q4)(&xa, &pack_nibbles(k, nib));
+                    let got = (self.table.dot_i8_q4)(&xa, &packed);
                     self.check(case, k, exact, i64::from(got));
                 }
             }
             F::QuantizeActivations => self.prove_quantizer(k),
             F::W8A8 | F::W8A16 => {
                 for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
-                    let codes: Vec<i8> = (0..k).map(w).chain((0..k).map(|i| -w(i))).collect();
-                    let Ok(wm) = QuantizedMatrix::from_parts(2, k, codes, vec![1.0, 1.0]) else {
+                    let wm = memo((case, "w [2, k]", k, 0), || {
+                        let mut codes = periodic(w, k);
+                        codes.extend(periodic(w, k).iter().map(|&c| -c));
+                        QuantizedMatrix::from_parts(2, k, codes, vec![1.0, 1.0])
+                    });
+                    let Ok(wm) = wm.as_ref() else {
                         continue;
                     };
                     let exact = exact_dot(k, x, |i| i64::from(w(i)));
-                    self.prove_gemm_q8(case, k, x, &wm, [exact, -exact]);
+                    self.prove_gemm_q8(case, k, x, wm, [exact, -exact]);
                 }
             }
             F::W4A8 | F::W4A16 | F::W4A8Grouped | F::W4A16Grouped => {
@@ -375,7 +465,7 @@ impl Prover<'_> {
                 }
             }
         }
-        if k <= RANDOM_PROOF_MAX_K {
+        if self.random && k <= RANDOM_PROOF_MAX_K {
             self.prove_random(k);
         }
     }
@@ -403,8 +493,15 @@ impl Prover<'_> {
 
     /// Runs a 2-row Q8 matrix (pattern row, negated row) against the pattern
     /// activation (and its negation) through the W8A8 or W8A16 kernel.
-    fn prove_gemm_q8(&mut self, case: &str, k: usize, x: fn(usize) -> i8, w: &QuantizedMatrix, exact: [i64; 2]) {
-        let xc: Vec<i8> = (0..k).map(x).collect();
+    fn prove_gemm_q8(
+        &mut self,
+        case: &'static str,
+        k: usize,
+        x: fn(usize) -> i8,
+        w: &QuantizedMatrix,
+        exact: [i64; 2],
+    ) {
+        let xc = memo((case, "x", k, 0), || periodic(x, k));
         let mut y = vec![f32::NAN; 2];
         if self.family == KernelFamily::W8A8 {
             let sums = activation_group_sums(&xc, 1, k, k);
@@ -438,15 +535,25 @@ impl Prover<'_> {
     /// against 4 weight rows `w, -w, w, -w` (the pattern matrix's two rows
     /// twice), which SIMD tiers run through a 4 × 4 register tile with its own
     /// arithmetic (biased operands, wrapping partial sums).
-    fn prove_w8a8_tile(&mut self, case: &str, xc: &[i8], w: &QuantizedMatrix, exact: [i64; 2]) {
+    fn prove_w8a8_tile(&mut self, case: &'static str, xc: &[i8], w: &QuantizedMatrix, exact: [i64; 2]) {
         let k = xc.len();
-        let codes: Vec<i8> = (0..4).flat_map(|q| w.row(q % 2).iter().copied()).collect();
-        let Ok(w4) = QuantizedMatrix::from_parts(4, k, codes, vec![1.0; 4]) else {
+        let w4 = memo((case, "w [4, k]", k, 0), || {
+            let mut codes = Vec::with_capacity(4 * k);
+            (0..4).for_each(|q| codes.extend_from_slice(w.row(q % 2)));
+            QuantizedMatrix::from_parts(4, k, codes, vec![1.0; 4])
+        });
+        let Ok(w4) = w4.as_ref() else {
             return;
         };
         let sign = [1i8, -1, 1, -1];
-        let x4: Vec<i8> = sign.iter().flat_map(|&s| xc.iter().map(move |&v| s * v)).collect();
-        let sums = activation_group_sums(&x4, 4, k, k);
+        let x4 = memo((case, "x [4, k]", k, 0), || {
+            let mut x4 = Vec::with_capacity(4 * k);
+            for s in sign {
+                x4.extend(xc.iter().map(|&v| s * v));
+            }
+            x4
+        });
+        let sums = memo((case, "x [4, k] sums", k, 0), || activation_group_sums(&x4, 4, k, k));
         let act = ActivationsQ8 {
             m: 4,
             k,
@@ -456,21 +563,20 @@ impl Prover<'_> {
             sum_group: k,
         };
         let mut y = vec![f32::NAN; 16];
-        (self.table.gemm_w8a8)(&act, &w4, 0..4, &mut OutputTile { y: &mut y, ld: 4 });
+        (self.table.gemm_w8a8)(&act, w4, 0..4, &mut OutputTile { y: &mut y, ld: 4 });
         let want: Vec<u32> = (0..16)
             .map(|t| ((i64::from(sign[t / 4]) * exact[t % 2]) as f32).to_bits())
             .collect();
         self.check(&format!("{case}, 4 x 4 tile"), k, want, bits(&y));
     }
 
-    fn prove_q4_pattern(&mut self, case: &str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
+    fn prove_q4_pattern(&mut self, case: &'static str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
         use KernelFamily as F;
         let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
         if grouped && k % 2 == 1 {
             return;
         }
-        let packed = pack_nibbles(k, nib);
-        let xc: Vec<i8> = (0..k).map(x).collect();
+        let xc = memo((case, "x", k, 0), || periodic(x, k));
         // Grouped: the smallest group (2) and the largest (one group of K); at
         // large K only the largest, which carries the i32 bound.
         let groups: &[usize] = if !grouped {
@@ -491,11 +597,16 @@ impl Prover<'_> {
             } else {
                 Q4Scales::PerChannel(vec![1.0])
             };
-            let Ok(w) = QuantizedMatrixQ4::from_parts_biased(1, k, packed.clone(), scales) else {
+            let w = memo((case, "w [1, k]", k, g), || {
+                QuantizedMatrixQ4::from_parts_biased(1, k, pack_periodic(k, nib), scales)
+            });
+            let Ok(w) = w.as_ref() else {
                 continue;
             };
             let sum_group = if grouped { g } else { k };
-            let sums = activation_group_sums(&xc, 1, k, sum_group);
+            let sums = memo((case, "x sums", k, sum_group), || {
+                activation_group_sums(&xc, 1, k, sum_group)
+            });
             let mut y = [f32::NAN];
             let mut want = [f32::NAN];
             let case = format!("{case} group {g}");
@@ -514,7 +625,7 @@ impl Prover<'_> {
                     } else {
                         self.table.gemm_w4a8
                     };
-                    kernel(&act, &w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                    kernel(&act, w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
                     // exact per-group i64 sums, accumulated in f32 in increasing g as SPEC section 6
                     let g_len = if grouped { g } else { k.max(1) };
                     let mut sum = 0f32;
@@ -540,8 +651,8 @@ impl Prover<'_> {
                     } else {
                         (self.table.gemm_w4a16, SCALAR.gemm_w4a16)
                     };
-                    reference(&act, &w, 0..1, &mut OutputTile { y: &mut want, ld: 1 });
-                    kernel(&act, &w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                    reference(&act, w, 0..1, &mut OutputTile { y: &mut want, ld: 1 });
+                    kernel(&act, w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
                 }
             }
             self.check(&case, k, bits(&want), bits(&y));

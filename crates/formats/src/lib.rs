@@ -17,13 +17,12 @@
 
 mod error;
 mod reader;
-mod scheme;
 mod writer;
 
 pub use error::FormatError;
+pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
 pub use safetensors::Dtype;
-pub use scheme::{QScheme, QuantizedTensor};
 pub use writer::{write_file, write_streaming, OutputTensor, TensorPlan};
 
 /// The `__metadata__` key holding the format version.

@@ -6,7 +6,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use safetensors::tensor::Metadata;
 use safetensors::{Dtype, SafeTensors};
 
-use crate::{in_features_key, qscheme_key, FormatError, QScheme, QuantizedTensor, FORMAT_KEY, FORMAT_VERSION};
+use crate::{in_features_key, qscheme_key, FormatError, QScheme, QuantizedWeight, FORMAT_KEY, FORMAT_VERSION};
 
 enum Bytes {
     Mapped(memmap2::Mmap),
@@ -169,7 +169,7 @@ impl QuantizedFile {
     /// from the metadata, dtypes and shapes of `qweight` and `scales` against
     /// them, scales finite and `>= 0`, Q8 codes never -128, the odd-K pad
     /// nibble 0. Two's-complement nibbles become biased ones.
-    pub fn load(&self, prefix: &str) -> Result<QuantizedTensor, FormatError> {
+    pub fn load(&self, prefix: &str) -> Result<QuantizedWeight, FormatError> {
         let meta = self.metadata_map();
         let tensor = format!("{prefix}.qweight");
         if !meta.contains_key(FORMAT_KEY) {
@@ -232,7 +232,7 @@ impl QuantizedFile {
         Ok(match scheme {
             QScheme::Q8 => {
                 let codes = qweight.data.iter().map(|&b| b as i8).collect();
-                QuantizedTensor::Q8(QuantizedMatrix::from_parts(n, k, codes, f32s(scales.data)).map_err(blame)?)
+                QuantizedWeight::Q8(QuantizedMatrix::from_parts(n, k, codes, f32s(scales.data)).map_err(blame)?)
             }
             QScheme::Q4 | QScheme::Q4Grouped(_) => {
                 let s = match scheme {
@@ -242,11 +242,34 @@ impl QuantizedFile {
                     },
                     _ => Q4Scales::PerChannel(f32s(scales.data)),
                 };
-                QuantizedTensor::Q4(
+                QuantizedWeight::Q4(
                     QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s).map_err(blame)?,
                 )
             }
         })
+    }
+
+    /// A plain float tensor (F32, F16 or BF16) widened exactly to f32, in its
+    /// stored row-major order. Errors name the tensor: it is missing, or its
+    /// dtype is not a float this reader widens.
+    pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>, FormatError> {
+        let raw = self
+            .raw(name)
+            .ok_or_else(|| FormatError::MissingTensor { tensor: name.into() })?;
+        match raw.dtype {
+            Dtype::F32 => Ok(f32s(raw.data)),
+            Dtype::F16 => Ok(f16s(raw.data).into_iter().map(f32::from).collect()),
+            Dtype::BF16 => Ok(raw
+                .data
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect()),
+            other => Err(FormatError::Dtype {
+                tensor: name.into(),
+                expected: "F32, F16 or BF16",
+                found: format!("{other:?}"),
+            }),
+        }
     }
 
     /// Loads every quantized tensor: the full validation `qlinear inspect` reports.

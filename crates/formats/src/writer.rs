@@ -8,7 +8,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
-use crate::{in_features_key, qscheme_key, FormatError, QuantizedTensor, FORMAT_KEY, FORMAT_VERSION};
+use crate::{in_features_key, qscheme_key, FormatError, QuantizedWeight, FORMAT_KEY, FORMAT_VERSION};
 
 /// One tensor of a file to be written: its name, dtype and shape (the bytes
 /// come later, from the producer of [`write_streaming`]).
@@ -128,7 +128,7 @@ impl<W: Write> Write for Counted<'_, W> {
 pub enum OutputTensor<'a> {
     /// A quantized weight, written as `prefix.qweight` and `prefix.scales`
     /// with its `prefix.qscheme` and `prefix.in_features` metadata.
-    Quantized { prefix: String, tensor: QuantizedTensor },
+    Quantized { prefix: String, tensor: QuantizedWeight },
     /// Any other tensor, copied as it is.
     Raw {
         name: String,
@@ -139,10 +139,10 @@ pub enum OutputTensor<'a> {
 }
 
 /// The on-disk bytes of a quantized tensor: `[qweight, scales]`.
-pub(crate) fn quantized_bytes(t: &QuantizedTensor) -> [Vec<u8>; 2] {
+pub(crate) fn quantized_bytes(t: &QuantizedWeight) -> [Vec<u8>; 2] {
     match t {
-        QuantizedTensor::Q8(m) => [q8_codes_bytes(m), f32_bytes(m.scales())],
-        QuantizedTensor::Q4(m) => {
+        QuantizedWeight::Q8(m) => [q8_codes_bytes(m), f32_bytes(m.scales())],
+        QuantizedWeight::Q4(m) => {
             let scales = match m.scales() {
                 Q4Scales::PerChannel(s) => f32_bytes(s),
                 Q4Scales::Grouped { scales, .. } => f16_bytes(scales),
@@ -166,16 +166,21 @@ pub(crate) fn f16_bytes(v: &[f16]) -> Vec<u8> {
 }
 
 /// The plans and metadata entries of a quantized tensor `prefix`.
-pub(crate) fn quantized_plans(prefix: &str, t: &QuantizedTensor) -> ([TensorPlan; 2], [(String, String); 2]) {
+pub(crate) fn quantized_plans(prefix: &str, t: &QuantizedWeight) -> ([TensorPlan; 2], [(String, String); 2]) {
     let (n, k) = t.shape();
-    t.scheme().plans(prefix, n, k)
+    TensorPlan::quantized(t.scheme(), prefix, n, k)
 }
 
-impl crate::QScheme {
+impl TensorPlan {
     /// The `P.qweight` and `P.scales` plans of an `[n, k]` weight with prefix
-    /// `P`, and its two metadata entries (`P.qscheme`, `P.in_features`).
-    pub fn plans(self, prefix: &str, n: usize, k: usize) -> ([TensorPlan; 2], [(String, String); 2]) {
-        let scheme = self;
+    /// `P` stored in `scheme`, and its two metadata entries (`P.qscheme`,
+    /// `P.in_features`).
+    pub fn quantized(
+        scheme: crate::QScheme,
+        prefix: &str,
+        n: usize,
+        k: usize,
+    ) -> ([TensorPlan; 2], [(String, String); 2]) {
         let [qs, ss] = scheme.shapes(n, k);
         let (qd, sd) = match scheme {
             crate::QScheme::Q8 => (Dtype::I8, Dtype::F32),

@@ -2,7 +2,7 @@
 //! independent numpy recipe) is read correctly: every tensor equals the Rust
 //! recipe applied to the reference weights stored beside it.
 
-use qlinear_formats::{Dtype, QuantizedFile, QuantizedTensor};
+use qlinear_formats::{Dtype, QuantizedFile, QuantizedWeight};
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 #[test]
@@ -21,11 +21,11 @@ fn python_written_file_reads_as_the_recipe() {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         let want = match scheme {
-            "q8" => QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
-            "q4" => QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+            "q8" => QuantizedWeight::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+            "q4" => QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
             s => {
                 let g = s[3..].parse().unwrap();
-                QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(g), &w).unwrap())
+                QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(g), &w).unwrap())
             }
         };
         assert_eq!(f.load(prefix).unwrap(), want, "{prefix} ({scheme})");

@@ -16,26 +16,26 @@ fn weights(n: usize, k: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn tensors_for(n: usize, k: usize) -> Vec<(String, QuantizedTensor)> {
+fn tensors_for(n: usize, k: usize) -> Vec<(String, QuantizedWeight)> {
     let w = weights(n, k, 7);
     let mut v = vec![
         (
             "m.q8".to_string(),
-            QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+            QuantizedWeight::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
         ),
         (
             "m.q4".to_string(),
-            QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+            QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
         ),
     ];
     if k.is_multiple_of(4) {
         let q = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(4), &w).unwrap();
-        v.push(("m.q4g4".to_string(), QuantizedTensor::Q4(q)));
+        v.push(("m.q4g4".to_string(), QuantizedWeight::Q4(q)));
     }
     v
 }
 
-fn write(dir: &std::path::Path, name: &str, tensors: &[(String, QuantizedTensor)]) -> std::path::PathBuf {
+fn write(dir: &std::path::Path, name: &str, tensors: &[(String, QuantizedWeight)]) -> std::path::PathBuf {
     let path = dir.join(name);
     let mut out: Vec<OutputTensor<'_>> = tensors
         .iter()
@@ -104,7 +104,7 @@ fn seed_hand_example_bytes_on_disk() {
     let path = write(
         dir.path(),
         "seed.safetensors",
-        &[("seed".into(), QuantizedTensor::Q4(m.clone()))],
+        &[("seed".into(), QuantizedWeight::Q4(m.clone()))],
     );
     let f = QuantizedFile::open(&path).unwrap();
     assert_eq!(f.raw("seed.qweight").unwrap().data, &[0xE1, 0x83, 0x07, 0x4F]);
@@ -113,7 +113,7 @@ fn seed_hand_example_bytes_on_disk() {
         &[0x00, 0x38, 0x00, 0x40, 0x00, 0x3C, 0x00, 0x34]
     );
     assert_eq!(f.metadata_map()["seed.qscheme"], "q4g2");
-    assert_eq!(f.load("seed").unwrap(), QuantizedTensor::Q4(m));
+    assert_eq!(f.load("seed").unwrap(), QuantizedWeight::Q4(m));
 }
 
 /// A hand-made file: tensors as (name, dtype, shape, bytes) and metadata.
@@ -317,7 +317,7 @@ fn malformed_files_are_typed_errors_naming_the_tensor() {
         ],
         &[("qlinear.format", "1"), ("w.qscheme", "q4"), ("w.in_features", "2")],
     );
-    let QuantizedTensor::Q4(m) = QuantizedFile::from_bytes(f).unwrap().load("w").unwrap() else {
+    let QuantizedWeight::Q4(m) = QuantizedFile::from_bytes(f).unwrap().load("w").unwrap() else {
         panic!()
     };
     assert_eq!((m.code(0, 0), m.code(0, 1)), (-8, -8));

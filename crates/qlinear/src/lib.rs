@@ -1,48 +1,133 @@
 //! qlinear: quantized linear layers (W8A8, W4A8, W8A16, W4A16) on the CPU.
 //!
 //! Weights are quantized once with the canonical recipes
-//! ([`QuantizedMatrix::quantize`], [`QuantizedMatrixQ4::quantize`]); at run
-//! time [`quant_linear`] (or the per-mode functions) computes `y = x · Wᵀ` with
-//! `x` `[m, k]` row-major and `y` `[m, n]`, on the fastest tier the selftest
-//! has proven on this CPU. Every tier gives the scalar tier's bits.
+//! ([`QuantizedWeight::quantize`], or `qlinear convert` for a whole file);
+//! at run time a [`Linear`] computes `y = x · Wᵀ + b` with `x` `[m, k]`
+//! row-major and `y` `[m, n]`, on the fastest tier the selftest has proven on
+//! this CPU. Every tier gives the scalar tier's bits (`docs/NUMERICS.md`).
 //!
+//! ```no_run
+//! # fn main() -> Result<(), qlinear::Error> {
+//! let report = qlinear::init()?; // the selftest and the plan, paid once, now
+//! let model = qlinear::ModelFile::open("model.q8.safetensors")?;
+//! let query = model.linear("encoder.layer.0.attention.self.query")?;
+//! let x = vec![0.5f32; 2 * query.in_features()]; // two activation rows
+//! let mut y = vec![0f32; 2 * query.out_features()];
+//! query.forward(&x, 2, &mut y)?;
+//! # Ok(()) }
 //! ```
-//! use qlinear::{quant_linear, QuantLinearMode, QuantizedMatrix, QuantizedWeight};
-//! let w = QuantizedMatrix::quantize(2, 4, &[1.0, -2.0, 3.0, -8.0, 7.0, 0.0, -1.0, 4.0])?;
-//! let mut y = [0.0f32; 2];
-//! quant_linear(QuantLinearMode::W8A16, &[1.0, 2.0, 3.0, 4.0], 1, QuantizedWeight::Q8(&w), &mut y)?;
-//! assert!((y[0] - -26.0).abs() < 0.5 && (y[1] - 20.0).abs() < 0.5);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 //!
-//! Quantized safetensors files (`P.qweight` / `P.scales`, see `docs/FORMAT.md`)
-//! are read with [`load_quantized`] or [`QuantizedFile`] and written with
-//! [`write_file`].
+//! The seeds' API names ([`quant_linear`], [`linear_q8`], [`linear_q4`],
+//! [`dot_i32_q4`], [`KernelPlanV0`], [`autotuned_plan`], [`Int8Tier`], …) are
+//! at the top; tier-level plumbing lives in [`tiers`], the file format's
+//! building blocks in [`format`] (feature `formats`, on by default), nibble
+//! packing in [`packing`].
 //!
-//! Errors ([`DispatchError`], [`RecipeError`], [`FormatError`]) are detected before any read
-//! and leave outputs untouched; nothing here panics on bad input.
+//! Errors are one type, [`Error`]; every argument is checked before any
+//! kernel reads it, outputs are untouched on error, and nothing here panics
+//! on bad input.
+
+#![warn(missing_docs)]
+
+mod error;
+#[cfg(feature = "formats")]
+mod file;
+mod linear;
+
+pub use error::{Error, Result};
+#[cfg(feature = "formats")]
+pub use file::ModelFile;
+pub use linear::Linear;
 
 pub use qlinear_dispatch::{
-    autotuned_plan, avx2_available, avx512_vnni_available, cpu_features, default_census, dot_i32, dot_i32_q4,
-    linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16, linear_w8a16, neon_sdot_available,
-    quant_linear, quant_mode_from_environment, run_selftest, selftest_report, wasm_simd128_available, DispatchError,
-    Int8Tier, KernelFamily, KernelPlanV0, QuantLinearMode, QuantizedWeight, Route, SelftestReport, TierStatus,
-    INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
+    autotuned_plan, dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16,
+    linear_w8a16, neon_sdot_available, quant_linear, quant_mode_from_environment, run_selftest, selftest_report,
+    wasm_simd128_available, DispatchError, Int8Tier, KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV,
+    MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
 };
-pub use qlinear_formats::{
-    write_file, write_streaming, Dtype, FormatError, OutputTensor, QScheme, QuantizedFile, QuantizedTensor,
-    QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
-};
+#[cfg(feature = "formats")]
+pub use qlinear_formats::{FormatError, QuantizedFile};
 pub use qlinear_quant_recipe::{
-    biased_to_twos_complement, pack_codes_biased, quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8,
-    twos_complement_to_biased, unpack_code_biased, GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4,
-    RecipeError, Q4_MAX_ABS, Q8_MAX_ABS,
+    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, GroupSize, Q4Scales, QScheme, QuantizedMatrix,
+    QuantizedMatrixQ4, QuantizedWeight, QuantizedWeightRef, RecipeError, Q4_MAX_ABS, Q8_MAX_ABS,
 };
+
+/// What [`init`] did: the selftest's proof of each tier and the plan.
+#[derive(Debug, Clone, Copy)]
+pub struct InitReport {
+    /// The once-per-process selftest (the same as [`selftest_report`]).
+    pub selftest: &'static SelftestReport,
+    /// The once-per-process plan (the same as [`autotuned_plan`]).
+    pub plan: &'static KernelPlanV0,
+}
+
+impl std::fmt::Display for InitReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.selftest, self.plan)
+    }
+}
+
+/// Runs the selftest and the plan now, once per process, and returns what
+/// they found. Without it the first kernel call pays for both (see
+/// `docs/BENCHMARKS.md` for the measured first-call latency); a runtime calls
+/// this at start-up to pay on purpose and to log which tier runs.
+///
+/// Errors: `QLINEAR_INT8_TIER` names an unknown tier, or one that is absent or
+/// failed its proof here. A tier that fails its proof is not an error: it is
+/// reported and never used.
+pub fn init() -> Result<InitReport> {
+    let plan = autotuned_plan()?;
+    Ok(InitReport {
+        selftest: selftest_report(),
+        plan,
+    })
+}
+
+/// [`init`] with the selftest's census taken from the caller: the K values
+/// the model's layers use (see `ModelFile::census`), plus the tails and
+/// bounds every selftest proves. Cheaper than the default census; if the
+/// selftest already ran, its report is returned as it is.
+pub fn init_for(census: &[usize]) -> Result<InitReport> {
+    let selftest = qlinear_dispatch::selftest_report_for(census);
+    Ok(InitReport {
+        selftest,
+        plan: autotuned_plan()?,
+    })
+}
+
+/// Tier-level plumbing: one proven tier's checked entry points ([`tiers::Route`]),
+/// the kernel families, the selftest's parts and the CPU probes.
+pub mod tiers {
+    pub use qlinear_dispatch::{
+        avx2_available, avx512_vnni_available, cpu_features, default_census, prove_kernel_table, FamilyProof,
+        KernelFamily, KernelTable, Mismatch, PlanTiming, Route, TierReport, TierStatus,
+    };
+}
+
+/// Nibble packing of Q4 codes: biased (+8, in memory) and two's complement
+/// (on disk), low nibble first (`docs/NUMERICS.md` §4).
+pub mod packing {
+    pub use qlinear_quant_recipe::{
+        biased_to_twos_complement, pack_codes_biased, packed_row_bytes, twos_complement_to_biased, unpack_code_biased,
+        Q4_BIAS, Q4_PAD_BIASED,
+    };
+}
+
+/// The safetensors format's building blocks: raw tensors, streaming writes,
+/// metadata keys (`docs/FORMAT.md`).
+#[cfg(feature = "formats")]
+pub mod format {
+    pub use qlinear_formats::{
+        in_features_key, qscheme_key, write_file, write_streaming, Dtype, OutputTensor, QuantizedTensorInfo, RawTensor,
+        TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+    };
+}
 
 /// Opens a quantized safetensors file and loads the weight `prefix` (the `P`
 /// of `P.qweight` / `P.scales`), fully validated.
-pub fn load_quantized(path: impl AsRef<std::path::Path>, prefix: &str) -> Result<QuantizedTensor, FormatError> {
-    QuantizedFile::open(path)?.load(prefix)
+#[cfg(feature = "formats")]
+pub fn load_quantized(path: impl AsRef<std::path::Path>, prefix: &str) -> Result<QuantizedWeight> {
+    Ok(QuantizedFile::open(path)?.load(prefix)?)
 }
 
 // The README's examples (the converter on the recipe crate alone, and the

@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use qlinear::format::*;
+use qlinear::tiers::*;
 use qlinear::*;
 
 /// Converter's view: the recipe crate, row by row.
@@ -98,16 +100,16 @@ fn write_then_read_preserves_every_byte() {
         let mut tensors = vec![
             (
                 "a".to_string(),
-                QuantizedTensor::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
+                QuantizedWeight::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
             ),
             (
                 "b".to_string(),
-                QuantizedTensor::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
+                QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
             ),
         ];
         if k % 2 == 0 {
             let q = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(2), &w).unwrap();
-            tensors.push(("c".to_string(), QuantizedTensor::Q4(q)));
+            tensors.push(("c".to_string(), QuantizedWeight::Q4(q)));
         }
         let path = dir.path().join(format!("{n}x{k}.safetensors"));
         let out = tensors
@@ -123,10 +125,10 @@ fn write_then_read_preserves_every_byte() {
         }
         // and the loaded weights compute exactly what the in-memory ones do
         let x: Vec<f32> = (0..2 * k).map(|i| (i % 13) as f32 - 6.0).collect();
-        let QuantizedTensor::Q8(a) = load_quantized(&path, "a").unwrap() else {
+        let QuantizedWeight::Q8(a) = load_quantized(&path, "a").unwrap() else {
             panic!()
         };
-        let QuantizedTensor::Q8(a0) = &tensors[0].1 else {
+        let QuantizedWeight::Q8(a0) = &tensors[0].1 else {
             panic!()
         };
         let (mut y1, mut y2) = (vec![0f32; 2 * n], vec![0f32; 2 * n]);

@@ -3,6 +3,7 @@
 
 use half::f16;
 use proptest::prelude::*;
+use qlinear::tiers::*;
 use qlinear::*;
 
 fn lcg(seed: u64) -> impl FnMut() -> f32 {
@@ -111,12 +112,12 @@ fn all_modes(
     let n = q8.n();
     let mut out = vec![];
     for (mode, w) in [
-        (QuantLinearMode::W8A8, QuantizedWeight::Q8(q8)),
-        (QuantLinearMode::W8A16, QuantizedWeight::Q8(q8)),
-        (QuantLinearMode::W4A8, QuantizedWeight::Q4(q4)),
-        (QuantLinearMode::W4A16, QuantizedWeight::Q4(q4)),
-        (QuantLinearMode::W4A8, QuantizedWeight::Q4(q4g)),
-        (QuantLinearMode::W4A16, QuantizedWeight::Q4(q4g)),
+        (QuantLinearMode::W8A8, QuantizedWeightRef::Q8(q8)),
+        (QuantLinearMode::W8A16, QuantizedWeightRef::Q8(q8)),
+        (QuantLinearMode::W4A8, QuantizedWeightRef::Q4(q4)),
+        (QuantLinearMode::W4A16, QuantizedWeightRef::Q4(q4)),
+        (QuantLinearMode::W4A8, QuantizedWeightRef::Q4(q4g)),
+        (QuantLinearMode::W4A16, QuantizedWeightRef::Q4(q4g)),
     ] {
         let mut y = vec![f32::NAN; m * n];
         quant_linear(mode, x, m, w, &mut y).unwrap();
@@ -244,9 +245,16 @@ fn shape_and_argument_errors_leave_y_untouched() {
         linear_q4_dynamic(&[f32::INFINITY; 4], 1, &q4, &mut y),
         Err(DispatchError::NonFiniteActivation { .. })
     ));
-    let e = quant_linear(QuantLinearMode::W4A8, &[1.0; 4], 1, QuantizedWeight::Q8(&q8), &mut y).unwrap_err();
+    let e = quant_linear(QuantLinearMode::W4A8, &[1.0; 4], 1, QuantizedWeightRef::Q8(&q8), &mut y).unwrap_err();
     assert_eq!(e.to_string(), "quant mode w4a8 needs Q4 weights, got Q8");
-    assert!(quant_linear(QuantLinearMode::W8A16, &[1.0; 4], 1, QuantizedWeight::Q4(&q4), &mut y).is_err());
+    assert!(quant_linear(
+        QuantLinearMode::W8A16,
+        &[1.0; 4],
+        1,
+        QuantizedWeightRef::Q4(&q4),
+        &mut y
+    )
+    .is_err());
     assert!(matches!(dot_i32(&[1, 2], &[1]), Err(DispatchError::Shape { .. })));
     assert!(matches!(
         dot_i32_q4(&[1, 2, 3], &[0x88]),

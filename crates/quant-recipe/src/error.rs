@@ -39,6 +39,9 @@ pub enum RecipeError {
     /// A Q8 code of -128 in pre-quantized data (the recipe never emits it).
     #[error("Q8 code -128 at row {row}, column {col}: codes must be in [-127, 127]")]
     Q8CodeOutOfRange { row: usize, col: usize },
+    /// A scheme name that is not `q8`, `q4` or `q4g<G>` with `G` even and > 0.
+    #[error("unknown scheme {scheme:?}: expected q8, q4 or q4g<G> with G even and > 0 (e.g. q4g32)")]
+    UnknownScheme { scheme: String },
     /// A negative or non-finite scale in pre-quantized data.
     #[error("invalid scale {value} at row {row}, group {group}: scales must be finite and >= 0")]
     InvalidScale { row: usize, group: usize, value: f32 },

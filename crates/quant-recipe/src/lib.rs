@@ -20,6 +20,7 @@ mod error;
 mod nibble;
 mod q4;
 mod q8;
+mod weight;
 
 pub use error::RecipeError;
 pub use nibble::{
@@ -28,6 +29,7 @@ pub use nibble::{
 };
 pub use q4::{quantize_row_q4, quantize_row_q4_grouped, GroupSize, Q4Scales, QuantizedMatrixQ4};
 pub use q8::{quantize_row_q8, QuantizedMatrix};
+pub use weight::{QScheme, QuantizedWeight, QuantizedWeightRef};
 
 /// Largest absolute Q8 code the canonical recipe emits (-128 is never emitted).
 pub const Q8_MAX_ABS: i8 = 127;

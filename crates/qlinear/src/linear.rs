@@ -1,0 +1,166 @@
+use qlinear_dispatch::{quant_linear, quant_mode_from_environment, QuantLinearMode};
+use qlinear_quant_recipe::{QScheme, QuantizedWeight};
+
+use crate::{Error, Result};
+
+/// A quantized linear layer: `y = x · Wᵀ + b`, with `W` a [`QuantizedWeight`]
+/// `[out_features, in_features]` and an optional f32 bias `[out_features]`.
+///
+/// The mode is fixed when the layer is built: by default the one
+/// `QLINEAR_QUANT_MODE` names, else the weight's own
+/// ([`QuantLinearMode::default_for`]: W8A8 for `q8`, W4A8 for `q4` and
+/// `q4g<G>`); [`Linear::with_mode`] overrides it. A mode that cannot run the
+/// weight is refused there, never on a forward call.
+///
+/// ```
+/// use qlinear::{Linear, QScheme};
+/// let (n, k) = (3, 64);
+/// let w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 - 3.0).collect();
+/// let layer = Linear::from_f32(QScheme::Q8, n, k, &w, Some(&[0.5, 0.0, -1.0]))?;
+/// let x = vec![0.25f32; 2 * k];
+/// let mut y = vec![0f32; 2 * n];
+/// layer.forward(&x, 2, &mut y)?;
+/// # Ok::<(), qlinear::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Linear {
+    name: String,
+    weight: QuantizedWeight,
+    bias: Option<Vec<f32>>,
+    mode: QuantLinearMode,
+}
+
+impl Linear {
+    /// A layer of `weight` and an optional `bias` (`out_features` long,
+    /// finite). `name` labels its errors (a file's tensor prefix, say).
+    /// Errors: a bias of the wrong length or with a non-finite element;
+    /// a `QLINEAR_QUANT_MODE` that is not a mode or cannot run this weight.
+    pub fn new(name: impl Into<String>, weight: QuantizedWeight, bias: Option<Vec<f32>>) -> Result<Self> {
+        let name = name.into();
+        if let Some(b) = &bias {
+            check_bias(&name, weight.n(), b)?;
+        }
+        let mode = match quant_mode_from_environment()? {
+            Some(m) => m,
+            None => QuantLinearMode::default_for(weight.scheme()),
+        };
+        Linear {
+            name,
+            weight,
+            bias,
+            mode,
+        }
+        .with_mode(mode)
+    }
+
+    /// Quantizes a row-major f32 weight `[n, k]` with the canonical recipe of
+    /// `scheme` (`docs/NUMERICS.md` §3) and builds the layer, as [`Linear::new`].
+    pub fn from_f32(scheme: QScheme, n: usize, k: usize, weight: &[f32], bias: Option<&[f32]>) -> Result<Self> {
+        let name = "linear";
+        if Some(weight.len()) != n.checked_mul(k) {
+            return Err(Error::WeightLength {
+                layer: name.into(),
+                n,
+                k,
+                found: weight.len(),
+            });
+        }
+        let w = QuantizedWeight::quantize(scheme, n, k, weight)?;
+        Linear::new(name, w, bias.map(<[f32]>::to_vec))
+    }
+
+    /// The same layer run in `mode`. Refused with [`Error::ModeMismatch`]
+    /// when the mode cannot run the weight (a Q8 mode on a Q4 weight, or the
+    /// reverse).
+    pub fn with_mode(mut self, mode: QuantLinearMode) -> Result<Self> {
+        let scheme = self.weight.scheme();
+        if !mode.accepts(scheme) {
+            return Err(Error::ModeMismatch {
+                layer: self.name,
+                mode,
+                needs: mode.weight_kind(),
+                scheme,
+            });
+        }
+        self.mode = mode;
+        Ok(self)
+    }
+
+    /// The same layer under another name (used in its error messages).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// `y = x · Wᵀ + b` for `m` rows: `x` is `[m, in_features]` and `y`
+    /// `[m, out_features]`, both row-major. The kernel of the layer's mode
+    /// runs first, on the tier the plan picks; the bias is then added in f32,
+    /// `y[i, j] += b[j]`, so the result is the kernel's bits plus one rounding.
+    ///
+    /// Work is split over output features on the **calling thread's rayon
+    /// pool**: run it inside `ThreadPool::install` to choose the thread count.
+    /// The bits never depend on the thread count, the row count `m`, or the
+    /// tier (`docs/NUMERICS.md` §6).
+    ///
+    /// Errors ([`Error::Forward`], naming the layer): a length of `x` or `y`
+    /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven
+    /// bound. `y` is then untouched. The first call in a process pays for the
+    /// selftest and the plan unless [`crate::init`] ran.
+    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        quant_linear(self.mode, x, m, &self.weight, y).map_err(|source| Error::Forward {
+            layer: self.name.clone(),
+            source,
+        })?;
+        if let Some(b) = &self.bias {
+            for row in y.chunks_exact_mut(b.len().max(1)) {
+                for (v, bj) in row.iter_mut().zip(b) {
+                    *v += bj;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The layer's name, as its errors show it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The quantized weight `[out_features, in_features]`.
+    pub fn weight(&self) -> &QuantizedWeight {
+        &self.weight
+    }
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_deref()
+    }
+    /// The mode [`Linear::forward`] runs.
+    pub fn mode(&self) -> QuantLinearMode {
+        self.mode
+    }
+    /// Input features `k`: the length of one row of `x`.
+    pub fn in_features(&self) -> usize {
+        self.weight.k()
+    }
+    /// Output features `n`: the length of one row of `y`.
+    pub fn out_features(&self) -> usize {
+        self.weight.n()
+    }
+}
+
+fn check_bias(layer: &str, n: usize, b: &[f32]) -> Result<()> {
+    if b.len() != n {
+        return Err(Error::BiasLength {
+            layer: layer.into(),
+            expected: n,
+            found: b.len(),
+        });
+    }
+    if let Some((index, &value)) = b.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(Error::NonFiniteBias {
+            layer: layer.into(),
+            index,
+            value,
+        });
+    }
+    Ok(())
+}

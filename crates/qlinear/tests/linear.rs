@@ -1,0 +1,257 @@
+//! The runtime API: `Linear`, `ModelFile`, `Error`, `init`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use half::f16;
+use qlinear::format::{write_file, Dtype, OutputTensor};
+use qlinear::*;
+
+fn weights(n: usize, k: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n * k)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (s >> 8) as f32 / (1 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}
+
+/// A layer equals the kernel plus the bias added after it, in every mode and
+/// scheme, and its default mode follows the weight.
+#[test]
+fn forward_is_the_kernel_then_the_bias() {
+    let (n, k, m) = (37, 96, 5);
+    let w = weights(n, k, 1);
+    let b: Vec<f32> = weights(1, n, 2);
+    let x = weights(m, k, 3);
+    for (scheme, modes) in [
+        (QScheme::Q8, [QuantLinearMode::W8A8, QuantLinearMode::W8A16]),
+        (QScheme::Q4, [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
+        (QScheme::Q4Grouped(32), [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
+    ] {
+        let layer = Linear::from_f32(scheme, n, k, &w, Some(&b)).unwrap();
+        assert_eq!(layer.mode(), modes[0], "{scheme}: default mode");
+        assert_eq!((layer.in_features(), layer.out_features()), (k, n));
+        let qw = QuantizedWeight::quantize(scheme, n, k, &w).unwrap();
+        assert_eq!(layer.weight(), &qw);
+        for mode in modes {
+            let layer = layer.clone().with_mode(mode).unwrap();
+            let mut want = vec![0f32; m * n];
+            quant_linear(mode, &x, m, &qw, &mut want).unwrap();
+            for row in want.chunks_exact_mut(n) {
+                row.iter_mut().zip(&b).for_each(|(v, bj)| *v += bj);
+            }
+            let mut y = vec![f32::NAN; m * n];
+            layer.forward(&x, m, &mut y).unwrap();
+            assert_eq!(bits(&y), bits(&want), "{scheme} {mode}");
+        }
+    }
+}
+
+/// `forward` runs on the caller's rayon pool, and the bits do not depend on
+/// its size (a shape large enough to be split across threads).
+#[test]
+#[cfg_attr(target_family = "wasm", ignore = "WASI has no threads: rayon runs inline there")]
+fn same_bits_on_a_one_and_a_two_thread_pool() {
+    let (n, k, m) = (512, 1024, 3);
+    let w = weights(n, k, 4);
+    let x = weights(m, k, 5);
+    for scheme in [QScheme::Q8, QScheme::Q4Grouped(32)] {
+        let layer = Linear::from_f32(scheme, n, k, &w, None).unwrap();
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let mut y = vec![0f32; m * n];
+            let seen = pool.install(|| {
+                layer.forward(&x, m, &mut y).unwrap();
+                rayon::current_num_threads()
+            });
+            assert_eq!(seen, threads);
+            y
+        };
+        assert_eq!(bits(&run(1)), bits(&run(2)), "{scheme}");
+    }
+}
+
+/// A mode that cannot run the weight is refused when the layer is built.
+#[test]
+fn a_mismatched_mode_is_refused_at_build() {
+    let w = weights(4, 8, 6);
+    let q8 = Linear::from_f32(QScheme::Q8, 4, 8, &w, None).unwrap();
+    let e = q8.with_mode(QuantLinearMode::W4A8).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ModeMismatch {
+                needs: "Q4",
+                scheme: QScheme::Q8,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("w4a8") && e.to_string().contains("q8"), "{e}");
+    let q4 = Linear::from_f32(QScheme::Q4, 4, 8, &w, None).unwrap();
+    let e = q4.with_mode(QuantLinearMode::W8A16).unwrap_err();
+    assert!(matches!(e, Error::ModeMismatch { needs: "Q8", .. }), "{e}");
+}
+
+/// Every error names the layer and leaves the output untouched.
+#[test]
+fn errors_name_the_layer_and_leave_y_alone() {
+    let w = weights(4, 8, 7);
+    let e = Linear::from_f32(QScheme::Q8, 4, 8, &w, Some(&[1.0; 3])).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BiasLength {
+                expected: 4,
+                found: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = Linear::from_f32(QScheme::Q8, 4, 8, &w, Some(&[1.0, f32::NAN, 0.0, 0.0])).unwrap_err();
+    assert!(matches!(e, Error::NonFiniteBias { index: 1, .. }), "{e}");
+    let e = Linear::from_f32(QScheme::Q8, 4, 8, &w[..31], None).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::WeightLength {
+                n: 4,
+                k: 8,
+                found: 31,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = Linear::from_f32(QScheme::Q4Grouped(3), 4, 8, &w, None).unwrap_err();
+    assert!(matches!(e, Error::Recipe(_)), "{e}");
+    let mut bad = w.clone();
+    bad[13] = f32::INFINITY;
+    let e = Linear::from_f32(QScheme::Q8, 4, 8, &bad, None).unwrap_err();
+    assert!(e.to_string().contains("row 1, column 5"), "{e}");
+
+    let layer = Linear::from_f32(QScheme::Q8, 4, 8, &w, None)
+        .unwrap()
+        .with_name("blocks.3.mlp");
+    let mut y = vec![7f32; 8];
+    let e = layer.forward(&[0.0; 15], 2, &mut y).unwrap_err();
+    assert!(
+        matches!(e, Error::Forward { .. }) && e.to_string().starts_with("blocks.3.mlp: "),
+        "{e}"
+    );
+    let mut x = vec![0.5f32; 16];
+    x[9] = f32::NAN;
+    let e = layer.forward(&x, 2, &mut y).unwrap_err();
+    assert!(e.to_string().contains("row 1, column 1"), "{e}");
+    assert!(y.iter().all(|&v| v == 7.0), "y was written on error");
+}
+
+/// `QLINEAR_QUANT_MODE` picks the default mode of a new layer, and one that
+/// cannot run the weight is refused. (Environment: run in its own process.)
+#[test]
+fn the_mode_environment_variable_is_honoured() {
+    if std::env::var_os("QLINEAR_LINEAR_ENV_CHILD").is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let status = std::process::Command::new(exe)
+            .args(["--exact", "the_mode_environment_variable_is_honoured", "--nocapture"])
+            .env("QLINEAR_LINEAR_ENV_CHILD", "1")
+            .env(QUANT_MODE_ENV, "w8a16")
+            .status();
+        // a target that cannot start processes (wasm32) runs the check unforked
+        match status {
+            Ok(s) => assert!(s.success()),
+            Err(_) => eprintln!("cannot start a child process here: the environment case is skipped"),
+        }
+        return;
+    }
+    let w = weights(4, 8, 8);
+    assert_eq!(
+        Linear::from_f32(QScheme::Q8, 4, 8, &w, None).unwrap().mode(),
+        QuantLinearMode::W8A16
+    );
+    let e = Linear::from_f32(QScheme::Q4, 4, 8, &w, None).unwrap_err();
+    assert!(matches!(e, Error::ModeMismatch { .. }), "{e}");
+}
+
+/// A converted layer loads in one line, with its bias widened exactly from
+/// F16; plain tensors come back as f32; `linears` and `census` list the file.
+#[test]
+fn a_file_layer_loads_in_one_line() {
+    let (n, k) = (6, 64);
+    let w = weights(n, k, 9);
+    let q = QuantizedWeight::quantize(QScheme::Q4Grouped(32), n, k, &w).unwrap();
+    let bias: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.25 - 0.5)).collect();
+    let bias_bytes: Vec<u8> = bias.iter().flat_map(|b| b.to_bits().to_le_bytes()).collect();
+    let norm: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    write_file(
+        &path,
+        &HashMap::new(),
+        vec![
+            OutputTensor::Quantized {
+                prefix: "enc.0.q".into(),
+                tensor: q.clone(),
+            },
+            OutputTensor::Raw {
+                name: "enc.0.q.bias".into(),
+                dtype: Dtype::F16,
+                shape: vec![n],
+                data: Cow::Owned(bias_bytes),
+            },
+            OutputTensor::Raw {
+                name: "norm.weight".into(),
+                dtype: Dtype::F32,
+                shape: vec![2],
+                data: Cow::Owned(norm),
+            },
+            OutputTensor::Raw {
+                name: "ids".into(),
+                dtype: Dtype::I64,
+                shape: vec![1],
+                data: Cow::Owned(vec![0; 8]),
+            },
+        ],
+    )
+    .unwrap();
+    let model = ModelFile::open(&path).unwrap();
+    let layer = model.linear("enc.0.q").unwrap();
+    assert_eq!(layer.weight(), &q);
+    assert_eq!(
+        layer.bias().unwrap(),
+        bias.iter().map(|b| b.to_f32()).collect::<Vec<_>>()
+    );
+    assert_eq!(layer.mode(), QuantLinearMode::W4A8);
+    assert_eq!(layer.name(), "enc.0.q");
+    assert_eq!(model.tensor_f32("norm.weight").unwrap(), vec![1.5, -2.0]);
+    assert_eq!(model.linears(), vec!["enc.0.q".to_string()]);
+    assert_eq!(model.census(), vec![k]);
+    let e = model.tensor_f32("ids").unwrap_err();
+    assert!(e.to_string().starts_with("ids: dtype I64"), "{e}");
+    let e = model.linear("enc.1.q").unwrap_err();
+    assert!(
+        matches!(e, Error::Format(_)) && e.to_string().contains("enc.1.q"),
+        "{e}"
+    );
+    let e = model.tensor_f32("missing").unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+}
+
+/// `init` proves and plans on purpose, and returns the same reports the
+/// first kernel call would have made.
+#[test]
+fn init_returns_the_process_reports() {
+    let report = init().unwrap();
+    assert!(std::ptr::eq(report.selftest, selftest_report()));
+    assert!(std::ptr::eq(report.plan, autotuned_plan().unwrap()));
+    assert!(report.selftest.is_proven(Int8Tier::Scalar));
+    assert!(report.to_string().contains("selftest:"));
+}
