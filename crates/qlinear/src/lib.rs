@@ -20,7 +20,7 @@
 //! The seeds' API names ([`quant_linear`], [`linear_q8`], [`linear_q4`],
 //! [`dot_i32_q4`], [`KernelPlanV0`], [`autotuned_plan`], [`Int8Tier`], …) are
 //! at the top; tier-level plumbing lives in [`tiers`], the file format's
-//! building blocks in [`format`] (feature `formats`, on by default), nibble
+//! building blocks in [`format`](mod@format) (feature `formats`, on by default), nibble
 //! packing in [`packing`].
 //!
 //! Errors are one type, [`Error`]; every argument is checked before any
