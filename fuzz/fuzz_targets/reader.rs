@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
         }
         for name in file.tensor_names() {
             let _ = file.raw(&name);
+            let _ = file.tensor_f32(&name);
         }
     }
 });
