@@ -164,7 +164,9 @@ fn a_file_layer_loads_in_one_line() {
     let bias: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.25 - 0.5)).collect();
     let bias_bytes: Vec<u8> = bias.iter().flat_map(|b| b.to_bits().to_le_bytes()).collect();
     let norm: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-    let dir = tempfile::tempdir().unwrap();
+    // std::env::temp_dir() is unavailable on WASI, where this test also runs
+    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
+    let dir = tempfile::tempdir_in(base).unwrap();
     let path = dir.path().join("m.safetensors");
     write_file(
         &path,
