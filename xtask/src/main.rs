@@ -233,7 +233,7 @@ fn minilm(args: &[String]) -> Result {
             .arg("convert")
             .arg(model.join("model.safetensors"))
             .arg(dir.join(format!("{scheme}.safetensors")))
-            .args(["--scheme", scheme, "--exclude", r"^embeddings\."]))?;
+            .args(["--scheme", scheme, "--force", "--exclude", r"^embeddings\."]))?;
     }
     let dump = dir.join("f32-embeddings.json");
     run(cargo()

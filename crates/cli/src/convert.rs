@@ -35,6 +35,9 @@ pub struct Args {
     /// Never quantize weights whose name matches this regex.
     #[arg(long)]
     exclude: Option<String>,
+    /// Replace OUT if it exists (it must be a regular file, and not IN).
+    #[arg(long)]
+    force: bool,
 }
 
 /// Rows quantized per parallel task.
@@ -86,21 +89,45 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             .map_err(|e| format!("{flag}: invalid regex: {}", e.to_string().lines().last().unwrap_or("")))
     };
     let (include, exclude) = (regex(&args.include, "--include")?, regex(&args.exclude, "--exclude")?);
-    let input = QuantizedFile::open(&args.input).map_err(|e| format!("{}: {e}", args.input.display()))?;
+    let input = open(&args.input)?;
+    check_output(&args.input, &args.output, args.force)?;
+    // qlinear tensors already in the input are copied through only if they
+    // validate: the output must pass the same check
+    for (prefix, result) in input.validate() {
+        if let Err(e) = result {
+            return Err(format!(
+                "{}: the input already holds qlinear tensors or metadata for {} that do not validate ({}); \
+                 convert the original model instead",
+                args.input.display(),
+                esc(&prefix),
+                esc(&e.to_string())
+            ));
+        }
+    }
 
-    let mut meta: HashMap<String, String> = input.metadata_map();
+    let mut meta: HashMap<String, String> = input.metadata_map().clone();
     meta.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
     let mut plans: Vec<(TensorPlan, Entry)> = vec![];
     let mut total_in = 0usize;
+    let mut notes = String::new();
     for name in input.tensor_names() {
+        let name = name.clone();
         let raw = input
             .raw(&name)
-            .ok_or_else(|| format!("{name}: vanished from the header"))?;
-        let selected = name.ends_with(".weight")
-            && raw.shape.len() == 2
-            && matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+            .ok_or_else(|| format!("{}: vanished from the header", esc(&name)))?;
+        let float = matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16);
+        let wanted = name.ends_with(".weight")
             && include.as_ref().is_none_or(|r| r.is_match(&name))
             && !exclude.as_ref().is_some_and(|r| r.is_match(&name));
+        let selected = wanted && raw.shape.len() == 2 && float;
+        if wanted && !selected {
+            notes += &format!(
+                "{}  {:?} {:?}  kept as it is: only 2-D F32, F16 or BF16 weights are quantized\n",
+                esc(&name),
+                raw.dtype,
+                raw.shape
+            );
+        }
         if !selected {
             plans.push((
                 TensorPlan {
@@ -117,11 +144,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         if let QScheme::Q4Grouped(g) = scheme {
             qlinear::GroupSize::Group(g)
                 .validate(k)
-                .map_err(|e| format!("{name}: {e}"))?;
+                .map_err(|e| format!("{}: {e}", esc(&name)))?;
         }
         for other in ["qweight", "scales"] {
             if input.raw(&format!("{prefix}.{other}")).is_some() {
-                return Err(format!("{name}: the input already has {prefix}.{other}"));
+                return Err(format!(
+                    "{}: the input already has {}.{other}",
+                    esc(&name),
+                    esc(&prefix)
+                ));
             }
         }
         total_in += raw.data.len();
@@ -131,6 +162,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         plans.push((sp, Entry::Scales(name)));
     }
     plans.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if total_in == 0 && !plans.iter().any(|p| matches!(p.1, Entry::QWeight(_))) {
+        print_out(&notes)?;
+        return Err(format!(
+            "{}: nothing to quantize (no 2-D F32, F16 or BF16 *.weight tensor matches the filters); \
+             no output written",
+            args.input.display()
+        ));
+    }
 
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(total_in as u64);
@@ -202,7 +241,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                         total_out += out_bytes;
                         total_q_in += raw.data.len();
                         lines += &format!(
-                            "{name}  [{n}, {k}]  {scheme}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
+                            "{}  [{n}, {k}]  {scheme}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
+                            esc(name),
                             raw.data.len(),
                             q.stats.max_abs_err,
                             q.stats.snr_db()
@@ -222,7 +262,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    result.map_err(|e| e.to_string())?;
+    result.map_err(|e| esc(&e.to_string()))?;
+    lines.insert_str(0, &notes);
     let secs = start.elapsed().as_secs_f64();
     lines += &format!(
         "total: {total_q_in} -> {total_out} bytes quantized in {secs:.2} s ({:.2} GB/s of input); written to {}\n",
@@ -231,6 +272,78 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     );
     print_out(&lines)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `rows * row_bytes` zero bytes, or "too large for this machine" when the
+/// product overflows or the allocation fails (nothing is allocated then).
+fn zeroed(rows: usize, row_bytes: usize, what: &str) -> Result<Vec<u8>, String> {
+    let too_large = || format!("{what} ([{rows}] rows of {row_bytes} bytes) is too large for this machine");
+    let len = rows.checked_mul(row_bytes).ok_or_else(too_large)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| too_large())?;
+    v.resize(len, 0);
+    Ok(v)
+}
+
+/// A name or message as it may be printed: control characters (a newline,
+/// ESC) escaped, so a crafted tensor name cannot forge or hide output lines.
+pub(crate) fn esc(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Opens a safetensors file; the message names the path once.
+pub(crate) fn open(path: &std::path::Path) -> Result<QuantizedFile, String> {
+    QuantizedFile::open(path).map_err(|e| match e {
+        FormatError::Io { .. } | FormatError::NotARegularFile { .. } => esc(&e.to_string()),
+        e => esc(&format!("{}: {e}", path.display())),
+    })
+}
+
+/// OUT may not be IN (by identity: the same file through any path, hard or
+/// symbolic link), and may exist only with `--force` (then it must be a
+/// regular file, which the writer checks again).
+fn check_output(input: &std::path::Path, output: &std::path::Path, force: bool) -> Result<(), String> {
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    let inp = std::fs::metadata(input).map_err(|e| format!("{}: {e}", input.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if (out.dev(), out.ino()) == (inp.dev(), inp.ino()) {
+            return Err(format!(
+                "{} is the input file {} (the same file): refusing to overwrite the input",
+                output.display(),
+                input.display()
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    if std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok() {
+        return Err(format!(
+            "{} is the input file: refusing to overwrite it",
+            output.display()
+        ));
+    }
+    let _ = inp;
+    if !out.is_file() {
+        return Err(format!(
+            "{}: exists and is not a regular file; it is left as it is",
+            output.display()
+        ));
+    }
+    if !force {
+        return Err(format!("{}: exists; pass --force to replace it", output.display()));
+    }
+    Ok(())
 }
 
 /// Widens one input row to f32 (exact for F16 and BF16).
@@ -264,9 +377,9 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
     let q_row = qshape[1];
     let s_row =
         if sshape.len() == 2 { sshape[1] } else { 1 } * if matches!(scheme, QScheme::Q4Grouped(_)) { 2 } else { 4 };
-    let mut qweight = vec![0u8; n * q_row];
-    let mut scales = vec![0u8; n * s_row];
-    if n == 0 {
+    let mut qweight = zeroed(n, q_row, "its qweight")?;
+    let mut scales = zeroed(n, s_row, "its scales")?;
+    if n == 0 || k == 0 {
         return Ok(Quantized {
             qweight,
             scales,
@@ -275,7 +388,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
     }
     let tasks: Vec<Result<Stats, String>> = qweight
         .par_chunks_mut((q_row * ROWS_PER_TASK).max(1))
-        .zip(scales.par_chunks_mut(s_row * ROWS_PER_TASK))
+        .zip(scales.par_chunks_mut((s_row * ROWS_PER_TASK).max(1)))
         .enumerate()
         .map(|(t, (qw, sc))| {
             let mut w = Vec::with_capacity(k);

@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use qlinear::QuantizedFile;
-
+use crate::convert::esc;
 use crate::print_out;
 
 /// `qlinear inspect`.
@@ -16,22 +15,27 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
-    let file = QuantizedFile::open(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let file = crate::convert::open(&args.file)?;
     let mut out = String::new();
     let meta = file.metadata_map();
     out += &format!(
         "{}: qlinear format {}\n",
         args.file.display(),
-        meta.get(qlinear::format::FORMAT_KEY).map_or("(none)", |v| v)
+        esc(meta.get(qlinear::format::FORMAT_KEY).map_or("(none)", |v| v))
     );
     let checked = file.validate();
-    let quantized: Vec<String> = checked.iter().map(|(p, _)| p.clone()).collect();
+    // the tensors the quantized prefixes own, for one look-up per name
+    let owned: std::collections::HashSet<String> = checked
+        .iter()
+        .flat_map(|(p, _)| [format!("{p}.qweight"), format!("{p}.scales")])
+        .collect();
     let mut failures = 0;
     for (prefix, result) in &checked {
         match result {
             Ok(info) => {
                 out += &format!(
-                    "{prefix}  {}  [{}, {}]  {:.3} bits/weight  ok\n",
+                    "{}  {}  [{}, {}]  {:.3} bits/weight  ok\n",
+                    esc(prefix),
                     info.scheme,
                     info.n,
                     info.k,
@@ -40,16 +44,13 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
             Err(e) => {
                 failures += 1;
-                out += &format!("{prefix}  INVALID: {e}\n");
+                out += &format!("{}  INVALID: {}\n", esc(prefix), esc(&e.to_string()));
             }
         }
     }
     for name in file.tensor_names() {
-        let owned = quantized
-            .iter()
-            .any(|p| name == format!("{p}.qweight") || name == format!("{p}.scales"));
-        if let (false, Some(raw)) = (owned, file.raw(&name)) {
-            out += &format!("{name}  {:?}  {:?}  (not quantized)\n", raw.dtype, raw.shape);
+        if let (false, Some(raw)) = (owned.contains(name), file.raw(name)) {
+            out += &format!("{}  {:?}  {:?}  (not quantized)\n", esc(name), raw.dtype, raw.shape);
         }
     }
     out += &format!("{} quantized tensors, {failures} invalid\n", checked.len());

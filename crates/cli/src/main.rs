@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("qlinear: error: {message}");
+            eprintln!("qlinear: error: {}", convert::esc(&message));
             ExitCode::FAILURE
         }
     }

@@ -9,6 +9,14 @@ use qlinear_quant_recipe::RecipeError;
 pub enum FormatError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: is {kind}, not a regular file")]
+    NotARegularFile { path: PathBuf, kind: &'static str },
+    #[error("{path}: the output exists and is {kind}; it is left as it is")]
+    BadDestination { path: PathBuf, kind: &'static str },
+    #[error("{tensor}: the header names this tensor twice")]
+    DuplicateTensor { tensor: String },
+    #[error("{tensor}: {what} is too large for this machine")]
+    TooLarge { tensor: String, what: String },
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),
     #[error("unknown qlinear format version {found:?} (this reader knows \"1\")")]

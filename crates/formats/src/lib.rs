@@ -23,7 +23,7 @@ pub use error::FormatError;
 pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
 pub use safetensors::Dtype;
-pub use writer::{write_file, write_streaming, OutputTensor, TensorPlan};
+pub use writer::{write_file, write_streaming, write_to, OutputTensor, TensorPlan};
 
 /// The `__metadata__` key holding the format version.
 pub const FORMAT_KEY: &str = "qlinear.format";

@@ -52,10 +52,18 @@ impl QuantizedTensorInfo {
 /// bytes in memory). Opening parses and checks the header with the
 /// `safetensors` crate; quantized tensors are decoded and validated by
 /// [`QuantizedFile::load`].
+///
+/// The header is indexed once when the file is opened (the metadata map, the
+/// sorted tensor names, the quantized prefixes), so every look-up afterwards
+/// is a hash look-up: `load` and `validate` take time linear in the file's
+/// tensor count, not quadratic.
 pub struct QuantizedFile {
     bytes: Bytes,
     header_len: usize,
     metadata: Metadata,
+    meta: HashMap<String, String>,
+    names: Vec<String>,
+    prefixes: Vec<String>,
 }
 
 impl std::fmt::Debug for QuantizedFile {
@@ -69,18 +77,49 @@ impl std::fmt::Debug for QuantizedFile {
 impl QuantizedFile {
     /// Opens `path` through a memory map (the file is not copied into memory;
     /// on WASI, which cannot map files, it is read instead).
+    ///
+    /// Only a regular file is opened: a directory, FIFO, socket or device is
+    /// refused with [`FormatError::NotARegularFile`] (a FIFO is opened without
+    /// blocking, so it cannot hang the caller).
+    ///
+    /// **While the file is mapped**, its bytes are read straight from the page
+    /// cache: if another process truncates it meanwhile, touching the lost
+    /// pages raises SIGBUS and ends the process (`docs/FORMAT.md`). Everything
+    /// this type returns by value ([`QuantizedFile::load`],
+    /// [`QuantizedFile::tensor_f32`]) is a copy, so a runtime is exposed only
+    /// while it loads; [`QuantizedFile::raw`] borrows the map.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         let path = path.as_ref();
-        if cfg!(target_family = "wasm") {
-            return Self::from_bytes_inner(Bytes::Owned(std::fs::read(path).map_err(|e| FormatError::io(path, e))?));
+        let io = |e| FormatError::io(path, e);
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NONBLOCK);
         }
-        let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-        // The map is read-only and private to this value, and qlinear never
-        // writes a file while it is mapped (outputs go to a new temporary file
-        // renamed over the destination). Another process truncating the file
-        // underneath is the accepted contract of every memory-mapped loader.
-        // SAFETY: read-only private map of a file qlinear does not modify (above).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| FormatError::io(path, e))?;
+        let file = options.open(path).map_err(|e| match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => not_regular(path, &m),
+            _ => io(e),
+        })?;
+        let stat = file.metadata().map_err(io)?;
+        if !stat.is_file() {
+            return Err(not_regular(path, &stat));
+        }
+        if cfg!(target_family = "wasm") {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
+            return Self::from_bytes_inner(Bytes::Owned(bytes));
+        }
+        // memmap2's `Mmap::map` is a read-only *shared* map (MAP_SHARED): it
+        // sees the file as it is on disk, and qlinear never writes a file it
+        // has mapped (outputs go to a new temporary file renamed over the
+        // destination). If another process truncates the file meanwhile, a
+        // read of the lost pages raises SIGBUS: the documented contract of
+        // every memory-mapped loader, stated on this function and in FORMAT.md.
+        // SAFETY: the map is read-only, the file is a regular file, and no
+        // `&mut` to its bytes is ever made; what remains is the SIGBUS above.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         Self::from_bytes_inner(Bytes::Mapped(map))
     }
 
@@ -91,29 +130,46 @@ impl QuantizedFile {
 
     fn from_bytes_inner(bytes: Bytes) -> Result<Self, FormatError> {
         let (header_len, metadata) = SafeTensors::read_metadata(bytes.as_slice())?;
-        let f = Self {
-            bytes,
-            header_len,
-            metadata,
-        };
-        if let Some(v) = f.metadata_map().get(FORMAT_KEY) {
+        // serde keeps the last of two equal keys: refuse them instead
+        if let Some(header) = bytes.as_slice().get(8..8 + header_len) {
+            if let Some(tensor) = duplicate_key(header) {
+                return Err(FormatError::DuplicateTensor { tensor });
+            }
+        }
+        let meta = metadata.metadata().clone().unwrap_or_default();
+        if let Some(v) = meta.get(FORMAT_KEY) {
             if v != FORMAT_VERSION {
                 return Err(FormatError::UnknownFormatVersion { found: v.clone() });
             }
         }
-        Ok(f)
+        let mut names: Vec<String> = metadata.tensors().into_keys().collect();
+        names.sort_unstable();
+        let mut prefixes: Vec<String> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".qweight").or_else(|| n.strip_suffix(".scales")))
+            .chain(meta.keys().filter_map(|k| k.strip_suffix(".qscheme")))
+            .map(String::from)
+            .collect();
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        Ok(Self {
+            bytes,
+            header_len,
+            metadata,
+            meta,
+            names,
+            prefixes,
+        })
     }
 
     /// The `__metadata__` map (empty if the file has none).
-    pub fn metadata_map(&self) -> HashMap<String, String> {
-        self.metadata.metadata().clone().unwrap_or_default()
+    pub fn metadata_map(&self) -> &HashMap<String, String> {
+        &self.meta
     }
 
     /// Every tensor name, sorted.
-    pub fn tensor_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.metadata.tensors().into_keys().collect();
-        names.sort();
-        names
+    pub fn tensor_names(&self) -> &[String] {
+        &self.names
     }
 
     /// A tensor's dtype, shape and bytes.
@@ -130,24 +186,8 @@ impl QuantizedFile {
 
     /// The prefixes `P` of the quantized tensors: every `P.qweight`, `P.scales`
     /// or `P.qscheme` the file mentions, sorted.
-    pub fn quantized_prefixes(&self) -> Vec<String> {
-        let mut p: Vec<String> = self
-            .tensor_names()
-            .iter()
-            .filter_map(|n| {
-                n.strip_suffix(".qweight")
-                    .or_else(|| n.strip_suffix(".scales"))
-                    .map(String::from)
-            })
-            .chain(
-                self.metadata_map()
-                    .keys()
-                    .filter_map(|k| k.strip_suffix(".qscheme").map(String::from)),
-            )
-            .collect();
-        p.sort();
-        p.dedup();
-        p
+    pub fn quantized_prefixes(&self) -> &[String] {
+        &self.prefixes
     }
 
     fn require(&self, prefix: &str, suffix: &str, partner: &str) -> Result<RawTensor<'_>, FormatError> {
@@ -170,7 +210,7 @@ impl QuantizedFile {
     /// them, scales finite and `>= 0`, Q8 codes never -128, the odd-K pad
     /// nibble 0. Two's-complement nibbles become biased ones.
     pub fn load(&self, prefix: &str) -> Result<QuantizedWeight, FormatError> {
-        let meta = self.metadata_map();
+        let meta = &self.meta;
         let tensor = format!("{prefix}.qweight");
         if !meta.contains_key(FORMAT_KEY) {
             return Err(FormatError::NotQuantizedFile { tensor });
@@ -274,9 +314,10 @@ impl QuantizedFile {
 
     /// Loads every quantized tensor: the full validation `qlinear inspect` reports.
     pub fn validate(&self) -> Vec<(String, Result<QuantizedTensorInfo, FormatError>)> {
-        self.quantized_prefixes()
-            .into_iter()
+        self.prefixes
+            .iter()
             .map(|prefix| {
+                let prefix = prefix.clone();
                 let r = self.load(&prefix).map(|t| {
                     let (n, k) = t.shape();
                     let bytes = [".qweight", ".scales"]
@@ -296,6 +337,62 @@ impl QuantizedFile {
             })
             .collect()
     }
+}
+
+fn not_regular(path: &Path, m: &std::fs::Metadata) -> FormatError {
+    let t = m.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            }
+        }
+        #[cfg(not(unix))]
+        "not a regular file"
+    };
+    FormatError::NotARegularFile {
+        path: path.to_path_buf(),
+        kind,
+    }
+}
+
+/// The first top-level key of a safetensors header that appears twice, if any.
+fn duplicate_key(header: &[u8]) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if !seen.insert(key.clone()) {
+                    return Ok(Some(key));
+                }
+            }
+            Ok(None)
+        }
+    }
+    let header = std::str::from_utf8(header).ok()?.trim_end();
+    serde_json::Deserializer::from_str(header)
+        .deserialize_map(Keys)
+        .ok()
+        .flatten()
 }
 
 fn check(tensor: &str, t: RawTensor<'_>, dtype: Dtype, shape: &[usize]) -> Result<(), FormatError> {

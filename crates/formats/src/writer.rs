@@ -20,99 +20,249 @@ pub struct TensorPlan {
 }
 
 impl TensorPlan {
-    /// The tensor's size in bytes.
-    pub fn byte_len(&self) -> usize {
-        self.shape.iter().product::<usize>() * self.dtype.bitsize() / 8
+    /// The tensor's size in bytes: the shape's product times the element
+    /// size, checked. [`FormatError::TooLarge`] (naming the tensor) when it
+    /// does not fit in `usize`.
+    pub fn byte_len(&self) -> Result<usize, FormatError> {
+        let too_large = || FormatError::TooLarge {
+            tensor: self.name.clone(),
+            what: format!("shape {:?} of {:?}", self.shape, self.dtype),
+        };
+        let elems = self
+            .shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .ok_or_else(too_large)?;
+        elems
+            .checked_mul(self.dtype.bitsize())
+            .map(|bits| bits / 8)
+            .ok_or_else(too_large)
     }
 }
 
-/// Writes a safetensors file tensor by tensor, in the order of `plans`:
-/// the header is computed from the plans, then `produce(i, out)` writes the
-/// bytes of `plans[i]`. The file is written to a temporary file beside `path`
-/// and renamed at the end, so a failed or interrupted write never leaves
-/// `path` behind or half-written. Memory holds one tensor at a time at most.
+/// The safetensors header of `plans` (in their order) and `metadata`, padded
+/// to a multiple of 8, and each tensor's byte length. The JSON is written
+/// with sorted metadata keys and the tensors in plan order, so the same
+/// input gives the same bytes on every run.
+fn header(metadata: &HashMap<String, String>, plans: &[TensorPlan]) -> Result<(Vec<u8>, Vec<usize>), FormatError> {
+    let lens: Vec<usize> = plans.iter().map(TensorPlan::byte_len).collect::<Result<_, _>>()?;
+    let mut offset = 0usize;
+    let mut infos = Vec::with_capacity(plans.len());
+    for (p, &len) in plans.iter().zip(&lens) {
+        let start = offset;
+        offset = offset.checked_add(len).ok_or_else(|| FormatError::TooLarge {
+            tensor: p.name.clone(),
+            what: "the file's total size".into(),
+        })?;
+        infos.push((
+            p.name.clone(),
+            TensorInfo {
+                dtype: p.dtype,
+                shape: p.shape.clone(),
+                data_offsets: (start, offset),
+            },
+        ));
+    }
+    // the safetensors crate checks names, shapes and offsets for us
+    let checked = Metadata::new(Some(metadata.clone()), infos)?;
+    let json_err = |e: serde_json::Error| FormatError::Unsupported {
+        tensor: "__metadata__".into(),
+        reason: e.to_string(),
+    };
+    let mut object = serde_json::Map::new();
+    if !metadata.is_empty() {
+        let sorted: std::collections::BTreeMap<&String, &String> = metadata.iter().collect();
+        object.insert("__metadata__".into(), serde_json::to_value(sorted).map_err(json_err)?);
+    }
+    for (name, info) in checked
+        .tensors()
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>()
+    {
+        object.insert(
+            name,
+            serde_json::json!({
+                "dtype": serde_json::to_value(info.dtype).map_err(json_err)?,
+                "shape": info.shape,
+                "data_offsets": [info.data_offsets.0, info.data_offsets.1],
+            }),
+        );
+    }
+    let mut bytes = serde_json::to_vec(&object).map_err(json_err)?;
+    bytes.resize(bytes.len().next_multiple_of(8), b' ');
+    Ok((bytes, lens))
+}
+
+/// Writes a whole safetensors file to `out`: the header of `plans`, then
+/// `produce(i, out)` for each plan in order, which must write exactly the
+/// plan's byte length. No file is involved: this is the streaming core of
+/// [`write_streaming`], usable on any writer (a `Vec<u8>` in tests and fuzzing).
+pub fn write_to(
+    out: &mut dyn Write,
+    metadata: &HashMap<String, String>,
+    plans: &[TensorPlan],
+    mut produce: impl FnMut(usize, &mut dyn Write) -> Result<(), FormatError>,
+    io: &dyn Fn(std::io::Error) -> FormatError,
+) -> Result<(), FormatError> {
+    let (header, lens) = header(metadata, plans)?;
+    out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
+    out.write_all(&header).map_err(io)?;
+    for (i, (plan, &len)) in plans.iter().zip(&lens).enumerate() {
+        let mut counted = Counted {
+            inner: &mut *out,
+            written: 0,
+        };
+        produce(i, &mut counted)?;
+        if counted.written != len {
+            return Err(FormatError::Unsupported {
+                tensor: plan.name.clone(),
+                reason: format!("producer wrote {} bytes, the header says {len}", counted.written),
+            });
+        }
+    }
+    out.flush().map_err(io)
+}
+
+/// Writes a safetensors file tensor by tensor, in the order of `plans`: the
+/// header is computed from the plans, then `produce(i, out)` writes the bytes
+/// of `plans[i]`. Memory holds one tensor at a time at most.
+///
+/// What reaches `path` is complete, durable and valid, or nothing:
+/// * an existing `path` that is not a regular file (a directory, device,
+///   FIFO, socket or symbolic link) is refused before anything is written;
+/// * the bytes go to a temporary file `.NAME.qlinear-partial-PID-N` beside
+///   `path`, created with the process umask (or, when `path` exists, given
+///   its mode), then fsynced;
+/// * the temporary file is read back and every quantized tensor in it is
+///   validated by [`crate::QuantizedFile`]: qlinear never emits a file its
+///   own reader rejects;
+/// * it is renamed over `path` and the directory is fsynced.
+///
+/// On any error the temporary file is removed and `path` is untouched.
+/// Partial files that an earlier, dead qlinear process left for the same
+/// `path` are removed first.
 pub fn write_streaming(
     path: &Path,
     metadata: HashMap<String, String>,
     plans: &[TensorPlan],
-    mut produce: impl FnMut(usize, &mut dyn Write) -> Result<(), FormatError>,
+    produce: impl FnMut(usize, &mut dyn Write) -> Result<(), FormatError>,
 ) -> Result<(), FormatError> {
-    let mut offset = 0usize;
-    let infos: Vec<(String, TensorInfo)> = plans
-        .iter()
-        .map(|p| {
-            let start = offset;
-            offset += p.byte_len();
-            (
-                p.name.clone(),
-                TensorInfo {
-                    dtype: p.dtype,
-                    shape: p.shape.clone(),
-                    data_offsets: (start, offset),
-                },
-            )
-        })
-        .collect();
-    let meta = Metadata::new(Some(metadata), infos)?;
-    let mut header = serde_json::to_string(&meta)
-        .map_err(|e| FormatError::Unsupported {
-            tensor: "__metadata__".into(),
-            reason: e.to_string(),
-        })?
-        .into_bytes();
-    header.resize(header.len().next_multiple_of(8), b' ');
-
+    let existing = check_destination(path)?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let temp = tempfile::Builder::new()
-        .prefix(".qlinear-partial-")
-        .tempfile_in(dir)
-        .map_err(|e| FormatError::io(dir, e))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| FormatError::io(path, std::io::Error::other("the output path names no file")))?
+        .to_string_lossy()
+        .into_owned();
+    remove_stale_partials(dir, &name);
+    let (file, temp) = create_partial(dir, &name)?;
+    let guard = RemoveOnDrop(Some(temp.clone()));
     {
-        let mut out = BufWriter::with_capacity(1 << 20, temp.as_file());
-        let io = |e| FormatError::io(temp.path(), e);
-        out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
-        out.write_all(&header).map_err(io)?;
-        for (i, plan) in plans.iter().enumerate() {
-            let mut counted = Counted {
-                inner: &mut out,
-                written: 0,
-            };
-            produce(i, &mut counted)?;
-            if counted.written != plan.byte_len() {
-                return Err(FormatError::Unsupported {
-                    tensor: plan.name.clone(),
-                    reason: format!(
-                        "producer wrote {} bytes, the header says {}",
-                        counted.written,
-                        plan.byte_len()
-                    ),
-                });
-            }
+        let io = |e| FormatError::io(&temp, e);
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        write_to(&mut out, &metadata, plans, produce, &io)?;
+        drop(out);
+        if let Some(mode) = existing {
+            file.set_permissions(mode).map_err(io)?;
         }
-        out.flush().map_err(io)?;
+        file.sync_all().map_err(io)?;
     }
-    // the temporary file is created private (0600); the result is an ordinary file
+    drop(file);
+    let written = crate::QuantizedFile::open(&temp)?;
+    for (_, result) in written.validate() {
+        result?;
+    }
+    drop(written);
+    std::fs::rename(&temp, path).map_err(|e| FormatError::io(path, e))?;
+    std::mem::forget(guard);
+    // the rename is durable once the directory is
     #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let io = |e| FormatError::io(temp.path(), e);
-        temp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(io)?;
-    }
-    temp.persist(path).map_err(|e| FormatError::io(path, e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| FormatError::io(dir, e))?;
     Ok(())
 }
 
-struct Counted<'a, W: Write> {
+/// An existing destination must be a regular file (not a link to one): its
+/// permissions are kept. `None` when it does not exist.
+fn check_destination(path: &Path) -> Result<Option<std::fs::Permissions>, FormatError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => Ok(Some(m.permissions())),
+        Ok(m) => Err(FormatError::BadDestination {
+            path: path.to_path_buf(),
+            kind: if m.file_type().is_symlink() {
+                "a symbolic link (give the path it points to)"
+            } else if m.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file (a device, FIFO or socket)"
+            },
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(FormatError::io(path, e)),
+    }
+}
+
+fn partial_prefix(name: &str) -> String {
+    format!(".{name}.qlinear-partial-")
+}
+
+/// Creates `.NAME.qlinear-partial-PID-N` exclusively (mode 0666 less the umask).
+fn create_partial(dir: &Path, name: &str) -> Result<(std::fs::File, std::path::PathBuf), FormatError> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    loop {
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temp = dir.join(format!("{}{}-{n}", partial_prefix(name), std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
+            Ok(f) => return Ok((f, temp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(FormatError::io(&temp, e)),
+        }
+    }
+}
+
+/// Removes `.NAME.qlinear-partial-PID-N` files whose process is gone (Linux:
+/// no `/proc/PID`); a live process's partial file is left alone. Best effort:
+/// a partial file that cannot be removed is left where it is.
+fn remove_stale_partials(dir: &Path, name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = partial_prefix(name);
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().filter(|p| p.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+struct RemoveOnDrop(Option<std::path::PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+struct Counted<'a, W: Write + ?Sized> {
     inner: &'a mut W,
     written: usize,
 }
 
-impl<W: Write> Write for Counted<'_, W> {
+impl<W: Write + ?Sized> Write for Counted<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.written += n;

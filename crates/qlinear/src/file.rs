@@ -56,7 +56,7 @@ impl ModelFile {
 
     /// The prefixes of the quantized layers, sorted.
     pub fn linears(&self) -> Vec<String> {
-        self.file.quantized_prefixes()
+        self.file.quantized_prefixes().to_vec()
     }
 
     /// The K values (input features, `P.in_features`) of the file's quantized
