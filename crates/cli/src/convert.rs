@@ -3,7 +3,7 @@
 //! one tensor at a time through a temporary file renamed at the end.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -81,16 +81,83 @@ struct Quantized {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let scheme: QScheme = args.scheme.parse().map_err(|e: RecipeError| format!("--scheme: {e}"))?;
-    let regex = |r: &Option<String>, flag: &str| {
-        r.as_deref()
-            .map(Regex::new)
-            .transpose()
-            .map_err(|e| format!("{flag}: invalid regex: {}", e.to_string().lines().last().unwrap_or("")))
-    };
-    let (include, exclude) = (regex(&args.include, "--include")?, regex(&args.exclude, "--exclude")?);
+    let options = Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?;
     let input = open(&args.input)?;
     check_output(&args.input, &args.output, args.force)?;
+    let progress = std::io::stderr().is_terminal();
+    let label = args.input.display().to_string();
+    let report = convert(&input, &label, &options, progress, |meta, plans, produce| {
+        qlinear::format::write_streaming(&args.output, meta, plans, produce)
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    let lines = format!(
+        "{}total: {} -> {} bytes quantized in {secs:.2} s ({:.2} GB/s of input); written to {}\n",
+        report.lines,
+        report.quantized_in,
+        report.quantized_out,
+        report.quantized_in as f64 / secs / 1e9,
+        esc(&args.output.display().to_string())
+    );
+    print_out(&lines)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a conversion does, whatever the bytes come from or go to.
+pub struct Options {
+    scheme: QScheme,
+    include: Option<Regex>,
+    exclude: Option<Regex>,
+}
+
+impl Options {
+    /// The scheme and the `--include` / `--exclude` regexes, as the command
+    /// line gives them; each refusal names the flag.
+    pub fn parse(scheme: &str, include: Option<&str>, exclude: Option<&str>) -> Result<Options, String> {
+        let scheme: QScheme = scheme.parse().map_err(|e: RecipeError| format!("--scheme: {e}"))?;
+        let regex = |r: Option<&str>, flag: &str| {
+            r.map(Regex::new)
+                .transpose()
+                .map_err(|e| format!("{flag}: invalid regex: {}", e.to_string().lines().last().unwrap_or("")))
+        };
+        Ok(Options {
+            scheme,
+            include: regex(include, "--include")?,
+            exclude: regex(exclude, "--exclude")?,
+        })
+    }
+}
+
+/// What [`convert`] did: one line per kept or quantized weight, and the bytes
+/// quantized in and out.
+pub struct Report {
+    /// Printable lines (names escaped).
+    pub lines: String,
+    /// Bytes of the float weights that were quantized.
+    pub quantized_in: usize,
+    /// Bytes of their `qweight` and `scales`.
+    pub quantized_out: usize,
+}
+
+/// The producer a sink calls for each planned tensor, in order.
+pub type Produce<'a> = dyn FnMut(usize, &mut dyn Write) -> Result<(), FormatError> + 'a;
+
+/// Converts `input` (named `label` in messages): checks it, plans the output,
+/// and hands `sink` the metadata, the plans and the producer, which quantizes
+/// tensor i + 1 while tensor i is written. The sink is
+/// `write_streaming` for a file, `write_to` for memory.
+pub fn convert(
+    input: &QuantizedFile,
+    label: &str,
+    options: &Options,
+    progress: bool,
+    sink: impl FnOnce(HashMap<String, String>, &[TensorPlan], &mut Produce<'_>) -> Result<(), FormatError>,
+) -> Result<Report, String> {
+    let Options {
+        scheme,
+        include,
+        exclude,
+    } = options;
+    let scheme = *scheme;
     // qlinear tensors already in the input are copied through only if they
     // validate: the output must pass the same check
     for (prefix, result) in input.validate() {
@@ -98,7 +165,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             return Err(format!(
                 "{}: the input already holds qlinear tensors or metadata for {} that do not validate ({}); \
                  convert the original model instead",
-                args.input.display(),
+                label,
                 esc(&prefix),
                 esc(&e.to_string())
             ));
@@ -163,15 +230,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     }
     plans.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     if total_in == 0 && !plans.iter().any(|p| matches!(p.1, Entry::QWeight(_))) {
-        print_out(&notes)?;
+        let kept = notes.lines().count();
         return Err(format!(
-            "{}: nothing to quantize (no 2-D F32, F16 or BF16 *.weight tensor matches the filters); \
-             no output written",
-            args.input.display()
+            "{label}: nothing to quantize (no 2-D F32, F16 or BF16 *.weight tensor matches the filters; \
+             {kept} *.weight kept as they are); no output written"
         ));
     }
 
-    let bar = if std::io::stderr().is_terminal() {
+    let bar = if progress {
         let bar = indicatif::ProgressBar::new(total_in as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
@@ -218,10 +284,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
         });
         let mut current: Option<(String, Quantized)> = None;
-        qlinear::format::write_streaming(&args.output, meta, &just_plans, |i, out| {
-            let io = |e: std::io::Error| FormatError::Io {
-                path: args.output.clone(),
-                source: e,
+        sink(meta, &just_plans, &mut |i, out| {
+            let io = |e: std::io::Error| FormatError::Unsupported {
+                tensor: plans[i].0.name.clone(),
+                reason: format!("cannot write: {e}"),
             };
             let fail = |tensor: &str, reason: String| FormatError::Unsupported {
                 tensor: tensor.to_string(),
@@ -263,15 +329,31 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         bar.finish_and_clear();
     }
     result.map_err(|e| esc(&e.to_string()))?;
-    lines.insert_str(0, &notes);
-    let secs = start.elapsed().as_secs_f64();
-    lines += &format!(
-        "total: {total_q_in} -> {total_out} bytes quantized in {secs:.2} s ({:.2} GB/s of input); written to {}\n",
-        total_q_in as f64 / secs / 1e9,
-        args.output.display()
-    );
-    print_out(&lines)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Report {
+        lines: notes + &lines,
+        quantized_in: total_q_in,
+        quantized_out: total_out,
+    })
+}
+
+/// The whole conversion in memory: `input` bytes to the output file's bytes,
+/// checked exactly as a file is (read back and every quantized tensor
+/// validated). What the `convert` fuzz target runs.
+pub fn convert_bytes(input: Vec<u8>, options: &Options) -> Result<Vec<u8>, String> {
+    let file = QuantizedFile::from_bytes(input).map_err(|e| esc(&format!("input: {e}")))?;
+    let mut out = Vec::new();
+    convert(&file, "input", options, false, |meta, plans, produce| {
+        let io = |e: std::io::Error| FormatError::Unsupported {
+            tensor: "output".into(),
+            reason: e.to_string(),
+        };
+        qlinear::format::write_to(&mut out, &meta, plans, produce, &io)
+    })?;
+    let back = QuantizedFile::from_bytes(out.clone()).map_err(|e| format!("output: {e}"))?;
+    for (prefix, result) in back.validate() {
+        result.map_err(|e| format!("output {}: {e}", esc(&prefix)))?;
+    }
+    Ok(out)
 }
 
 /// `rows * row_bytes` zero bytes, or "too large for this machine" when the
@@ -287,7 +369,7 @@ fn zeroed(rows: usize, row_bytes: usize, what: &str) -> Result<Vec<u8>, String> 
 
 /// A name or message as it may be printed: control characters (a newline,
 /// ESC) escaped, so a crafted tensor name cannot forge or hide output lines.
-pub(crate) fn esc(text: &str) -> String {
+pub fn esc(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -300,7 +382,7 @@ pub(crate) fn esc(text: &str) -> String {
 }
 
 /// Opens a safetensors file; the message names the path once.
-pub(crate) fn open(path: &std::path::Path) -> Result<QuantizedFile, String> {
+pub fn open(path: &std::path::Path) -> Result<QuantizedFile, String> {
     QuantizedFile::open(path).map_err(|e| match e {
         FormatError::Io { .. } | FormatError::NotARegularFile { .. } => esc(&e.to_string()),
         e => esc(&format!("{}: {e}", path.display())),

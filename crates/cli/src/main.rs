@@ -4,9 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod convert;
-mod inspect;
-mod selftest;
+use qlinear_cli::{convert, inspect, selftest};
 
 #[derive(Parser)]
 #[command(
@@ -27,15 +25,6 @@ enum Command {
     Inspect(inspect::Args),
     /// Prove every tier on this CPU; print the proof table and the plan.
     Selftest(selftest::Args),
-}
-
-/// Writes to stdout; a closed pipe (`qlinear … | head`) ends quietly, not in a panic.
-pub(crate) fn print_out(text: &str) -> Result<(), String> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write to stdout: {e}")),
-        _ => Ok(()),
-    }
 }
 
 fn main() -> ExitCode {
