@@ -89,6 +89,10 @@ fn ensure_python(modules: &[&str]) -> Result {
 fn setup_test() -> Result {
     ensure_target(WASI)?;
     ensure_aarch64()?;
+    // the convert durability test watches fsync and rename through strace
+    if cfg!(target_os = "linux") && !have("strace") {
+        apt_install(&["strace"])?;
+    }
     if !have("node") {
         return Err("the wasm tests run under Node.js (>= 20): apt-get install nodejs".into());
     }
@@ -287,6 +291,27 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Installs Debian packages (as root, with apt-get), or stops with the
+/// command to run.
+fn apt_install(packages: &[&str]) -> Result {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if have("apt-get") && root {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    } else {
+        Err(format!(
+            "install these Debian packages first: apt-get install {}",
+            packages.join(" ")
+        ))
+    }
+}
+
 /// Installs what the aarch64 cross tests need when it is missing: the rustup
 /// target, and on Debian (as root) qemu-user and the aarch64 cross gcc/libc.
 /// Otherwise stops with exactly what to install.
@@ -295,24 +320,7 @@ fn ensure_aarch64() -> Result {
     if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") && Path::new("/usr/aarch64-linux-gnu/lib").exists() {
         return Ok(());
     }
-    let packages = ["qemu-user", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"];
-    if have("apt-get")
-        && Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0"))
-    {
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "-qq"])
-            .args(packages)
-            .env("DEBIAN_FRONTEND", "noninteractive"))
-    } else {
-        Err(format!(
-            "the aarch64 tests need qemu-aarch64 and aarch64-linux-gnu-gcc: install {}",
-            packages.join(" ")
-        ))
-    }
+    apt_install(&["qemu-user", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"])
 }
 
 /// The kernel, dispatch and facade suites for aarch64 under qemu: with
@@ -446,14 +454,7 @@ fn browser() -> Result {
     const WEB: &str = "wasm32-unknown-unknown";
     ensure_target(WEB)?;
     if !have("chromium") {
-        if have("apt-get") {
-            run(Command::new("apt-get").args(["update", "-qq"]))?;
-            run(Command::new("apt-get")
-                .args(["install", "-y", "-qq", "chromium"])
-                .env("DEBIAN_FRONTEND", "noninteractive"))?;
-        } else {
-            return Err("the browser test needs Chromium: install the chromium package".into());
-        }
+        apt_install(&["chromium"])?;
     }
     run(cargo()
         .args([

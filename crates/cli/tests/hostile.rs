@@ -442,3 +442,47 @@ fn weights_kept_unquantized_are_named_and_nothing_to_do_is_an_error() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to quantize"));
     assert!(!out2.exists());
 }
+
+// 6. Durability: the partial file is fsynced before the rename and the
+// directory after it (seen through strace, which `cargo xtask test` installs).
+
+#[test]
+#[cfg(target_os = "linux")]
+fn the_output_is_fsynced_before_and_after_the_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = small_model(d, "m.safetensors");
+    let out = d.join("out.safetensors");
+    let trace = d.join("trace.txt");
+    let status = Command::new("strace")
+        .args(["-f", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_qlinear"))
+        .args(["convert", s(&input), s(&out), "--scheme", "q8"])
+        .stdout(Stdio::null())
+        .status()
+        .expect("strace runs (cargo xtask test installs it)");
+    assert!(status.success());
+    let calls: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            ["fsync(", "fdatasync(", "rename"]
+                .iter()
+                .find(|c| l.contains(*c))
+                .map(|c| c.trim_end_matches('(').to_string())
+        })
+        .collect();
+    let rename = calls
+        .iter()
+        .position(|c| c.starts_with("rename"))
+        .unwrap_or_else(|| panic!("no rename: {calls:?}"));
+    assert!(
+        calls[..rename].iter().any(|c| c.contains("sync")),
+        "no fsync before the rename: {calls:?}"
+    );
+    assert!(
+        calls[rename..].iter().any(|c| c.contains("sync")),
+        "no fsync after the rename: {calls:?}"
+    );
+}
