@@ -113,6 +113,8 @@ fn test() -> Result {
             "-p",
             "qlinear-kernels-neon",
             "-p",
+            "qlinear-kernel-mutants",
+            "-p",
             "qlinear-dispatch",
             "--all-targets",
         ])
@@ -157,6 +159,8 @@ fn test() -> Result {
     wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
     minilm(&["--short".to_string()])?;
+    // every published crate packages and builds against the others as packaged
+    run(cargo().args(["publish", "--dry-run", "--workspace", "--allow-dirty", "--quiet"]))?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
         "--check",
@@ -333,6 +337,8 @@ fn aarch64_tests() -> Result {
         "qlinear-kernels-scalar",
         "-p",
         "qlinear-kernels-neon",
+        "-p",
+        "qlinear-kernel-mutants",
         "-p",
         "qlinear-dispatch",
         "-p",

@@ -39,3 +39,8 @@ pub use tier::{
 };
 
 pub use qlinear_kernels_scalar::{KernelTable, MAX_K_W4A8, MAX_K_W8A8};
+
+// The crate README (its crates.io page) runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -38,3 +38,8 @@ pub fn qscheme_key(prefix: &str) -> String {
 pub fn in_features_key(prefix: &str) -> String {
     format!("{prefix}.in_features")
 }
+
+// The crate README (its crates.io page) runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

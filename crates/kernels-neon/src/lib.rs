@@ -32,3 +32,8 @@ cfg_if::cfg_if! {
         }
     }
 }
+
+// The crate README (its crates.io page) runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

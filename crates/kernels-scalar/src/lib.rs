@@ -23,3 +23,8 @@ pub use table::{
     activation_group_sums, ActivationsF32, ActivationsQ8, DotI8I8, DotI8Q4, GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8,
     KernelTable, OutputTile, QuantizeRow, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
 };
+
+// The crate README (its crates.io page) runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -130,8 +130,8 @@ pub fn load_quantized(path: impl AsRef<std::path::Path>, prefix: &str) -> Result
     Ok(QuantizedFile::open(path)?.load(prefix)?)
 }
 
-// The README's examples (the converter on the recipe crate alone, and the
-// runtime on this facade) compile and run as doctests of this crate.
+// This crate's README (its crates.io page) compiles and runs as a doctest;
+// the repository's README is tested by `examples/minilm`.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctest;

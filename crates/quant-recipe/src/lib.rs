@@ -159,3 +159,8 @@ mod tests {
         }
     }
 }
+
+// The crate README (its crates.io page) runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
