@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent golden vectors for the qlinear recipes (SPEC section 3).
+"""Independent golden vectors for the qlinear recipes (docs/NUMERICS.md §3).
 
 Written from the spec alone, in numpy float32 arithmetic with np.rint (round
 half to even), so the Rust recipe is checked against a second implementation.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interop with Python's safetensors + numpy (SPEC section 5), both directions.
+"""Interop with Python's safetensors + numpy (docs/FORMAT.md), both directions.
 
   interop.py fixture OUT          write a quantized file with numpy (the recipe of
                                   gen_recipe_golden.py) for the Rust reader's test
@@ -7,7 +7,7 @@
   interop.py model DIR            write DIR/py_model.safetensors (float weights)
   interop.py check-ours DIR       read DIR/ours_{q8,q4,q4g32}.safetensors written by
                                   `qlinear convert` from py_model: exact dtypes,
-                                  shapes, metadata and bytes of SPEC section 5
+                                  shapes, metadata and bytes of docs/FORMAT.md
 """
 import os
 import sys
@@ -116,7 +116,7 @@ def main():
                 assert f"{prefix}.weight" not in got
             for name in ["layer.q.bias", "steps"]:
                 assert got[name].dtype == model[name].dtype and np.array_equal(got[name], model[name]), name
-            print(f"{path}: read by Python safetensors, dtypes, shapes and bytes as SPEC section 5")
+            print(f"{path}: read by Python safetensors, dtypes, shapes and bytes as docs/FORMAT.md")
     else:
         sys.exit(__doc__)
 

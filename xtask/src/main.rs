@@ -172,7 +172,7 @@ fn test() -> Result {
 /// Python's safetensors + numpy against ours, both directions: the committed
 /// numpy-written fixture is still what the script writes, and the files
 /// `qlinear convert` writes from a Python-written model are read by Python
-/// with the exact dtypes, shapes, metadata and bytes of SPEC section 5.
+/// with the exact dtypes, shapes, metadata and bytes of docs/FORMAT.md.
 fn python_interop() -> Result {
     let fixture = "crates/formats/tests/data/py_quantized.safetensors";
     run(Command::new("python3").args(["tools/interop.py", "fixture", "--check", fixture]))?;

@@ -79,6 +79,7 @@ struct Quantized {
     stats: Stats,
 }
 
+/// `qlinear convert`: the exit code, or the one-line error to print.
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
     let options = Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?;

@@ -14,6 +14,7 @@ pub struct Args {
     file: PathBuf,
 }
 
+/// `qlinear inspect`: the exit code, or the one-line error to print.
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let file = crate::convert::open(&args.file)?;
     let mut out = String::new();

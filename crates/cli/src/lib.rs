@@ -2,8 +2,13 @@
 //! command line and calls these; the `convert` fuzz target calls
 //! [`convert::convert_bytes`].
 
+#![warn(missing_docs)]
+
+/// `qlinear convert` and its in-memory core.
 pub mod convert;
+/// `qlinear inspect`.
 pub mod inspect;
+/// `qlinear selftest`.
 pub mod selftest;
 
 /// Writes to stdout; a closed pipe (`qlinear … | head`) ends quietly, not in a panic.

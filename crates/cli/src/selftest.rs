@@ -36,6 +36,7 @@ fn census_of(path: &std::path::Path) -> Result<Vec<usize>, String> {
     Ok(ks)
 }
 
+/// `qlinear selftest`: the exit code, or the one-line error to print.
 pub fn run(mut args: Args) -> Result<ExitCode, String> {
     if let Some(path) = &args.census {
         args.k.extend(census_of(path)?);

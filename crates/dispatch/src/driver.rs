@@ -7,7 +7,7 @@ use std::ops::Range;
 use qlinear_kernels_scalar::OutputTile;
 use rayon::prelude::*;
 
-/// Output features per parallel granule (SPEC law 3).
+/// Output features per parallel granule (docs/NUMERICS.md §7, law 3).
 pub(crate) const ROW_GRANULE: usize = 8;
 /// Below this many multiply-adds a call runs on the calling thread: the work is
 /// shorter than waking workers.

@@ -9,43 +9,89 @@ pub enum DispatchError {
     /// A buffer whose length does not match the shape.
     #[error("{what}: expected {expected} elements, got {actual}")]
     Shape {
+        /// Which buffer (and its shape, e.g. `"y [m, n]"`).
         what: &'static str,
+        /// The length the shape needs.
         expected: usize,
+        /// The length given.
         actual: usize,
     },
     /// K beyond the bound proven to fit i32 for an integer family.
     #[error("{family}: K = {k} exceeds the largest K whose exact i32 reduction is proven, {max}")]
-    KTooLarge { family: KernelFamily, k: usize, max: usize },
+    KTooLarge {
+        /// The family whose bound it is.
+        family: KernelFamily,
+        /// The K (or group length) given.
+        k: usize,
+        /// The bound, `MAX_K_W8A8` or `MAX_K_W4A8` (`docs/NUMERICS.md` §2).
+        max: usize,
+    },
     /// An activation code of -128 passed to a pre-quantized API.
     #[error("activation code -128 at row {row}, column {col}: int8 codes must be in [-127, 127]")]
-    ActivationCodeOutOfRange { row: usize, col: usize },
+    ActivationCodeOutOfRange {
+        /// The activation row.
+        row: usize,
+        /// The column.
+        col: usize,
+    },
     /// A negative or non-finite activation scale passed to a pre-quantized API.
     #[error("activation scale {value} of row {row} must be finite and >= 0")]
-    InvalidActivationScale { row: usize, value: f32 },
+    InvalidActivationScale {
+        /// The activation row.
+        row: usize,
+        /// The scale found.
+        value: f32,
+    },
     /// A NaN or ±Inf activation.
     #[error("non-finite activation {value} at row {row}, column {col}")]
-    NonFiniteActivation { row: usize, col: usize, value: f32 },
+    NonFiniteActivation {
+        /// The activation row.
+        row: usize,
+        /// The column.
+        col: usize,
+        /// The value found (NaN or ±Inf).
+        value: f32,
+    },
     /// A packed Q4 row passed directly whose odd-K pad nibble is not the biased zero 8.
     #[error("packed Q4 row: pad nibble {nibble:#x} must be 0x8 (the biased zero) for odd K = {k}")]
-    BadPadNibble { k: usize, nibble: u8 },
+    BadPadNibble {
+        /// The row length (odd).
+        k: usize,
+        /// The pad nibble found.
+        nibble: u8,
+    },
     /// A tier name that is not one of [`Int8Tier`]'s.
     #[error("unknown int8 tier {name:?}; valid tiers: {valid}")]
-    UnknownTier { name: String, valid: String },
+    UnknownTier {
+        /// The name given.
+        name: String,
+        /// Every tier name, comma separated.
+        valid: String,
+    },
     /// A tier that is not compiled in, whose CPU feature is absent, or that failed its proof.
     #[error("int8 tier {tier} is not dispatchable: {reason}; dispatchable tiers here: {valid}")]
     TierUnavailable {
+        /// The tier asked for.
         tier: Int8Tier,
+        /// Why it cannot run here.
         reason: String,
+        /// The tiers that are dispatchable here, comma separated.
         valid: String,
     },
     /// A `QLINEAR_QUANT_MODE` value that is not a mode.
     #[error("unknown quant mode {value:?}; valid modes: w8a8, w4a8, w8a16, w4a16")]
-    UnknownMode { value: String },
+    UnknownMode {
+        /// The value given.
+        value: String,
+    },
     /// A weight whose scheme does not fit the mode (e.g. a Q4 matrix in W8A8).
     #[error("quant mode {mode} needs {needs} weights, got {got}")]
     ModeWeightMismatch {
+        /// The mode asked for.
         mode: QuantLinearMode,
+        /// The weight kind it runs, `"Q8"` or `"Q4"`.
         needs: &'static str,
+        /// The weight kind given.
         got: &'static str,
     },
 }

@@ -13,6 +13,8 @@
 //!   is computed by one worker with the same arithmetic, so thread count never
 //!   changes the bits.
 
+#![warn(missing_docs)]
+
 mod clock;
 mod driver;
 mod error;

@@ -18,12 +18,15 @@ pub const INT8_TIER_ENV: &str = "QLINEAR_INT8_TIER";
 /// One measurement behind the plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanTiming {
+    /// The family timed.
     pub family: KernelFamily,
+    /// The tier timed.
     pub tier: Int8Tier,
     /// The regime: 1 (decode) or 16 (batch).
     pub m: usize,
     /// The shape measured.
     pub n: usize,
+    /// The K measured.
     pub k: usize,
     /// Best of the repetitions, in nanoseconds.
     pub best_ns: f64,

@@ -70,6 +70,7 @@ impl fmt::Display for Mismatch {
 /// The proof of one family on one tier.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FamilyProof {
+    /// The family proven.
     pub family: KernelFamily,
     /// How many proof rows ran.
     pub checks: usize,
@@ -91,7 +92,9 @@ pub enum TierStatus {
 /// One tier's line of the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierReport {
+    /// The tier.
     pub tier: Int8Tier,
+    /// Absent, proven or failed, with the proofs.
     pub status: TierStatus,
 }
 
@@ -100,7 +103,9 @@ pub struct TierReport {
 pub struct SelftestReport {
     /// The K values proven (before each family's own bound).
     pub census: Vec<usize>,
+    /// Every tier of [`Int8Tier::ALL`], in that order.
     pub tiers: Vec<TierReport>,
+    /// How long the selftest took.
     pub elapsed: Duration,
 }
 
@@ -626,7 +631,7 @@ impl Prover<'_> {
                         self.table.gemm_w4a8
                     };
                     kernel(&act, w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
-                    // exact per-group i64 sums, accumulated in f32 in increasing g as SPEC section 6
+                    // exact per-group i64 sums, accumulated in f32 in increasing g as docs/NUMERICS.md §6
                     let g_len = if grouped { g } else { k.max(1) };
                     let mut sum = 0f32;
                     for start in (0..k).step_by(g_len) {

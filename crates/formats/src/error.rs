@@ -7,48 +7,135 @@ use qlinear_quant_recipe::RecipeError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
+    /// Reading or writing a file failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The input is a directory, FIFO, socket or device: refused before it is read.
     #[error("{path}: is {kind}, not a regular file")]
-    NotARegularFile { path: PathBuf, kind: &'static str },
+    NotARegularFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead (`"a directory"`, `"a FIFO"`, …).
+        kind: &'static str,
+    },
+    /// The output path exists and is not a regular file: never replaced.
     #[error("{path}: the output exists and is {kind}; it is left as it is")]
-    BadDestination { path: PathBuf, kind: &'static str },
+    BadDestination {
+        /// The output path.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The header names a tensor twice.
     #[error("{tensor}: the header names this tensor twice")]
-    DuplicateTensor { tensor: String },
+    DuplicateTensor {
+        /// The name.
+        tensor: String,
+    },
+    /// A size computed from a header does not fit this machine's `usize`
+    /// or memory; nothing was allocated for it.
     #[error("{tensor}: {what} is too large for this machine")]
-    TooLarge { tensor: String, what: String },
+    TooLarge {
+        /// The tensor.
+        tensor: String,
+        /// Which size (a shape, a byte length).
+        what: String,
+    },
+    /// The `safetensors` crate refused the header or the layout.
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),
+    /// `qlinear.format` is not `"1"`.
     #[error("unknown qlinear format version {found:?} (this reader knows \"1\")")]
-    UnknownFormatVersion { found: String },
-    #[error("{tensor}: the file has no qlinear.format metadata, so it holds no qlinear tensors")]
-    NotQuantizedFile { tensor: String },
-    #[error("{tensor}: no such tensor")]
-    MissingTensor { tensor: String },
-    #[error("{tensor}: its partner tensor {missing} is missing")]
-    MissingPartner { tensor: String, missing: String },
-    #[error("{tensor}: metadata key {key} is missing")]
-    MissingMetadata { tensor: String, key: String },
-    #[error("{tensor}: unknown quantization scheme {scheme:?} (expected q8, q4 or q4g<G> with G even and > 0)")]
-    UnknownScheme { tensor: String, scheme: String },
-    #[error("{tensor}: in_features {value:?} is not a decimal K")]
-    BadInFeatures { tensor: String, value: String },
-    #[error("{tensor}: dtype {found} where the scheme needs {expected}")]
-    Dtype {
-        tensor: String,
-        expected: &'static str,
+    UnknownFormatVersion {
+        /// The version found.
         found: String,
     },
+    /// A quantized tensor was asked of a file without `qlinear.format`.
+    #[error("{tensor}: the file has no qlinear.format metadata, so it holds no qlinear tensors")]
+    NotQuantizedFile {
+        /// The tensor asked for.
+        tensor: String,
+    },
+    /// The tensor does not exist.
+    #[error("{tensor}: no such tensor")]
+    MissingTensor {
+        /// The name asked for.
+        tensor: String,
+    },
+    /// `P.qweight` without `P.scales`, or the reverse.
+    #[error("{tensor}: its partner tensor {missing} is missing")]
+    MissingPartner {
+        /// The tensor present.
+        tensor: String,
+        /// The one missing.
+        missing: String,
+    },
+    /// `P.qscheme` or `P.in_features` is missing.
+    #[error("{tensor}: metadata key {key} is missing")]
+    MissingMetadata {
+        /// The quantized tensor.
+        tensor: String,
+        /// The key missing.
+        key: String,
+    },
+    /// `P.qscheme` is not a scheme.
+    #[error("{tensor}: unknown quantization scheme {scheme:?} (expected q8, q4 or q4g<G> with G even and > 0)")]
+    UnknownScheme {
+        /// The quantized tensor.
+        tensor: String,
+        /// The text found.
+        scheme: String,
+    },
+    /// `P.in_features` is not a decimal number.
+    #[error("{tensor}: in_features {value:?} is not a decimal K")]
+    BadInFeatures {
+        /// The quantized tensor.
+        tensor: String,
+        /// The text found.
+        value: String,
+    },
+    /// A tensor's dtype does not fit its scheme (or is not a float, for `tensor_f32`).
+    #[error("{tensor}: dtype {found} where the scheme needs {expected}")]
+    Dtype {
+        /// The tensor.
+        tensor: String,
+        /// What it must be.
+        expected: &'static str,
+        /// What it is.
+        found: String,
+    },
+    /// A tensor's shape does not fit its scheme and K.
     #[error("{tensor}: shape {found:?} where the scheme and K need {expected:?}")]
     Shape {
+        /// The tensor.
         tensor: String,
+        /// The shape the scheme and K need.
         expected: Vec<usize>,
+        /// The shape found.
         found: Vec<usize>,
     },
+    /// The tensor's values break the recipe's invariants (a Q8 code −128,
+    /// a negative or non-finite scale, a pad nibble that is not zero).
     #[error("{tensor}: {source}")]
-    Invalid { tensor: String, source: RecipeError },
+    Invalid {
+        /// The tensor at fault.
+        tensor: String,
+        /// What is wrong, with row and column.
+        source: RecipeError,
+    },
+    /// Anything else a writer or producer refused, naming the tensor.
     #[error("{tensor}: {reason}")]
-    Unsupported { tensor: String, reason: String },
+    Unsupported {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl FormatError {

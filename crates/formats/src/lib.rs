@@ -15,6 +15,8 @@
 //! inconsistency is a [`FormatError`] naming the tensor, never a panic.
 //! `docs/FORMAT.md` is the complete description.
 
+#![warn(missing_docs)]
+
 mod error;
 mod reader;
 mod writer;

@@ -25,17 +25,24 @@ impl Bytes {
 /// A raw tensor of the file.
 #[derive(Debug, Clone, Copy)]
 pub struct RawTensor<'a> {
+    /// Its dtype.
     pub dtype: Dtype,
+    /// Its shape.
     pub shape: &'a [usize],
+    /// Its bytes, borrowed from the file (the memory map, see [`QuantizedFile::open`]).
     pub data: &'a [u8],
 }
 
 /// What [`QuantizedFile::validate`] found for one quantized tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantizedTensorInfo {
+    /// `P` of `P.qweight` / `P.scales`.
     pub prefix: String,
+    /// Its scheme.
     pub scheme: QScheme,
+    /// Output features.
     pub n: usize,
+    /// Input features.
     pub k: usize,
     /// Bytes of `qweight` plus `scales`.
     pub bytes: usize,

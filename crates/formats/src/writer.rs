@@ -14,8 +14,11 @@ use crate::{in_features_key, qscheme_key, FormatError, QuantizedWeight, FORMAT_K
 /// come later, from the producer of [`write_streaming`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorPlan {
+    /// The tensor's name.
     pub name: String,
+    /// Its dtype.
     pub dtype: Dtype,
+    /// Its shape.
     pub shape: Vec<usize>,
 }
 
@@ -278,12 +281,21 @@ impl<W: Write + ?Sized> Write for Counted<'_, W> {
 pub enum OutputTensor<'a> {
     /// A quantized weight, written as `prefix.qweight` and `prefix.scales`
     /// with its `prefix.qscheme` and `prefix.in_features` metadata.
-    Quantized { prefix: String, tensor: QuantizedWeight },
+    Quantized {
+        /// `P`: the tensors become `P.qweight` and `P.scales`.
+        prefix: String,
+        /// The weight.
+        tensor: QuantizedWeight,
+    },
     /// Any other tensor, copied as it is.
     Raw {
+        /// The tensor's name.
         name: String,
+        /// Its dtype.
         dtype: Dtype,
+        /// Its shape.
         shape: Vec<usize>,
+        /// Its bytes, little-endian, row-major: exactly `shape`'s product times the dtype's size.
         data: Cow<'a, [u8]>,
     },
 }

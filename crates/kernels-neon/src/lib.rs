@@ -8,6 +8,7 @@
 //! `#[target_feature(enable = "dotprod")]` function because the `vdotq_s32`
 //! intrinsic is not stable on the pinned toolchain.
 
+#![warn(missing_docs)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 

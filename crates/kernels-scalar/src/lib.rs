@@ -1,6 +1,6 @@
 //! The reference kernels of qlinear and the [`KernelTable`] every tier fills in.
 //!
-//! These kernels *are* the numeric contract of SPEC section 6: short, obvious,
+//! These kernels *are* the numeric contract of docs/NUMERICS.md §6: short, obvious,
 //! and checked against the seeds' hand examples. Every SIMD tier is tested
 //! bit for bit against them.
 //!
@@ -8,6 +8,8 @@
 //! validated by the dispatch layer before any call, and each kernel re-checks
 //! its O(1) preconditions with `assert!` (cheap, and what keeps a SIMD tier's
 //! pointer arithmetic sound even when called directly).
+
+#![warn(missing_docs)]
 
 mod dot;
 mod entries;

@@ -16,11 +16,17 @@ pub const MAX_K_W4A8: usize = i32::MAX as usize / (15 * 127);
 /// bias (`Σ x·(q + 8) − 8·Σ x`).
 #[derive(Debug, Clone, Copy)]
 pub struct ActivationsQ8<'a> {
+    /// Activation rows.
     pub m: usize,
+    /// Columns per row.
     pub k: usize,
+    /// `[m, k]` codes in `[-127, 127]` (the entry points refuse -128).
     pub codes: &'a [i8],
+    /// `[m]` scales, finite and >= 0: `x ≈ code · scale`.
     pub scales: &'a [f32],
+    /// `[m, k / sum_group]` sums of the codes per group (Q4 families).
     pub sums: &'a [i32],
+    /// Columns per sum: `k` per channel, the group size for grouped Q4.
     pub sum_group: usize,
 }
 
@@ -47,8 +53,11 @@ impl<'a> ActivationsQ8<'a> {
 /// f32 activation rows, `m × k` row-major.
 #[derive(Debug, Clone, Copy)]
 pub struct ActivationsF32<'a> {
+    /// Activation rows.
     pub m: usize,
+    /// Columns per row.
     pub k: usize,
+    /// `[m, k]` finite values (the entry points refuse NaN and ±Inf).
     pub x: &'a [f32],
 }
 
@@ -68,7 +77,9 @@ impl<'a> ActivationsF32<'a> {
 /// and output feature `r` in `rows`.
 #[derive(Debug)]
 pub struct OutputTile<'a> {
+    /// The output buffer.
     pub y: &'a mut [f32],
+    /// Its row stride in elements.
     pub ld: usize,
 }
 
@@ -80,6 +91,7 @@ impl OutputTile<'_> {
             assert!(self.y.len() >= (m - 1) * self.ld + width, "output tile length");
         }
     }
+    /// Writes output `j` (relative to the tile's first feature) of activation row `i`.
     #[inline]
     pub fn set(&mut self, i: usize, j: usize, v: f32) {
         self.y[i * self.ld + j] = v;
@@ -109,14 +121,31 @@ pub type GemmF32Q4 = fn(&ActivationsF32<'_>, &QuantizedMatrixQ4, Range<usize>, &
 pub struct KernelTable {
     /// The tier's name, as `Int8Tier` displays it.
     pub name: &'static str,
+    /// `Σ a·b` of two int8 code rows, exact in i32 for `len <= MAX_K_W8A8`
+    /// (`docs/NUMERICS.md` §6.1).
     pub dot_i8_i8: DotI8I8,
+    /// `Σ x·q` of int8 codes against one packed biased Q4 row, as
+    /// `Σ x·b − 8·Σ x`, exact in i32 for `len <= MAX_K_W4A8`; any of the 16
+    /// nibbles (§6.1).
     pub dot_i8_q4: DotI8Q4,
+    /// The activation quantizer: byte for byte `quantize_row_q8` (§3.2) on a
+    /// finite row; returns the scale.
     pub quantize_row_q8: QuantizeRow,
+    /// W8A8: `y = (acc as f32) * (x_scale · w_scale)` with `acc` exact in i32 (§6.1).
     pub gemm_w8a8: GemmQ8Q8,
+    /// W4A8 per channel: `y = (acc as f32) * (x_scale · w_scale)`, `acc`
+    /// exact in i32 with the bias cancelled by `sums` (§6.1).
     pub gemm_w4a8: GemmQ8Q4,
+    /// W4A8 grouped: per group `acc_g` exact in i32; `sum += (acc_g as f32) *
+    /// f32(s_g)` in increasing g; `y = sum * x_scale` (§6.1).
     pub gemm_w4a8_grouped: GemmQ8Q4,
+    /// W8A16: 8 lanes of f32 products in increasing position, the fixed
+    /// lane tree, times the row scale; no FMA (§6.2).
     pub gemm_w8a16: GemmF32Q8,
+    /// W4A16 per channel: as W8A16 with Q4 codes (§6.2).
     pub gemm_w4a16: GemmF32Q4,
+    /// W4A16 grouped: the 8-lane tree per group, `y += f32(s_g) · partial_g`
+    /// in increasing g; no FMA (§6.2).
     pub gemm_w4a16_grouped: GemmF32Q4,
 }
 

@@ -5,6 +5,7 @@
 //! proves it with the selftest at start-up like every other tier. Elsewhere
 //! this crate is empty.
 
+#![warn(missing_docs)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 

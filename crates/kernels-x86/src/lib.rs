@@ -7,6 +7,7 @@
 //! feature. The dispatch crate additionally runs the selftest before use.
 //! On other architectures this crate is empty.
 
+#![warn(missing_docs)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 

@@ -1,4 +1,4 @@
-//! SPEC section 6 laws through the facade: agreement with dequantize-then-f32,
+//! docs/NUMERICS.md §7 laws through the facade: agreement with dequantize-then-f32,
 //! batch and thread invariance, errors, empty shapes, exactness near the bound.
 
 use half::f16;

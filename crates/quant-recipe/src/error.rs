@@ -7,47 +7,97 @@
 pub enum RecipeError {
     /// A NaN or ±Inf input value.
     #[error("non-finite value {value} at row {row}, column {col}")]
-    NonFinite { row: usize, col: usize, value: f32 },
+    NonFinite {
+        /// The row (0 from a row-level function).
+        row: usize,
+        /// The column.
+        col: usize,
+        /// The value found (NaN or ±Inf).
+        value: f32,
+    },
     /// A buffer whose length does not match the shape.
     #[error("{what}: expected {expected} elements, got {actual}")]
     LengthMismatch {
+        /// Which buffer.
         what: &'static str,
+        /// The length the shape needs.
         expected: usize,
+        /// The length given.
         actual: usize,
     },
     /// `n * k` does not fit in memory arithmetic.
     #[error("shape [{n}, {k}] overflows usize")]
-    ShapeOverflow { n: usize, k: usize },
+    ShapeOverflow {
+        /// Rows.
+        n: usize,
+        /// Columns.
+        k: usize,
+    },
     /// A group size of zero.
     #[error("group size 0 is invalid: a group must hold at least two columns")]
     GroupZero,
     /// An odd group size (a group must be whole bytes of two nibbles).
     #[error("group size {group} is odd: a group must be whole bytes (an even number of columns)")]
-    GroupOdd { group: usize },
+    GroupOdd {
+        /// The group size given.
+        group: usize,
+    },
     /// A group size that does not divide K.
     #[error("group size {group} does not divide K = {k}")]
-    GroupNotDividing { group: usize, k: usize },
+    GroupNotDividing {
+        /// The group size given.
+        group: usize,
+        /// The row length it must divide.
+        k: usize,
+    },
     /// `f16(max|w_g| / 7)` is infinite: the group cannot be stored with an f16 scale.
     #[error("f16 scale overflow at row {row}, group {group} (columns {col_start}..{col_end}): max |w| = {amax} gives a scale beyond f16's range")]
     ScaleOverflow {
+        /// The row (0 from a row-level function).
         row: usize,
+        /// The group index within the row.
         group: usize,
+        /// First column of the group.
         col_start: usize,
+        /// One past its last column.
         col_end: usize,
+        /// The group's `max|w|`, whose `/ 7` exceeds f16's range.
         amax: f32,
     },
     /// A Q8 code of -128 in pre-quantized data (the recipe never emits it).
     #[error("Q8 code -128 at row {row}, column {col}: codes must be in [-127, 127]")]
-    Q8CodeOutOfRange { row: usize, col: usize },
+    Q8CodeOutOfRange {
+        /// The row.
+        row: usize,
+        /// The column.
+        col: usize,
+    },
     /// A scheme name that is not `q8`, `q4` or `q4g<G>` with `G` even and > 0.
     #[error("unknown scheme {scheme:?}: expected q8, q4 or q4g<G> with G even and > 0 (e.g. q4g32)")]
-    UnknownScheme { scheme: String },
+    UnknownScheme {
+        /// The text given.
+        scheme: String,
+    },
     /// A negative or non-finite scale in pre-quantized data.
     #[error("invalid scale {value} at row {row}, group {group}: scales must be finite and >= 0")]
-    InvalidScale { row: usize, group: usize, value: f32 },
+    InvalidScale {
+        /// The row.
+        row: usize,
+        /// The group (0 for a per-channel scale).
+        group: usize,
+        /// The value found.
+        value: f32,
+    },
     /// An odd-K row whose pad nibble is not the expected zero code.
     #[error("pad nibble of row {row} is {nibble:#x}, expected {expected:#x} (the zero code)")]
-    BadPadNibble { row: usize, nibble: u8, expected: u8 },
+    BadPadNibble {
+        /// The row.
+        row: usize,
+        /// The pad nibble found.
+        nibble: u8,
+        /// The zero code's nibble in this encoding (8 biased, 0 two's complement).
+        expected: u8,
+    },
 }
 
 impl RecipeError {

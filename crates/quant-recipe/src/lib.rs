@@ -16,6 +16,8 @@
 //! All arithmetic is f32 with IEEE round to nearest; a row holding NaN or ±Inf
 //! is refused with an error that names the row and column.
 
+#![warn(missing_docs)]
+
 mod error;
 mod nibble;
 mod q4;

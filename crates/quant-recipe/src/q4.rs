@@ -118,7 +118,12 @@ pub enum Q4Scales {
     /// One f32 per row, `[n]`.
     PerChannel(Vec<f32>),
     /// One f16 per row and group, row-major `[n, k / group]`.
-    Grouped { group: usize, scales: Vec<f16> },
+    Grouped {
+        /// Columns per scale (even, > 0, dividing `k`).
+        group: usize,
+        /// The f16 scales, finite and >= 0 (`docs/NUMERICS.md` §3.4).
+        scales: Vec<f16>,
+    },
 }
 
 /// A weight matrix quantized to symmetric int4, packed two values per byte:
