@@ -139,6 +139,8 @@ fn test() -> Result {
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
+    // a runtime with its own loader drops the file stack
+    run(cargo().args(["clippy", "-p", "qlinear", "--no-default-features", "--", "-D", "warnings"]))?;
     // the selftest must prove every tier this CPU supports, and report the
     // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
     let here = forced_tiers();
