@@ -218,7 +218,9 @@ fn create_partial(dir: &Path, name: &str) -> Result<(std::fs::File, std::path::P
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     loop {
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let temp = dir.join(format!("{}{}-{n}", partial_prefix(name), std::process::id()));
+        // WASI has no process ids (std::process::id panics there)
+        let pid = if cfg!(target_family = "wasm") { 0 } else { std::process::id() };
+        let temp = dir.join(format!("{}{pid}-{n}", partial_prefix(name)));
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
             Ok(f) => return Ok((f, temp)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
