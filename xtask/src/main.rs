@@ -140,7 +140,15 @@ fn test() -> Result {
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     // a runtime with its own loader drops the file stack
-    run(cargo().args(["clippy", "-p", "qlinear", "--no-default-features", "--", "-D", "warnings"]))?;
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "qlinear",
+        "--no-default-features",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     // the selftest must prove every tier this CPU supports, and report the
     // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
     let here = forced_tiers();

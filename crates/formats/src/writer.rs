@@ -219,7 +219,11 @@ fn create_partial(dir: &Path, name: &str) -> Result<(std::fs::File, std::path::P
     loop {
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // WASI has no process ids (std::process::id panics there)
-        let pid = if cfg!(target_family = "wasm") { 0 } else { std::process::id() };
+        let pid = if cfg!(target_family = "wasm") {
+            0
+        } else {
+            std::process::id()
+        };
         let temp = dir.join(format!("{}{pid}-{n}", partial_prefix(name)));
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
             Ok(f) => return Ok((f, temp)),
