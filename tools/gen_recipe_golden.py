@@ -12,6 +12,8 @@ Fixture format, one case per line, fields separated by ' ; ':
   q4 K ; w ; scale (f32 bits) ; packed bytes (hex, biased nibbles, low first)
   q4g G K ; w ; scales (f16 bits) ; packed bytes (hex, biased)
   q4g-overflow G K ; w ; - ; -          (the recipe must refuse this row)
+  R-q8 K, R-q4 K, R-q4g G K, R-q4g-overflow G K: the same with the named
+  recipe R (full-range or search, docs/NUMERICS.md §3.6-§3.7)
 """
 import sys
 
@@ -62,6 +64,109 @@ def q4g(w, g):
     return scales, pack_biased(codes)
 
 
+# --- the named recipes (docs/NUMERICS.md §3.6-§3.7), written from the spec ---
+
+SEARCH = {7: [6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0], 127: [120.0, 124.0, 127.0, 130.0, 134.0]}
+
+
+def codes_lohi(w, s, lo, hi):
+    if s == F32(0.0):
+        return np.zeros(w.size, dtype=np.int64)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        q = np.rint(w / F32(s)).astype(np.float32)
+    return np.clip(q, lo, hi).astype(np.int64)
+
+
+def lane_sum(v):
+    """8 f32 lanes, lane l taking positions l, l+8, ... in order, then
+    ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); lanes start at +0.0."""
+    v = np.asarray(v, dtype=np.float32)
+    pad = np.zeros((-v.size) % 8, dtype=np.float32)
+    rows = np.concatenate([np.zeros(8, dtype=np.float32), v, pad]).reshape(-1, 8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        l = np.cumsum(rows, axis=0, dtype=np.float32)[-1]
+        return F32(F32(F32(l[0] + l[1]) + F32(l[2] + l[3])) + F32(F32(l[4] + l[5]) + F32(l[6] + l[7])))
+
+
+def store32(s):
+    return F32(s)
+
+
+def store16(s):
+    with np.errstate(over="ignore"):
+        h = np.float16(F32(s))
+    return None if np.isinf(h) else F32(h)
+
+
+def choose(recipe, w, hi, lo, store):
+    """(stored scale, lowest code) or None when every candidate overflows."""
+    amax_ = amax(w)
+    pos = F32(max(F32(0.0), F32(np.max(w)) if w.size else F32(0.0)))
+    neg = F32(max(F32(0.0), F32(np.max(-w)) if w.size else F32(0.0)))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        full = store(F32(max(F32(pos / F32(hi)), F32(neg / F32(-lo)))))
+        canon = store(F32(amax_ / F32(hi)))
+    if recipe == "full-range":
+        return None if full is None else (full, lo)
+    cands = []
+    if canon is not None:
+        cands.append((canon, -hi))
+    if full is not None:
+        cands.append((full, lo))
+    for d in SEARCH[hi]:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            sd = F32(amax_ / F32(d))
+        if not (sd > 0 and np.isfinite(sd)):
+            continue
+        # probe codes by one multiplication with the rounded reciprocal
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            r = F32(F32(1.0) / sd)
+            q = np.clip(np.rint((w * r).astype(np.float32)), lo, hi).astype(np.float32)
+            wq = lane_sum(w * q)
+            qq = lane_sum(q * q)
+            ls = F32(wq / qq)
+        st = store(ls)
+        if st is not None and st > 0 and np.isfinite(st):
+            cands.append((st, lo))
+    best = None
+    for (sc, l) in cands:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if sc == 0:
+                e = lane_sum(w * w)
+            else:
+                q = codes_lohi(w, sc, l, hi).astype(np.float32)
+                d = (w - (F32(sc) * q).astype(np.float32)).astype(np.float32)
+                e = lane_sum(d * d)
+        if best is None or e < best[1]:
+            best = ((sc, l), e)
+    return None if best is None else best[0]
+
+
+def q8_r(recipe, w):
+    c = choose(recipe, w, 127, -127, store32)
+    s, lo = c if c is not None else (F32(0.0), -127)
+    return s, codes_lohi(w, s, lo, 127)
+
+
+def q4_r(recipe, w):
+    c = choose(recipe, w, 7, -8, store32)
+    s, lo = c if c is not None else (F32(0.0), -7)
+    return s, pack_biased(codes_lohi(w, s, lo, 7))
+
+
+def q4g_r(recipe, w, g):
+    scales, codes = [], []
+    for i in range(0, w.size, g):
+        part = w[i : i + g]
+        c = choose(recipe, part, 7, -8, store16)
+        if c is None:
+            return None
+        s, lo = c
+        scales.append(np.float16(s))
+        codes.extend(codes_lohi(part, s, lo, 7))
+    return scales, pack_biased(codes)
+
+
 def hexw(w):
     return " ".join(f"{int(b):08x}" for b in w.view(np.uint32))
 
@@ -106,6 +211,23 @@ def generate():
                 scales, p = r
                 sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in scales)
                 lines.append(f"q4g {g} {k} ; {hexw(w)} ; {sb} ; {p.hex()}")
+        for recipe in ["full-range", "search"]:
+            s, c = q8_r(recipe, w)
+            lines.append(
+                f"{recipe}-q8 {k} ; {hexw(w)} ; {int(F32(s).view(np.uint32)):08x} ; {' '.join(map(str, c))}"
+            )
+            s, p = q4_r(recipe, w)
+            lines.append(f"{recipe}-q4 {k} ; {hexw(w)} ; {int(F32(s).view(np.uint32)):08x} ; {p.hex()}")
+            for g in [2, 8, 32]:
+                if k == 0 or k % g:
+                    continue
+                r = q4g_r(recipe, w, g)
+                if r is None:
+                    lines.append(f"{recipe}-q4g-overflow {g} {k} ; {hexw(w)} ; - ; -")
+                else:
+                    scales, p = r
+                    sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in scales)
+                    lines.append(f"{recipe}-q4g {g} {k} ; {hexw(w)} ; {sb} ; {p.hex()}")
     return "\n".join(lines) + "\n"
 
 

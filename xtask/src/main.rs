@@ -292,12 +292,15 @@ fn minilm(args: &[String]) -> Result {
     }
     run(cargo().args(["build", "--quiet", "--release", "--package", "qlinear-cli"]))?;
     let cli = root().join("target/release/qlinear");
+    // embedding tables stay f32 by convert's default rule
     for scheme in ["q8", "q4", "q4g32"] {
-        run(Command::new(&cli)
-            .arg("convert")
-            .arg(model.join("model.safetensors"))
-            .arg(dir.join(format!("{scheme}.safetensors")))
-            .args(["--scheme", scheme, "--force", "--exclude", r"^embeddings\."]))?;
+        for recipe in ["canonical", "full-range", "search"] {
+            run(Command::new(&cli)
+                .arg("convert")
+                .arg(model.join("model.safetensors"))
+                .arg(dir.join(format!("{scheme}-{recipe}.safetensors")))
+                .args(["--scheme", scheme, "--recipe", recipe, "--force"]))?;
+        }
     }
     let dump = dir.join("f32-embeddings.json");
     run(cargo()

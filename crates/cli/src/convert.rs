@@ -12,7 +12,8 @@ use half::{bf16, f16};
 use qlinear::format::{Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION};
 use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
-    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, FormatError, QScheme, QuantizedFile, RecipeError,
+    quantize_row_q4_grouped_with, quantize_row_q4_with, quantize_row_q8_with, FormatError, QScheme, QuantizedFile,
+    Recipe, RecipeError,
 };
 use rayon::prelude::*;
 use regex::Regex;
@@ -29,7 +30,13 @@ pub struct Args {
     /// q8, q4, or q4g<G> (G even, e.g. q4g32).
     #[arg(long)]
     scheme: String,
-    /// Quantize only weights whose name matches this regex.
+    /// How scales and codes are chosen: canonical (the default), full-range
+    /// (Q4 uses -8 when the negative side dominates) or search (the least
+    /// squared error per row or group); the same format either way.
+    #[arg(long, default_value = "canonical")]
+    recipe: String,
+    /// Quantize only weights whose name matches this regex (replaces the
+    /// default rule that keeps embedding and position tables in float).
     #[arg(long)]
     include: Option<String>,
     /// Never quantize weights whose name matches this regex.
@@ -82,7 +89,8 @@ struct Quantized {
 /// `qlinear convert`: the exit code, or the one-line error to print.
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let options = Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?;
+    let options =
+        Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?.with_recipe(&args.recipe)?;
     let input = open(&args.input)?;
     check_output(&args.input, &args.output, args.force)?;
     let progress = std::io::stderr().is_terminal();
@@ -106,9 +114,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 /// What a conversion does, whatever the bytes come from or go to.
 pub struct Options {
     scheme: QScheme,
+    recipe: Recipe,
     include: Option<Regex>,
     exclude: Option<Regex>,
 }
+
+/// The default rule: weights whose name contains one of these are embedding
+/// or position tables (looked up, not multiplied), kept in float unless
+/// `--include` chooses otherwise.
+pub const KEEP_FLOAT: [&str; 5] = ["embed", "wte", "wpe", "position", "token_type"];
 
 impl Options {
     /// The scheme and the `--include` / `--exclude` regexes, as the command
@@ -122,9 +136,16 @@ impl Options {
         };
         Ok(Options {
             scheme,
+            recipe: Recipe::Canonical,
             include: regex(include, "--include")?,
             exclude: regex(exclude, "--exclude")?,
         })
+    }
+
+    /// The same options with the recipe named `recipe` (`--recipe`).
+    pub fn with_recipe(mut self, recipe: &str) -> Result<Options, String> {
+        self.recipe = recipe.parse().map_err(|e: RecipeError| format!("--recipe: {e}"))?;
+        Ok(self)
     }
 }
 
@@ -155,10 +176,11 @@ pub fn convert(
 ) -> Result<Report, String> {
     let Options {
         scheme,
+        recipe,
         include,
         exclude,
     } = options;
-    let scheme = *scheme;
+    let (scheme, recipe) = (*scheme, *recipe);
     // qlinear tensors already in the input are copied through only if they
     // validate: the output must pass the same check
     for (prefix, result) in input.validate() {
@@ -184,9 +206,18 @@ pub fn convert(
             .raw(&name)
             .ok_or_else(|| format!("{}: vanished from the header", esc(&name)))?;
         let float = matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16);
+        let table = include.is_none() && KEEP_FLOAT.iter().any(|t| name.contains(t));
         let wanted = name.ends_with(".weight")
             && include.as_ref().is_none_or(|r| r.is_match(&name))
             && !exclude.as_ref().is_some_and(|r| r.is_match(&name));
+        if wanted && table {
+            notes += &format!(
+                "{}  kept in float by the default rule (names containing {}; --include replaces the rule)\n",
+                esc(&name),
+                KEEP_FLOAT.join(", ")
+            );
+        }
+        let wanted = wanted && !table;
         let selected = wanted && raw.shape.len() == 2 && float;
         if wanted && !selected {
             notes += &format!(
@@ -225,6 +256,8 @@ pub fn convert(
         }
         total_in += raw.data.len();
         let ([qp, sp], keys) = TensorPlan::quantized(scheme, &prefix, n, k);
+        // which recipe chose the codes; readers ignore it (docs/FORMAT.md)
+        meta.insert(format!("{prefix}.qrecipe"), recipe.to_string());
         meta.extend(keys);
         plans.push((qp, Entry::QWeight(name.clone())));
         plans.push((sp, Entry::Scales(name)));
@@ -273,7 +306,7 @@ pub fn convert(
                 if let Some(bar) = bar {
                     bar.set_message(name.clone());
                 }
-                let q = quantize_tensor(raw, scheme);
+                let q = quantize_tensor(raw, scheme, recipe);
                 if let Some(bar) = bar {
                     bar.inc(raw.data.len() as u64);
                 }
@@ -308,7 +341,7 @@ pub fn convert(
                         total_out += out_bytes;
                         total_q_in += raw.data.len();
                         lines += &format!(
-                            "{}  [{n}, {k}]  {scheme}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
+                            "{}  [{n}, {k}]  {scheme} {recipe}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
                             esc(name),
                             raw.data.len(),
                             q.stats.max_abs_err,
@@ -453,7 +486,7 @@ fn decode_row(raw: &RawTensor<'_>, bytes: &[u8], out: &mut Vec<f32>) {
 
 /// Quantizes one `[n, k]` tensor with the canonical recipe, rows in parallel,
 /// into its on-disk `qweight` and `scales` bytes.
-fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, String> {
+fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme, recipe: Recipe) -> Result<Quantized, String> {
     let (n, k) = (raw.shape[0], raw.shape[1]);
     let elem = raw.dtype.bitsize() / 8;
     let [qshape, sshape] = scheme.shapes(n, k);
@@ -494,7 +527,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                 match scheme {
                     QScheme::Q8 => {
                         // the recipe alone: a converter needs no selftest or plan
-                        let s = quantize_row_q8(&w, &mut codes).map_err(at)?;
+                        let s = quantize_row_q8_with(recipe, &w, &mut codes).map_err(at)?;
                         sc.copy_from_slice(&s.to_le_bytes());
                         for (o, &c) in qw.iter_mut().zip(&codes) {
                             *o = c as u8;
@@ -504,7 +537,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                         stats = stats.merge(row_stats(&w, &deq));
                     }
                     QScheme::Q4 => {
-                        let s = quantize_row_q4(&w, qw).map_err(at)?;
+                        let s = quantize_row_q4_with(recipe, &w, qw).map_err(at)?;
                         sc.copy_from_slice(&s.to_le_bytes());
                         unpack_row_f32(qw, k, &mut deq);
                         deq.iter_mut().for_each(|d| *d *= s);
@@ -512,7 +545,7 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme) -> Result<Quantized, Str
                         biased_to_twos_complement(qw);
                     }
                     QScheme::Q4Grouped(g) => {
-                        quantize_row_q4_grouped(&w, g, qw, &mut gscales).map_err(at)?;
+                        quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales).map_err(at)?;
                         for (o, s) in sc.chunks_exact_mut(2).zip(&gscales) {
                             o.copy_from_slice(&s.to_bits().to_le_bytes());
                         }

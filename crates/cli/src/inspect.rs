@@ -34,8 +34,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     for (prefix, result) in &checked {
         match result {
             Ok(info) => {
+                let recipe = meta
+                    .get(&format!("{prefix}.qrecipe"))
+                    .map_or(String::new(), |r| format!(" {}", esc(r)));
                 out += &format!(
-                    "{}  {}  [{}, {}]  {:.3} bits/weight  ok\n",
+                    "{}  {}{recipe}  [{}, {}]  {:.3} bits/weight  ok\n",
                     esc(prefix),
                     info.scheme,
                     info.n,

@@ -20,7 +20,7 @@ pub struct Args {
 /// The K values a model file binds: `in_features` of its quantized tensors
 /// and the second dimension of its 2-D tensors.
 fn census_of(path: &std::path::Path) -> Result<Vec<usize>, String> {
-    let file = qlinear::QuantizedFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = crate::convert::open(path)?;
     let mut ks: Vec<usize> = file
         .validate()
         .into_iter()

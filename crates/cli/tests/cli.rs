@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use half::{bf16, f16};
-use qlinear::{GroupSize, QuantizedFile, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
+use qlinear::{GroupSize, QuantizedFile, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight, Recipe};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
@@ -96,14 +96,20 @@ fn entries(dir: &Path) -> Vec<String> {
 fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let input = standard_model(dir.path());
-    for scheme in ["q8", "q4", "q4g32"] {
-        let out = dir.path().join(format!("out-{scheme}.safetensors"));
+    for (scheme, recipe) in ["q8", "q4", "q4g32"]
+        .into_iter()
+        .flat_map(|s| Recipe::ALL.map(|r| (s, r)))
+    {
+        let out = dir.path().join(format!("out-{scheme}-{recipe}.safetensors"));
+        let recipe_name = recipe.to_string();
         let o = qlinear(&[
             "convert",
             input.to_str().unwrap(),
             out.to_str().unwrap(),
             "--scheme",
             scheme,
+            "--recipe",
+            &recipe_name,
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let stdout = String::from_utf8(o.stdout).unwrap();
@@ -120,11 +126,16 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         ] {
             let w = widened(&weights(n, k), dtype);
             let want = match scheme {
-                "q8" => QuantizedWeight::Q8(QuantizedMatrix::quantize(n, k, &w).unwrap()),
-                "q4" => QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap()),
-                _ => QuantizedWeight::Q4(QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap()),
+                "q8" => QuantizedWeight::Q8(QuantizedMatrix::quantize_with(recipe, n, k, &w).unwrap()),
+                "q4" => QuantizedWeight::Q4(
+                    QuantizedMatrixQ4::quantize_with(recipe, n, k, GroupSize::PerChannel, &w).unwrap(),
+                ),
+                _ => QuantizedWeight::Q4(
+                    QuantizedMatrixQ4::quantize_with(recipe, n, k, GroupSize::Group(32), &w).unwrap(),
+                ),
             };
-            assert_eq!(f.load(name).unwrap(), want, "{name} {scheme}");
+            assert_eq!(f.load(name).unwrap(), want, "{name} {scheme} {recipe}");
+            assert_eq!(f.metadata_map()[&format!("{name}.qrecipe")], recipe_name);
             assert!(f.raw(&format!("{name}.weight")).is_none());
         }
         // everything else is copied unchanged
@@ -137,7 +148,7 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         assert!(o.status.success());
         let text = String::from_utf8(o.stdout).unwrap();
         assert!(
-            text.contains(&format!("layers.0.mlp.up  {scheme}  [6, 96]"))
+            text.contains(&format!("layers.0.mlp.up  {scheme} {recipe}  [6, 96]"))
                 && text.contains("3 quantized tensors, 0 invalid"),
             "{text}"
         );
@@ -145,7 +156,7 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
     let census = qlinear(&[
         "selftest",
         "--census",
-        dir.path().join("out-q4g32.safetensors").to_str().unwrap(),
+        dir.path().join("out-q4g32-search.safetensors").to_str().unwrap(),
     ]);
     assert!(census.status.success(), "{}", String::from_utf8_lossy(&census.stderr));
 }
@@ -312,4 +323,65 @@ fn forcing_a_tier_by_environment() {
     assert!(String::from_utf8(o.stdout)
         .unwrap()
         .contains("plan: forced to scalar by QLINEAR_INT8_TIER"));
+}
+
+/// Embedding and position tables stay in float by default, with the rule
+/// printed; `--include` replaces the rule; an unknown recipe is refused.
+#[test]
+fn embedding_tables_stay_float_unless_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = model(
+        d,
+        "emb.safetensors",
+        vec![
+            ("embeddings.word_embeddings.weight", vec![4, 8], Src::F32(weights(4, 8))),
+            ("transformer.wte.weight", vec![4, 8], Src::F32(weights(4, 8))),
+            (
+                "embeddings.position_embeddings.weight",
+                vec![4, 8],
+                Src::F32(weights(4, 8)),
+            ),
+            ("encoder.dense.weight", vec![4, 8], Src::F32(weights(4, 8))),
+        ],
+    );
+    let out = d.join("out.safetensors");
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--scheme",
+        "q4",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(text.matches("kept in float by the default rule").count(), 3, "{text}");
+    let f = QuantizedFile::open(&out).unwrap();
+    assert_eq!(f.quantized_prefixes(), ["encoder.dense".to_string()]);
+    assert!(f.raw("embeddings.word_embeddings.weight").is_some());
+
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--scheme",
+        "q4",
+        "--include",
+        ".",
+        "--force",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(QuantizedFile::open(&out).unwrap().quantized_prefixes().len(), 4);
+
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        d.join("x.safetensors").to_str().unwrap(),
+        "--scheme",
+        "q4",
+        "--recipe",
+        "best",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown recipe \"best\""));
 }

@@ -78,6 +78,12 @@ pub enum RecipeError {
         /// The text given.
         scheme: String,
     },
+    /// A recipe name that is not `canonical`, `full-range` or `search`.
+    #[error("unknown recipe {recipe:?}: expected canonical, full-range or search")]
+    UnknownRecipe {
+        /// The text given.
+        recipe: String,
+    },
     /// A negative or non-finite scale in pre-quantized data.
     #[error("invalid scale {value} at row {row}, group {group}: scales must be finite and >= 0")]
     InvalidScale {

@@ -139,8 +139,21 @@ pub struct QuantizedMatrixQ4 {
 }
 
 impl QuantizedMatrixQ4 {
-    /// Quantizes a row-major `[n, k]` f32 matrix, per channel or grouped.
+    /// Quantizes a row-major `[n, k]` f32 matrix, per channel or grouped,
+    /// with the canonical recipe.
     pub fn quantize(n: usize, k: usize, group: GroupSize, w: &[f32]) -> Result<Self, RecipeError> {
+        Self::quantize_with(crate::Recipe::Canonical, n, k, group, w)
+    }
+
+    /// Quantizes a row-major `[n, k]` f32 matrix with `recipe`
+    /// (`docs/NUMERICS.md` §3), per channel or grouped.
+    pub fn quantize_with(
+        recipe: crate::Recipe,
+        n: usize,
+        k: usize,
+        group: GroupSize,
+        w: &[f32],
+    ) -> Result<Self, RecipeError> {
         check_len("Q4 weights", checked_elems(n, k)?, w.len())?;
         group.validate(k)?;
         let stride = packed_row_bytes(k);
@@ -151,7 +164,7 @@ impl QuantizedMatrixQ4 {
                 let mut scales = Vec::with_capacity(n);
                 for (r, src) in rows().enumerate() {
                     let dst = &mut packed[r * stride..(r + 1) * stride];
-                    scales.push(quantize_row_q4(src, dst).map_err(|e| e.at_row(r))?);
+                    scales.push(crate::quantize_row_q4_with(recipe, src, dst).map_err(|e| e.at_row(r))?);
                 }
                 Q4Scales::PerChannel(scales)
             }
@@ -161,7 +174,7 @@ impl QuantizedMatrixQ4 {
                 for (r, src) in rows().enumerate() {
                     let dst = &mut packed[r * stride..(r + 1) * stride];
                     let sdst = &mut scales[r * groups..(r + 1) * groups];
-                    quantize_row_q4_grouped(src, g, dst, sdst).map_err(|e| e.at_row(r))?;
+                    crate::quantize_row_q4_grouped_with(recipe, src, g, dst, sdst).map_err(|e| e.at_row(r))?;
                 }
                 Q4Scales::Grouped { group: g, scales }
             }

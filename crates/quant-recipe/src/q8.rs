@@ -34,12 +34,18 @@ pub struct QuantizedMatrix {
 impl QuantizedMatrix {
     /// Quantizes a row-major `[n, k]` f32 matrix row by row with [`quantize_row_q8`].
     pub fn quantize(n: usize, k: usize, w: &[f32]) -> Result<Self, RecipeError> {
+        Self::quantize_with(crate::Recipe::Canonical, n, k, w)
+    }
+
+    /// Quantizes a row-major `[n, k]` f32 matrix row by row with `recipe`
+    /// (`docs/NUMERICS.md` §3).
+    pub fn quantize_with(recipe: crate::Recipe, n: usize, k: usize, w: &[f32]) -> Result<Self, RecipeError> {
         check_len("Q8 weights", checked_elems(n, k)?, w.len())?;
         let mut codes = vec![0i8; w.len()];
         let mut scales = Vec::with_capacity(n);
         if k > 0 {
             for (r, (src, dst)) in w.chunks_exact(k).zip(codes.chunks_exact_mut(k)).enumerate() {
-                scales.push(quantize_row_q8(src, dst).map_err(|e| e.at_row(r))?);
+                scales.push(crate::quantize_row_q8_with(recipe, src, dst).map_err(|e| e.at_row(r))?);
             }
         } else {
             scales.resize(n, 0.0);

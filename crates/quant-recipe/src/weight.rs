@@ -106,9 +106,21 @@ impl QuantizedWeight {
     /// a non-finite value (naming row and column), a group that does not fit
     /// `k`, an f16 scale overflow.
     pub fn quantize(scheme: QScheme, n: usize, k: usize, w: &[f32]) -> Result<Self, RecipeError> {
+        Self::quantize_with(crate::Recipe::Canonical, scheme, n, k, w)
+    }
+
+    /// [`QuantizedWeight::quantize`] with a named `recipe` (`docs/NUMERICS.md`
+    /// §3.6–§3.7): the same format, scales and codes chosen differently.
+    pub fn quantize_with(
+        recipe: crate::Recipe,
+        scheme: QScheme,
+        n: usize,
+        k: usize,
+        w: &[f32],
+    ) -> Result<Self, RecipeError> {
         match scheme {
-            QScheme::Q8 => QuantizedMatrix::quantize(n, k, w).map(QuantizedWeight::Q8),
-            _ => QuantizedMatrixQ4::quantize(n, k, scheme.group_size(), w).map(QuantizedWeight::Q4),
+            QScheme::Q8 => QuantizedMatrix::quantize_with(recipe, n, k, w).map(QuantizedWeight::Q8),
+            _ => QuantizedMatrixQ4::quantize_with(recipe, n, k, scheme.group_size(), w).map(QuantizedWeight::Q4),
         }
     }
 

