@@ -81,14 +81,7 @@ pub fn quantize_row_q4_grouped(
     // then the codes of each group straight into its packed bytes.
     let mut row_scales = Vec::with_capacity(k / group);
     for (g, src) in w.chunks_exact(group).enumerate() {
-        let amax = finite_amax(src).map_err(|e| match e {
-            RecipeError::NonFinite { value, col, .. } => RecipeError::NonFinite {
-                row: 0,
-                col: g * group + col,
-                value,
-            },
-            other => other,
-        })?;
+        let amax = crate::q4::group_amax(src, g * group)?;
         let s = f16::from_f32(amax / f32::from(Q4_MAX_ABS));
         if s.is_infinite() {
             return Err(RecipeError::ScaleOverflow {
@@ -110,6 +103,19 @@ pub fn quantize_row_q4_grouped(
     }
     scales.copy_from_slice(&row_scales);
     Ok(())
+}
+
+/// `max|w|` of the group starting at column `start` of its row, or the first
+/// non-finite element with its column in the row.
+pub(crate) fn group_amax(src: &[f32], start: usize) -> Result<f32, RecipeError> {
+    finite_amax(src).map_err(|e| match e {
+        RecipeError::NonFinite { value, col, .. } => RecipeError::NonFinite {
+            row: 0,
+            col: start + col,
+            value,
+        },
+        other => other,
+    })
 }
 
 /// The scales of a [`QuantizedMatrixQ4`].

@@ -261,14 +261,7 @@ pub fn quantize_row_q4_grouped_with(
     let mut chosen = Vec::with_capacity(k / group);
     let mut x = Scratch::default();
     for (g, src) in w.chunks_exact(group).enumerate() {
-        let amax = finite_amax(src).map_err(|e| match e {
-            RecipeError::NonFinite { value, col, .. } => RecipeError::NonFinite {
-                row: 0,
-                col: g * group + col,
-                value,
-            },
-            other => other,
-        })?;
+        let amax = crate::q4::group_amax(src, g * group)?;
         let c = choose(recipe, src, amax, Q4_MAX_ABS, -Q4_MAX_ABS - 1, store_f16, &mut x).ok_or(
             RecipeError::ScaleOverflow {
                 row: 0,
