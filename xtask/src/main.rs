@@ -30,8 +30,9 @@ fn main() -> ExitCode {
         Some("browser") => browser(),
         Some("minilm") => minilm(&args[1..]),
         Some("msrv") => msrv(),
+        Some("package") => package(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|ci>"
                 .to_string(),
         ),
     };
@@ -172,8 +173,7 @@ fn test() -> Result {
     wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
     minilm(&["--short".to_string()])?;
-    // every published crate packages and builds against the others as packaged
-    run(cargo().args(["publish", "--dry-run", "--workspace", "--allow-dirty", "--quiet"]))?;
+    package()?;
     msrv()?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
@@ -208,6 +208,58 @@ fn python_interop() -> Result {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// `cargo xtask package`: every published crate packages and builds against
+/// the others as packaged (`cargo publish --dry-run --workspace`).
+fn package() -> Result {
+    clear_packaged_sources();
+    // a fresh target directory too: cargo treats a registry crate of the
+    // same name and version as unchanged and would link a stale build of it
+    let dir = root().join("target/package-verify");
+    let _ = std::fs::remove_dir_all(&dir);
+    run(cargo()
+        .args([
+            "publish",
+            "--dry-run",
+            "--workspace",
+            "--allow-dirty",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(&dir))
+}
+
+/// Removes what earlier `cargo publish --dry-run` runs unpacked from their
+/// temporary local registries (`$CARGO_HOME/registry/{src,cache}/-HASH/qlinear-*`).
+/// Cargo reuses an unpacked `name-version` directory (and its build) without
+/// checking its contents, and our version stays 0.1.0 while the code
+/// changes, so a stale copy would be verified instead of the tree at hand. crates.io's own
+/// caches (not named `-HASH`) are left alone.
+fn clear_packaged_sources() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(home) = home else { return };
+    for kind in ["src", "cache"] {
+        let Ok(registries) = std::fs::read_dir(home.join("registry").join(kind)) else {
+            continue;
+        };
+        for registry in registries.flatten() {
+            if !registry.file_name().to_string_lossy().starts_with('-') {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(registry.path()) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with("qlinear") {
+                    let path = entry.path();
+                    let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+                }
+            }
+        }
+    }
 }
 
 /// The library crates build and pass their tests on the declared minimum
