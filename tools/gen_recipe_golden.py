@@ -14,6 +14,7 @@ Fixture format, one case per line, fields separated by ' ; ':
   q4g-overflow G K ; w ; - ; -          (the recipe must refuse this row)
   R-q8 K, R-q4 K, R-q4g G K, R-q4g-overflow G K: the same with the named
   recipe R (full-range or search, docs/NUMERICS.md §3.6-§3.7)
+  activation-aware-...: the same, its second field "w | importance" (§3.8)
 """
 import sys
 
@@ -66,7 +67,9 @@ def q4g(w, g):
 
 # --- the named recipes (docs/NUMERICS.md §3.6-§3.7), written from the spec ---
 
-SEARCH = {7: [6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0], 127: [120.0, 124.0, 127.0, 130.0, 134.0]}
+SEARCH = {7: [5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0, 10.5],
+          127: [120.0, 124.0, 127.0, 130.0, 134.0]}
+SEARCH_Q4_GROUP = [5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 9.0, 10.0]
 
 
 def codes_lohi(w, s, lo, hi):
@@ -88,6 +91,12 @@ def lane_sum(v):
         return F32(F32(F32(l[0] + l[1]) + F32(l[2] + l[3])) + F32(F32(l[4] + l[5]) + F32(l[6] + l[7])))
 
 
+def seq_sum(v):
+    """f32 sum in increasing position order, from +0."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return F32(np.add.accumulate(np.concatenate([np.zeros(1, np.float32), v]), dtype=np.float32)[-1])
+
+
 def store32(s):
     return F32(s)
 
@@ -98,8 +107,9 @@ def store16(s):
     return None if np.isinf(h) else F32(h)
 
 
-def choose(recipe, w, hi, lo, store):
-    """(stored scale, lowest code) or None when every candidate overflows."""
+def choose(recipe, w, hi, lo, store, a=None):
+    """(stored scale, lowest code) or None when the scale overflows (§3.6-§3.8).
+    a: the importance (activation-aware), or None (every weight 1)."""
     amax_ = amax(w)
     pos = F32(max(F32(0.0), F32(np.max(w)) if w.size else F32(0.0)))
     neg = F32(max(F32(0.0), F32(np.max(-w)) if w.size else F32(0.0)))
@@ -108,57 +118,58 @@ def choose(recipe, w, hi, lo, store):
         canon = store(F32(amax_ / F32(hi)))
     if recipe == "full-range":
         return None if full is None else (full, lo)
-    cands = []
-    if canon is not None:
-        cands.append((canon, -hi))
-    if full is not None:
-        cands.append((full, lo))
-    for d in SEARCH[hi]:
+    probes = [(canon, -hi, False), (full, lo, False)]
+    for d in SEARCH_Q4_GROUP if store is store16 else SEARCH[hi]:
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            sd = F32(amax_ / F32(d))
-        if not (sd > 0 and np.isfinite(sd)):
-            continue
-        # probe codes by one multiplication with the rounded reciprocal
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            r = F32(F32(1.0) / sd)
-            q = np.clip(np.rint((w * r).astype(np.float32)), lo, hi).astype(np.float32)
-            wq = lane_sum(w * q)
-            qq = lane_sum(q * q)
-            ls = F32(wq / qq)
-        st = store(ls)
-        if st is not None and st > 0 and np.isfinite(st):
-            cands.append((st, lo))
+            probes.append((F32(amax_ / F32(d)), lo, True))
     best = None
-    for (sc, l) in cands:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if sc == 0:
-                e = lane_sum(w * w)
+    for p, plo, least_squares in probes:
+        if p is None or not (p > 0 and np.isfinite(p)):
+            continue
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            r = F32(F32(1.0) / p)
+            if not np.isfinite(r):
+                continue
+            q = np.rint(np.clip((w * r).astype(np.float32), plo, hi)).astype(np.float32)
+            u = (w - (p * q).astype(np.float32)).astype(np.float32)
+            v, t = (u, q) if a is None else ((a * u).astype(np.float32), (a * q).astype(np.float32))
+            uu = seq_sum((v * u).astype(np.float32))
+            uq = seq_sum((v * q).astype(np.float32))
+            qq = seq_sum((t * q).astype(np.float32))
+            if least_squares:
+                s = store(F32(p + F32(uq / qq)))
+                if s is None or not (s > 0 and np.isfinite(s)):
+                    continue
             else:
-                q = codes_lohi(w, sc, l, hi).astype(np.float32)
-                d = (w - (F32(sc) * q).astype(np.float32)).astype(np.float32)
-                e = lane_sum(d * d)
+                s = p
+            d = float(s) - float(p)
+            e = float(uu) - 2.0 * d * float(uq) + d * d * float(qq)
+        if np.isnan(e):
+            e = float("inf")
         if best is None or e < best[1]:
-            best = ((sc, l), e)
-    return None if best is None else best[0]
+            best = (s, e)
+    if best is not None:
+        return (best[0], lo)
+    return None if canon is None else (canon, lo)
 
 
-def q8_r(recipe, w):
-    c = choose(recipe, w, 127, -127, store32)
+def q8_r(recipe, w, a=None):
+    c = choose(recipe, w, 127, -127, store32, a)
     s, lo = c if c is not None else (F32(0.0), -127)
     return s, codes_lohi(w, s, lo, 127)
 
 
-def q4_r(recipe, w):
-    c = choose(recipe, w, 7, -8, store32)
+def q4_r(recipe, w, a=None):
+    c = choose(recipe, w, 7, -8, store32, a)
     s, lo = c if c is not None else (F32(0.0), -7)
     return s, pack_biased(codes_lohi(w, s, lo, 7))
 
 
-def q4g_r(recipe, w, g):
+def q4g_r(recipe, w, g, a=None):
     scales, codes = [], []
     for i in range(0, w.size, g):
         part = w[i : i + g]
-        c = choose(recipe, part, 7, -8, store16)
+        c = choose(recipe, part, 7, -8, store16, None if a is None else a[i : i + g])
         if c is None:
             return None
         s, lo = c
@@ -192,10 +203,23 @@ def rows(rng):
     return out
 
 
+def importance(rng, k, i):
+    """A varied importance row: spread over decades, with zeros; every 7th
+    row all zero, every 11th with huge values (sums overflow to inf)."""
+    if i % 7 == 3:
+        return np.zeros(k, dtype=np.float32)
+    a = (rng.uniform(0, 1, k) ** 4 * F32(10.0) ** rng.uniform(-3, 3)).astype(np.float32)
+    a[rng.uniform(0, 1, k) < 0.2] = 0
+    if i % 11 == 5:
+        a[: (k + 1) // 2] = F32(3e38)
+    return a
+
+
 def generate():
     rng = np.random.default_rng(20261129)
+    rng_a = np.random.default_rng(20261130)
     lines = []
-    for w in rows(rng):
+    for i, w in enumerate(rows(rng)):
         k = w.size
         s, c = q8(w)
         lines.append(f"q8 {k} ; {hexw(w)} ; {int(F32(s).view(np.uint32)):08x} ; {' '.join(map(str, c))}")
@@ -228,6 +252,24 @@ def generate():
                     scales, p = r
                     sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in scales)
                     lines.append(f"{recipe}-q4g {g} {k} ; {hexw(w)} ; {sb} ; {p.hex()}")
+        # activation-aware: field 2 is "w | importance"
+        a = importance(rng_a, k, i)
+        wa = f"{hexw(w)} | {hexw(a)}"
+        recipe = "activation-aware"
+        s, c = q8_r(recipe, w, a)
+        lines.append(f"{recipe}-q8 {k} ; {wa} ; {int(F32(s).view(np.uint32)):08x} ; {' '.join(map(str, c))}")
+        s, p = q4_r(recipe, w, a)
+        lines.append(f"{recipe}-q4 {k} ; {wa} ; {int(F32(s).view(np.uint32)):08x} ; {p.hex()}")
+        for g in [2, 8, 32]:
+            if k == 0 or k % g:
+                continue
+            r = q4g_r(recipe, w, g, a)
+            if r is None:
+                lines.append(f"{recipe}-q4g-overflow {g} {k} ; {wa} ; - ; -")
+            else:
+                scales, p = r
+                sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in scales)
+                lines.append(f"{recipe}-q4g {g} {k} ; {wa} ; {sb} ; {p.hex()}")
     return "\n".join(lines) + "\n"
 
 

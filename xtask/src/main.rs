@@ -344,14 +344,33 @@ fn minilm(args: &[String]) -> Result {
     }
     run(cargo().args(["build", "--quiet", "--release", "--package", "qlinear-cli"]))?;
     let cli = root().join("target/release/qlinear");
+    // the importance of the activation-aware recipe: mean x² of each input
+    // over the example's calibration sentences (disjoint from its evaluation
+    // sentences)
+    let importance = dir.join("importance.safetensors");
+    run(cargo()
+        .args(["run", "--quiet", "--release", "--package", "qlinear-minilm", "--"])
+        .arg(&dir)
+        .arg("--calibrate")
+        .arg(&importance))?;
     // embedding tables stay f32 by convert's default rule
     for scheme in ["q8", "q4", "q4g32"] {
-        for recipe in ["canonical", "full-range", "search"] {
-            run(Command::new(&cli)
+        for recipe in ["canonical", "full-range", "search", "activation-aware"] {
+            let mut convert = Command::new(&cli);
+            convert
                 .arg("convert")
                 .arg(model.join("model.safetensors"))
                 .arg(dir.join(format!("{scheme}-{recipe}.safetensors")))
-                .args(["--scheme", scheme, "--recipe", recipe, "--force"]))?;
+                .args(["--scheme", scheme, "--recipe", recipe, "--force"]);
+            if recipe == "activation-aware" {
+                // the pooler never runs for a sentence embedding (mean
+                // pooling), so calibration has no importance for it
+                convert
+                    .arg("--importance")
+                    .arg(&importance)
+                    .args(["--exclude", "^pooler\\."]);
+            }
+            run(&mut convert)?;
         }
     }
     let dump = dir.join("f32-embeddings.json");
@@ -443,7 +462,11 @@ fn ensure_aarch64() -> Result {
 /// `-cpu cortex-a72` (no dotprod: SDOT must be reported absent, never used).
 fn aarch64_tests() -> Result {
     ensure_aarch64()?;
+    // the recipe crate too: its search runs on `wide` vectors, which are
+    // NEON here, and must give the numpy golden bytes on every target
     let packages = [
+        "-p",
+        "qlinear-quant-recipe",
         "-p",
         "qlinear-kernels-scalar",
         "-p",
@@ -490,7 +513,10 @@ fn wasm_tests() -> Result {
     if !have("node") {
         return Err("the wasm tests run under Node.js: install node (>= 20)".into());
     }
+    // the recipe crate's search runs on SIMD128 or scalar `wide` vectors
     let packages = [
+        "-p",
+        "qlinear-quant-recipe",
         "-p",
         "qlinear-kernels-scalar",
         "-p",

@@ -12,8 +12,8 @@ use half::{bf16, f16};
 use qlinear::format::{Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION};
 use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
-    quantize_row_q4_grouped_with, quantize_row_q4_with, quantize_row_q8_with, FormatError, QScheme, QuantizedFile,
-    Recipe, RecipeError,
+    quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
+    quantize_row_q8_weighted, quantize_row_q8_with, FormatError, QScheme, QuantizedFile, Recipe, RecipeError,
 };
 use rayon::prelude::*;
 use regex::Regex;
@@ -31,10 +31,18 @@ pub struct Args {
     #[arg(long)]
     scheme: String,
     /// How scales and codes are chosen: canonical (the default), full-range
-    /// (Q4 uses -8 when the negative side dominates) or search (the least
-    /// squared error per row or group); the same format either way.
+    /// (Q4 uses -8 when the negative side dominates), search (the least
+    /// squared error per row or group) or activation-aware (the search with
+    /// each column's error weighted by --importance); the same format
+    /// either way.
     #[arg(long, default_value = "canonical")]
     recipe: String,
+    /// For --recipe activation-aware: a safetensors file holding, for each
+    /// quantized PREFIX.weight of shape [n, k], a tensor PREFIX.importance
+    /// of shape [k] (finite, >= 0; e.g. the mean x² of each input over
+    /// calibration activations, as `qlinear-minilm --calibrate` writes).
+    #[arg(long)]
+    importance: Option<PathBuf>,
     /// Quantize only weights whose name matches this regex (replaces the
     /// default rule that keeps embedding and position tables in float).
     #[arg(long)]
@@ -89,8 +97,12 @@ struct Quantized {
 /// `qlinear convert`: the exit code, or the one-line error to print.
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let options =
+    let mut options =
         Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?.with_recipe(&args.recipe)?;
+    if let Some(path) = &args.importance {
+        options = options.with_importance(open(path)?, &path.display().to_string());
+    }
+    options.check()?;
     let input = open(&args.input)?;
     check_output(&args.input, &args.output, args.force)?;
     let progress = std::io::stderr().is_terminal();
@@ -117,6 +129,8 @@ pub struct Options {
     recipe: Recipe,
     include: Option<Regex>,
     exclude: Option<Regex>,
+    /// The importance file and its name in messages.
+    importance: Option<(QuantizedFile, String)>,
 }
 
 /// The default rule: weights whose name contains one of these are embedding
@@ -139,7 +153,31 @@ impl Options {
             recipe: Recipe::Canonical,
             include: regex(include, "--include")?,
             exclude: regex(exclude, "--exclude")?,
+            importance: None,
         })
+    }
+
+    /// The same options with the importance file `file` (`--importance`,
+    /// named `label` in messages), for the activation-aware recipe.
+    pub fn with_importance(mut self, file: QuantizedFile, label: &str) -> Options {
+        self.importance = Some((file, label.to_string()));
+        self
+    }
+
+    /// The recipe and the importance file agree: activation-aware needs
+    /// one, and no other recipe reads it.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.recipe, &self.importance) {
+            (Recipe::ActivationAware, None) => Err(
+                "--recipe activation-aware needs --importance FILE (a PREFIX.importance of [k] per quantized \
+                 PREFIX.weight)"
+                    .into(),
+            ),
+            (r, Some(_)) if r != Recipe::ActivationAware => Err(format!(
+                "--importance is read only by --recipe activation-aware, not by --recipe {r}"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The same options with the recipe named `recipe` (`--recipe`).
@@ -174,13 +212,16 @@ pub fn convert(
     progress: bool,
     sink: impl FnOnce(HashMap<String, String>, &[TensorPlan], &mut Produce<'_>) -> Result<(), FormatError>,
 ) -> Result<Report, String> {
+    options.check()?;
     let Options {
         scheme,
         recipe,
         include,
         exclude,
+        importance,
     } = options;
     let (scheme, recipe) = (*scheme, *recipe);
+    let mut importances: HashMap<String, Vec<f32>> = HashMap::new();
     // qlinear tensors already in the input are copied through only if they
     // validate: the output must pass the same check
     for (prefix, result) in input.validate() {
@@ -254,6 +295,9 @@ pub fn convert(
                 ));
             }
         }
+        if let Some((file, flabel)) = importance {
+            importances.insert(name.clone(), importance_of(file, flabel, &prefix, &name, k)?);
+        }
         total_in += raw.data.len();
         let ([qp, sp], keys) = TensorPlan::quantized(scheme, &prefix, n, k);
         // which recipe chose the codes; readers ignore it (docs/FORMAT.md)
@@ -299,14 +343,14 @@ pub fn convert(
     let just_plans: Vec<TensorPlan> = plans.iter().map(|p| p.0.clone()).collect();
     let result = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(String, Result<Quantized, String>)>(1);
-        let (input, bar) = (&input, &bar);
+        let (input, bar, importances) = (&input, &bar, &importances);
         scope.spawn(move || {
             for name in order {
                 let Some(raw) = input.raw(&name) else { break };
                 if let Some(bar) = bar {
                     bar.set_message(name.clone());
                 }
-                let q = quantize_tensor(raw, scheme, recipe);
+                let q = quantize_tensor(raw, scheme, recipe, importances.get(&name).map(Vec::as_slice));
                 if let Some(bar) = bar {
                     bar.inc(raw.data.len() as u64);
                 }
@@ -484,9 +528,50 @@ fn decode_row(raw: &RawTensor<'_>, bytes: &[u8], out: &mut Vec<f32>) {
     }
 }
 
-/// Quantizes one `[n, k]` tensor with the canonical recipe, rows in parallel,
-/// into its on-disk `qweight` and `scales` bytes.
-fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme, recipe: Recipe) -> Result<Quantized, String> {
+/// `PREFIX.importance` from the importance file: `[k]` floats, finite and
+/// `>= 0` (checked again by the recipe, which names the column).
+fn importance_of(file: &QuantizedFile, label: &str, prefix: &str, weight: &str, k: usize) -> Result<Vec<f32>, String> {
+    let name = format!("{prefix}.importance");
+    let raw = file.raw(&name).ok_or_else(|| {
+        format!(
+            "{}: the importance file {} has no tensor {} (a [{k}] float vector for the activation-aware recipe)",
+            esc(weight),
+            esc(label),
+            esc(&name)
+        )
+    })?;
+    if !matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) || raw.shape != [k] {
+        return Err(format!(
+            "{}: {} in {} is {:?} {:?}; expected a float vector of [{k}] (the weight's in_features)",
+            esc(weight),
+            esc(&name),
+            esc(label),
+            raw.dtype,
+            raw.shape
+        ));
+    }
+    let mut v = Vec::with_capacity(k);
+    decode_row(&raw, raw.data, &mut v);
+    if let Some((col, x)) = v.iter().enumerate().find(|(_, x)| !(x.is_finite() && **x >= 0.0)) {
+        return Err(format!(
+            "{}: {} in {} holds {x} at column {col}; importance must be finite and >= 0",
+            esc(weight),
+            esc(&name),
+            esc(label)
+        ));
+    }
+    Ok(v)
+}
+
+/// Quantizes one `[n, k]` tensor with `recipe` (weighted by `importance`
+/// for activation-aware), rows in parallel, into its on-disk `qweight` and
+/// `scales` bytes.
+fn quantize_tensor(
+    raw: RawTensor<'_>,
+    scheme: QScheme,
+    recipe: Recipe,
+    importance: Option<&[f32]>,
+) -> Result<Quantized, String> {
     let (n, k) = (raw.shape[0], raw.shape[1]);
     let elem = raw.dtype.bitsize() / 8;
     let [qshape, sshape] = scheme.shapes(n, k);
@@ -527,7 +612,11 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme, recipe: Recipe) -> Resul
                 match scheme {
                     QScheme::Q8 => {
                         // the recipe alone: a converter needs no selftest or plan
-                        let s = quantize_row_q8_with(recipe, &w, &mut codes).map_err(at)?;
+                        let s = match importance {
+                            Some(a) => quantize_row_q8_weighted(&w, a, &mut codes),
+                            None => quantize_row_q8_with(recipe, &w, &mut codes),
+                        }
+                        .map_err(at)?;
                         sc.copy_from_slice(&s.to_le_bytes());
                         for (o, &c) in qw.iter_mut().zip(&codes) {
                             *o = c as u8;
@@ -537,7 +626,11 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme, recipe: Recipe) -> Resul
                         stats = stats.merge(row_stats(&w, &deq));
                     }
                     QScheme::Q4 => {
-                        let s = quantize_row_q4_with(recipe, &w, qw).map_err(at)?;
+                        let s = match importance {
+                            Some(a) => quantize_row_q4_weighted(&w, a, qw),
+                            None => quantize_row_q4_with(recipe, &w, qw),
+                        }
+                        .map_err(at)?;
                         sc.copy_from_slice(&s.to_le_bytes());
                         unpack_row_f32(qw, k, &mut deq);
                         deq.iter_mut().for_each(|d| *d *= s);
@@ -545,7 +638,11 @@ fn quantize_tensor(raw: RawTensor<'_>, scheme: QScheme, recipe: Recipe) -> Resul
                         biased_to_twos_complement(qw);
                     }
                     QScheme::Q4Grouped(g) => {
-                        quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales).map_err(at)?;
+                        match importance {
+                            Some(a) => quantize_row_q4_grouped_weighted(&w, a, g, qw, &mut gscales),
+                            None => quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales),
+                        }
+                        .map_err(at)?;
                         for (o, s) in sc.chunks_exact_mut(2).zip(&gscales) {
                             o.copy_from_slice(&s.to_bits().to_le_bytes());
                         }

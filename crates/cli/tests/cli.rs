@@ -92,17 +92,37 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
+/// A varied importance vector of `k` values (zeros among them).
+fn importance(k: usize, seed: usize) -> Vec<f32> {
+    (0..k).map(|i| ((i * 31 + seed * 17) % 23) as f32 * 0.37).collect()
+}
+
+/// The importance file of `standard_model` (one vector stored as F16,
+/// which convert widens).
+fn standard_importance(dir: &Path) -> PathBuf {
+    model(
+        dir,
+        "importance.safetensors",
+        vec![
+            ("layers.0.attn.q.importance", vec![64], Src::F32(importance(64, 1))),
+            ("layers.0.mlp.up.importance", vec![96], Src::F16(importance(96, 2))),
+            ("layers.0.mlp.down.importance", vec![32], Src::F32(importance(32, 3))),
+        ],
+    )
+}
+
 #[test]
 fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let input = standard_model(dir.path());
+    let imp = standard_importance(dir.path());
     for (scheme, recipe) in ["q8", "q4", "q4g32"]
         .into_iter()
         .flat_map(|s| Recipe::ALL.map(|r| (s, r)))
     {
         let out = dir.path().join(format!("out-{scheme}-{recipe}.safetensors"));
         let recipe_name = recipe.to_string();
-        let o = qlinear(&[
+        let mut args = vec![
             "convert",
             input.to_str().unwrap(),
             out.to_str().unwrap(),
@@ -110,7 +130,11 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
             scheme,
             "--recipe",
             &recipe_name,
-        ]);
+        ];
+        if recipe == Recipe::ActivationAware {
+            args.extend(["--importance", imp.to_str().unwrap()]);
+        }
+        let o = qlinear(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let stdout = String::from_utf8(o.stdout).unwrap();
         assert!(
@@ -119,13 +143,24 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         );
         let f = QuantizedFile::open(&out).unwrap();
         assert_eq!(f.metadata_map()["source"], "unit-test");
-        for (name, n, k, dtype) in [
+        for (seed, (name, n, k, dtype)) in [
             ("layers.0.attn.q", 8, 64, Dtype::F32),
             ("layers.0.mlp.up", 6, 96, Dtype::F16),
             ("layers.0.mlp.down", 5, 32, Dtype::BF16),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let w = widened(&weights(n, k), dtype);
+            let a = widened(
+                &importance(k, seed + 1),
+                if seed == 1 { Dtype::F16 } else { Dtype::F32 },
+            );
+            let scheme_q: qlinear::QScheme = scheme.parse().unwrap();
             let want = match scheme {
+                _ if recipe == Recipe::ActivationAware => {
+                    QuantizedWeight::quantize_weighted(scheme_q, n, k, &w, &a).unwrap()
+                }
                 "q8" => QuantizedWeight::Q8(QuantizedMatrix::quantize_with(recipe, n, k, &w).unwrap()),
                 "q4" => QuantizedWeight::Q4(
                     QuantizedMatrixQ4::quantize_with(recipe, n, k, GroupSize::PerChannel, &w).unwrap(),
@@ -384,4 +419,110 @@ fn embedding_tables_stay_float_unless_included() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown recipe \"best\""));
+}
+
+/// `--importance` and `--recipe activation-aware` come together, and every
+/// fault of the importance file is one line naming the tensor, with no
+/// output left behind.
+#[test]
+fn activation_aware_importance_faults_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = standard_model(d);
+    let good = standard_importance(d);
+    let out = d.join("out.safetensors");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "convert",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--scheme",
+            "q4g32",
+        ];
+        args.extend(extra);
+        qlinear(&args)
+    };
+    let fails = |o: Output, want: &str| {
+        assert_eq!(o.status.code(), Some(1), "{want}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "want {want:?}, got {err}"
+        );
+        assert!(!out.exists(), "{want}: an output was left");
+    };
+    fails(
+        run(&["--recipe", "activation-aware"]),
+        "--recipe activation-aware needs --importance FILE",
+    );
+    fails(
+        run(&["--recipe", "search", "--importance", good.to_str().unwrap()]),
+        "--importance is read only by --recipe activation-aware, not by --recipe search",
+    );
+    fails(
+        run(&[
+            "--recipe",
+            "activation-aware",
+            "--importance",
+            d.join("none").to_str().unwrap(),
+        ]),
+        "none",
+    );
+    let bad = |name: &str, tensors: Vec<(&str, Vec<usize>, Src)>| model(d, name, tensors);
+    let missing = bad(
+        "missing.safetensors",
+        vec![("layers.0.attn.q.importance", vec![64], Src::F32(importance(64, 1)))],
+    );
+    fails(
+        run(&[
+            "--recipe",
+            "activation-aware",
+            "--importance",
+            missing.to_str().unwrap(),
+        ]),
+        "layers.0.mlp.down.weight: the importance file",
+    );
+    let mut nan = importance(96, 2);
+    nan[5] = f32::NAN;
+    for (file, tensors, want, include) in [
+        (
+            "shape.safetensors",
+            vec![("layers.0.mlp.down.importance", vec![2, 16], Src::F32(importance(32, 3)))],
+            "layers.0.mlp.down.importance in",
+            "down",
+        ),
+        (
+            "nan.safetensors",
+            vec![("layers.0.mlp.up.importance", vec![96], Src::F32(nan))],
+            "holds NaN at column 5",
+            "up",
+        ),
+        (
+            "neg.safetensors",
+            vec![("layers.0.mlp.down.importance", vec![32], Src::F32(vec![-1.0; 32]))],
+            "holds -1 at column 0",
+            "down",
+        ),
+        (
+            "int.safetensors",
+            vec![(
+                "layers.0.mlp.down.importance",
+                vec![32],
+                Src::Bytes(Dtype::I32, vec![0; 128]),
+            )],
+            "expected a float vector of [32]",
+            "down",
+        ),
+    ] {
+        let f = bad(file, tensors);
+        let o = run(&[
+            "--recipe",
+            "activation-aware",
+            "--importance",
+            f.to_str().unwrap(),
+            "--include",
+            include,
+        ]);
+        fails(o, want);
+    }
 }

@@ -78,11 +78,23 @@ pub enum RecipeError {
         /// The text given.
         scheme: String,
     },
-    /// A recipe name that is not `canonical`, `full-range` or `search`.
-    #[error("unknown recipe {recipe:?}: expected canonical, full-range or search")]
+    /// A recipe name that is not `canonical`, `full-range`, `search` or
+    /// `activation-aware`.
+    #[error("unknown recipe {recipe:?}: expected canonical, full-range, search or activation-aware")]
     UnknownRecipe {
         /// The text given.
         recipe: String,
+    },
+    /// The activation-aware recipe was asked for without an importance vector.
+    #[error("the activation-aware recipe needs an importance vector (one value per input column); use the *_weighted functions")]
+    ImportanceRequired,
+    /// An importance value that is negative, NaN or infinite.
+    #[error("importance at column {col} is {value}: it must be finite and >= 0")]
+    BadImportance {
+        /// The column.
+        col: usize,
+        /// The value found.
+        value: f32,
     },
     /// A negative or non-finite scale in pre-quantized data.
     #[error("invalid scale {value} at row {row}, group {group}: scales must be finite and >= 0")]

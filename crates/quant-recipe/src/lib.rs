@@ -22,7 +22,7 @@ mod error;
 mod nibble;
 mod q4;
 mod q8;
-mod recipe;
+pub(crate) mod recipe;
 mod weight;
 
 pub use error::RecipeError;
@@ -32,7 +32,10 @@ pub use nibble::{
 };
 pub use q4::{quantize_row_q4, quantize_row_q4_grouped, GroupSize, Q4Scales, QuantizedMatrixQ4};
 pub use q8::{quantize_row_q8, QuantizedMatrix};
-pub use recipe::{quantize_row_q4_grouped_with, quantize_row_q4_with, quantize_row_q8_with, Recipe};
+pub use recipe::{
+    quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
+    quantize_row_q8_weighted, quantize_row_q8_with, Recipe,
+};
 pub use weight::{QScheme, QuantizedWeight, QuantizedWeightRef};
 
 /// Largest absolute Q8 code the canonical recipe emits (-128 is never emitted).

@@ -160,6 +160,19 @@ impl QuantizedMatrixQ4 {
         group: GroupSize,
         w: &[f32],
     ) -> Result<Self, RecipeError> {
+        Self::quantize_rows(recipe, None, n, k, group, w)
+    }
+
+    /// `quantize_with`, with the activation-aware recipe's importance (one
+    /// per column, the same for every row).
+    pub(crate) fn quantize_rows(
+        recipe: crate::Recipe,
+        importance: Option<&[f32]>,
+        n: usize,
+        k: usize,
+        group: GroupSize,
+        w: &[f32],
+    ) -> Result<Self, RecipeError> {
         check_len("Q4 weights", checked_elems(n, k)?, w.len())?;
         group.validate(k)?;
         let stride = packed_row_bytes(k);
@@ -170,7 +183,7 @@ impl QuantizedMatrixQ4 {
                 let mut scales = Vec::with_capacity(n);
                 for (r, src) in rows().enumerate() {
                     let dst = &mut packed[r * stride..(r + 1) * stride];
-                    scales.push(crate::quantize_row_q4_with(recipe, src, dst).map_err(|e| e.at_row(r))?);
+                    scales.push(crate::recipe::q4_row(recipe, src, importance, dst).map_err(|e| e.at_row(r))?);
                 }
                 Q4Scales::PerChannel(scales)
             }
@@ -180,7 +193,7 @@ impl QuantizedMatrixQ4 {
                 for (r, src) in rows().enumerate() {
                     let dst = &mut packed[r * stride..(r + 1) * stride];
                     let sdst = &mut scales[r * groups..(r + 1) * groups];
-                    crate::quantize_row_q4_grouped_with(recipe, src, g, dst, sdst).map_err(|e| e.at_row(r))?;
+                    crate::recipe::q4_grouped_row(recipe, src, importance, g, dst, sdst).map_err(|e| e.at_row(r))?;
                 }
                 Q4Scales::Grouped { group: g, scales }
             }

@@ -40,12 +40,24 @@ impl QuantizedMatrix {
     /// Quantizes a row-major `[n, k]` f32 matrix row by row with `recipe`
     /// (`docs/NUMERICS.md` §3).
     pub fn quantize_with(recipe: crate::Recipe, n: usize, k: usize, w: &[f32]) -> Result<Self, RecipeError> {
+        Self::quantize_rows(recipe, None, n, k, w)
+    }
+
+    /// `quantize_with`, with the activation-aware recipe's importance (one
+    /// per column, the same for every row).
+    pub(crate) fn quantize_rows(
+        recipe: crate::Recipe,
+        importance: Option<&[f32]>,
+        n: usize,
+        k: usize,
+        w: &[f32],
+    ) -> Result<Self, RecipeError> {
         check_len("Q8 weights", checked_elems(n, k)?, w.len())?;
         let mut codes = vec![0i8; w.len()];
         let mut scales = Vec::with_capacity(n);
         if k > 0 {
             for (r, (src, dst)) in w.chunks_exact(k).zip(codes.chunks_exact_mut(k)).enumerate() {
-                scales.push(crate::quantize_row_q8_with(recipe, src, dst).map_err(|e| e.at_row(r))?);
+                scales.push(crate::recipe::q8_row(recipe, src, importance, dst).map_err(|e| e.at_row(r))?);
             }
         } else {
             scales.resize(n, 0.0);

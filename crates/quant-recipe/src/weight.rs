@@ -111,6 +111,8 @@ impl QuantizedWeight {
 
     /// [`QuantizedWeight::quantize`] with a named `recipe` (`docs/NUMERICS.md`
     /// §3.6–§3.7): the same format, scales and codes chosen differently.
+    /// `Recipe::ActivationAware` needs [`QuantizedWeight::quantize_weighted`]
+    /// ([`RecipeError::ImportanceRequired`] here).
     pub fn quantize_with(
         recipe: crate::Recipe,
         scheme: QScheme,
@@ -118,9 +120,38 @@ impl QuantizedWeight {
         k: usize,
         w: &[f32],
     ) -> Result<Self, RecipeError> {
+        Self::quantize_rows(recipe, None, scheme, n, k, w)
+    }
+
+    /// The activation-aware search (`docs/NUMERICS.md` §3.8): as
+    /// [`QuantizedWeight::quantize_with`], with column `c`'s squared error
+    /// weighted by `importance[c]` in every row. `importance` holds `k`
+    /// finite values `>= 0` (e.g. the mean `x²` of each input over
+    /// calibration activations); otherwise a [`crate::RecipeError`] names
+    /// the length or the column.
+    pub fn quantize_weighted(
+        scheme: QScheme,
+        n: usize,
+        k: usize,
+        w: &[f32],
+        importance: &[f32],
+    ) -> Result<Self, RecipeError> {
+        crate::check_len("importance", k, importance.len())?;
+        Self::quantize_rows(crate::Recipe::ActivationAware, Some(importance), scheme, n, k, w)
+    }
+
+    fn quantize_rows(
+        recipe: crate::Recipe,
+        importance: Option<&[f32]>,
+        scheme: QScheme,
+        n: usize,
+        k: usize,
+        w: &[f32],
+    ) -> Result<Self, RecipeError> {
         match scheme {
-            QScheme::Q8 => QuantizedMatrix::quantize_with(recipe, n, k, w).map(QuantizedWeight::Q8),
-            _ => QuantizedMatrixQ4::quantize_with(recipe, n, k, scheme.group_size(), w).map(QuantizedWeight::Q4),
+            QScheme::Q8 => QuantizedMatrix::quantize_rows(recipe, importance, n, k, w).map(QuantizedWeight::Q8),
+            _ => QuantizedMatrixQ4::quantize_rows(recipe, importance, n, k, scheme.group_size(), w)
+                .map(QuantizedWeight::Q4),
         }
     }
 

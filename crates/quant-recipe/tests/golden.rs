@@ -3,7 +3,8 @@
 
 use half::f16;
 use qlinear_quant_recipe::{
-    quantize_row_q4_grouped_with, quantize_row_q4_with, quantize_row_q8_with, Recipe, RecipeError,
+    quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
+    quantize_row_q8_weighted, quantize_row_q8_with, Recipe, RecipeError,
 };
 
 const FIXTURE: &str = include_str!("data/recipe_golden.txt");
@@ -27,12 +28,16 @@ fn hex_bytes(s: &str) -> Vec<u8> {
 #[test]
 fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
     let mut counts = [0usize; 4];
-    let mut per_recipe = [0usize; 3];
+    let mut per_recipe = [0usize; 4];
     for (line_no, line) in FIXTURE.lines().enumerate() {
         let f: Vec<&str> = line.split(" ; ").collect();
         assert_eq!(f.len(), 4, "line {line_no}");
         let head: Vec<&str> = words(f[0]).collect();
-        let w = f32s(f[1]);
+        // activation-aware lines hold "w | importance"
+        let (w, a) = match f[1].split_once(" | ") {
+            Some((w, a)) => (f32s(w), Some(f32s(a))),
+            None => (f32s(f[1]), None),
+        };
         // "q8", or "search-q8", "full-range-q4g", …
         let (recipe, kind) = Recipe::ALL
             .into_iter()
@@ -40,10 +45,23 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
             .find_map(|r| head[0].strip_prefix(&format!("{r}-")).map(|k| (r, k)))
             .unwrap_or((Recipe::Canonical, head[0]));
         per_recipe[Recipe::ALL.iter().position(|r| *r == recipe).unwrap()] += 1;
+        assert_eq!(a.is_some(), recipe == Recipe::ActivationAware, "line {line_no}");
+        let q8 = |w: &[f32], codes: &mut [i8]| match &a {
+            Some(a) => quantize_row_q8_weighted(w, a, codes),
+            None => quantize_row_q8_with(recipe, w, codes),
+        };
+        let q4 = |w: &[f32], packed: &mut [u8]| match &a {
+            Some(a) => quantize_row_q4_weighted(w, a, packed),
+            None => quantize_row_q4_with(recipe, w, packed),
+        };
+        let q4g = |w: &[f32], g: usize, packed: &mut [u8], scales: &mut [f16]| match &a {
+            Some(a) => quantize_row_q4_grouped_weighted(w, a, g, packed, scales),
+            None => quantize_row_q4_grouped_with(recipe, w, g, packed, scales),
+        };
         match kind {
             "q8" => {
                 let mut codes = vec![0i8; w.len()];
-                let s = quantize_row_q8_with(recipe, &w, &mut codes).unwrap();
+                let s = q8(&w, &mut codes).unwrap();
                 let want: Vec<i8> = words(f[3]).map(|c| c.parse().unwrap()).collect();
                 assert_eq!(
                     s.to_bits(),
@@ -55,7 +73,7 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
             }
             "q4" => {
                 let mut packed = vec![0u8; w.len().div_ceil(2)];
-                let s = quantize_row_q4_with(recipe, &w, &mut packed).unwrap();
+                let s = q4(&w, &mut packed).unwrap();
                 assert_eq!(
                     s.to_bits(),
                     u32::from_str_radix(f[2].trim(), 16).unwrap(),
@@ -68,7 +86,7 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
                 let g: usize = head[1].parse().unwrap();
                 let mut packed = vec![0u8; w.len() / 2];
                 let mut scales = vec![f16::ZERO; w.len() / g];
-                quantize_row_q4_grouped_with(recipe, &w, g, &mut packed, &mut scales).unwrap();
+                q4g(&w, g, &mut packed, &mut scales).unwrap();
                 let want: Vec<u16> = words(f[2]).map(|h| u16::from_str_radix(h, 16).unwrap()).collect();
                 let got: Vec<u16> = scales.iter().map(|s| s.to_bits()).collect();
                 assert_eq!(got, want, "{recipe} q4g{g} scales, line {line_no}");
@@ -79,7 +97,7 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
                 let g: usize = head[1].parse().unwrap();
                 let mut packed = vec![0u8; w.len() / 2];
                 let mut scales = vec![f16::ZERO; w.len() / g];
-                let e = quantize_row_q4_grouped_with(recipe, &w, g, &mut packed, &mut scales).unwrap_err();
+                let e = q4g(&w, g, &mut packed, &mut scales).unwrap_err();
                 assert!(matches!(e, RecipeError::ScaleOverflow { .. }), "line {line_no}: {e}");
                 counts[3] += 1;
             }

@@ -3,6 +3,8 @@
 //! normalisation. Every `Linear` is either a plain f32 matrix (the baseline)
 //! or a `qlinear::Linear`.
 
+use std::cell::RefCell;
+
 use qlinear::{Linear, ModelFile, QuantLinearMode};
 
 /// Errors of loading or running the encoder.
@@ -16,6 +18,11 @@ pub enum Dense {
         b: Vec<f32>,
         n: usize,
         k: usize,
+        /// The layer's prefix (`encoder.layer.0.attention.self.query`).
+        name: String,
+        /// Σ x² per input column (f64) and the rows seen: the calibration
+        /// statistics behind the activation-aware recipe's importance.
+        sumsq: RefCell<(Vec<f64>, u64)>,
     },
     /// A qlinear layer.
     Q(Linear),
@@ -33,7 +40,15 @@ impl Dense {
     fn forward(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
         let mut y = vec![0f32; m * self.out_features()];
         match self {
-            Dense::F32 { w, b, n, k } => {
+            Dense::F32 { w, b, n, k, sumsq, .. } => {
+                let mut acc = sumsq.borrow_mut();
+                for xr in x.chunks_exact(*k) {
+                    acc.0
+                        .iter_mut()
+                        .zip(xr)
+                        .for_each(|(s, &v)| *s += f64::from(v) * f64::from(v));
+                    acc.1 += 1;
+                }
                 for (xr, yr) in x.chunks_exact(*k).zip(y.chunks_exact_mut(*n)) {
                     for ((wr, yv), bv) in w.chunks_exact(*k).zip(yr.iter_mut()).zip(b) {
                         *yv = dot(xr, wr) + bv;
@@ -142,6 +157,8 @@ impl Encoder {
                         b: t(&format!("{p}.bias"))?,
                         n: shape[0],
                         k: shape[1],
+                        name: p.to_string(),
+                        sumsq: RefCell::new((vec![0.0; shape[1]], 0)),
                     })
                 }
                 Precision::Quantized(mode) => Ok(Dense::Q(
@@ -179,6 +196,24 @@ impl Encoder {
             hidden,
             heads,
         })
+    }
+
+    /// For every f32 linear, its prefix and the mean `x²` of each input
+    /// column over every token embedded so far: the importance the
+    /// activation-aware recipe weighs each column's error by
+    /// (`qlinear convert --recipe activation-aware --importance`).
+    pub fn importance(&self) -> Vec<(String, Vec<f32>)> {
+        let mut out = vec![];
+        for l in &self.layers {
+            for d in [&l.query, &l.key, &l.value, &l.attn_out, &l.inter, &l.out] {
+                if let Dense::F32 { name, sumsq, .. } = d {
+                    let (s, rows) = &*sumsq.borrow();
+                    let rows = (*rows).max(1) as f64;
+                    out.push((name.clone(), s.iter().map(|v| (v / rows) as f32).collect()));
+                }
+            }
+        }
+        out
     }
 
     /// The normalised sentence embedding of one tokenised sentence (no
