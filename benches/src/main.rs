@@ -42,19 +42,6 @@ struct Config {
     budget: Duration,
 }
 
-#[derive(Clone)]
-struct Row {
-    family: String,
-    tier: String,
-    m: usize,
-    n: usize,
-    k: usize,
-    threads: usize,
-    cache: &'static str,
-    median_us: f64,
-    weight_bytes: usize,
-}
-
 /// Median wall time of `f` over repeated calls (after a warm-up), stopping at
 /// the time budget (at least 5, at most 400 calls).
 fn median_time(budget: Duration, mut f: impl FnMut(usize)) -> f64 {
@@ -199,6 +186,56 @@ fn profile(fname: &str, n: usize, k: usize, m: usize, calls: usize) {
     println!("checksum {}", y.iter().sum::<f32>());
 }
 
+/// One measured configuration: its labels and a runner that returns the
+/// median µs of one measurement within a time budget.
+struct Case {
+    family: String,
+    tier: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    cache: &'static str,
+    weight_bytes: usize,
+    run: Box<dyn FnMut(Duration) -> f64>,
+}
+
+/// One measurement of a case in one repeat, with that repeat's probe.
+#[derive(Clone)]
+struct Sample {
+    case: usize,
+    repeat: usize,
+    median_us: f64,
+    probe_gbps: f64,
+}
+
+/// The CPU model as the OS names it (`/proc/cpuinfo`), or the architecture.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name") || l.starts_with("Model"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The M values of a family: decode (1), a batch (16), and prefill (64,
+/// 256) for the integer families and the f32 baseline.
+fn ms_of(fname: &str) -> &'static [usize] {
+    match fname {
+        "f32" | "w8a8" | "w4a8" | "w4a8_g32" => &[1, 16, 64, 256],
+        _ => &[1, 16],
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -215,6 +252,11 @@ fn main() {
         v.split_once('x')
             .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
     });
+    let repeat: usize = opt("--repeat").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+    // --compare-with BIN --compare-json FILE: after each repeat of this
+    // runner, run BIN (another revision's qlinear-bench, built by `cargo
+    // xtask bench --compare REV`) once with the same slice, and read FILE
+    let compare: Option<(String, String)> = opt("--compare-with").zip(opt("--compare-json"));
     if let Some(fname) = opt("--profile") {
         // `--profile FAMILY [--shape NxK] [--m M] [--calls C]`: C calls of the
         // plan's kernel on one weight matrix and nothing else, for
@@ -236,96 +278,99 @@ fn main() {
     let report = selftest_report();
     let tiers = report.proven_tiers();
     eprintln!("{report}");
-    let bw: Vec<f64> = [1, 2].iter().map(|&t| bandwidth_probe(t)).collect();
-    println!(
-        "memory bandwidth probe (1 GiB read): 1 thread {:.2} GB/s, 2 threads {:.2} GB/s",
-        bw[0], bw[1]
-    );
+    let cpu = cpu_model();
+    println!("CPU: {cpu}");
     println!(
         "cold mode cycles through at least {} MiB of distinct weights",
         cold_bytes() >> 20
     );
+    let wanted = |fname: &str| only.as_ref().is_none_or(|o| o.iter().any(|f| f == fname));
+    let m_wanted = |m: usize| only_m.is_none_or(|o| o == m);
 
-    let mut rows: Vec<Row> = vec![];
-    let families = FAMILIES;
+    // Every case is prepared once (weights for both cache modes stay in
+    // memory), so the repeats measure the same bytes and alternate cleanly.
+    let mut cases: Vec<Case> = vec![];
     for &(n, k) in &cfg.shapes {
-        let wf = data(n * k, 1);
+        let wf = std::sync::Arc::new(data(n * k, 1));
         for cache in ["hot", "cold"] {
-            // the f32 baseline: gemm's f32 GEMM on the same shapes
-            let want_f32 = only.as_ref().is_none_or(|o| o.iter().any(|f| f == "f32"));
-            let fcopies: Vec<Vec<f32>> = (0..if want_f32 {
-                copies(n * k * 4, cache == "cold")
-            } else {
-                0
-            })
-                .map(|_| wf.clone())
-                .collect();
-            for m in [1usize, 16]
-                .into_iter()
-                .filter(|&m| want_f32 && only_m.is_none_or(|o| o == m))
-            {
-                let x = data(m * k, 2);
-                let mut y = vec![0f32; m * n];
-                for threads in [1usize, 2] {
-                    let par = if threads == 1 {
-                        gemm::Parallelism::None
-                    } else {
-                        gemm::Parallelism::Rayon(threads)
-                    };
-                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                    let t = pool.install(|| {
-                        median_time(cfg.budget, |i| {
-                            let w = &fcopies[i % fcopies.len()];
-                            // SAFETY: y is [m, n] (row stride n), x is [m, k] (row stride k), and
-                            // w is [n, k] read as Wᵀ [k, n] (column stride k); all three are
-                            // live, correctly sized buffers and y does not alias them.
-                            unsafe {
-                                gemm::gemm(
-                                    m,
-                                    n,
-                                    k,
-                                    y.as_mut_ptr(),
-                                    1,
-                                    n as isize,
-                                    false,
-                                    x.as_ptr(),
-                                    1,
-                                    k as isize,
-                                    w.as_ptr(),
-                                    k as isize,
-                                    1,
-                                    0.0f32,
-                                    1.0f32,
-                                    false,
-                                    false,
-                                    false,
-                                    par,
-                                )
-                            }
-                        })
-                    });
-                    rows.push(Row {
-                        family: "f32".into(),
-                        tier: "gemm".into(),
-                        m,
-                        n,
-                        k,
-                        threads,
-                        cache,
-                        median_us: t,
-                        weight_bytes: n * k * 4,
-                    });
+            // prefill (M >= 64) is compute-bound: hot only
+            let ms = |fname: &str| -> Vec<usize> {
+                ms_of(fname)
+                    .iter()
+                    .copied()
+                    .filter(|&m| m_wanted(m) && (m < 64 || cache == "hot"))
+                    .collect()
+            };
+            if wanted("f32") {
+                let fcopies = std::sync::Arc::new(
+                    (0..copies(n * k * 4, cache == "cold"))
+                        .map(|_| (*wf).clone())
+                        .collect::<Vec<Vec<f32>>>(),
+                );
+                for m in ms("f32") {
+                    for threads in [1usize, 2] {
+                        let (fcopies, x) = (fcopies.clone(), data(m * k, 2));
+                        let mut y = vec![0f32; m * n];
+                        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                        let par = if threads == 1 {
+                            gemm::Parallelism::None
+                        } else {
+                            gemm::Parallelism::Rayon(threads)
+                        };
+                        cases.push(Case {
+                            family: "f32".into(),
+                            tier: "gemm".into(),
+                            m,
+                            n,
+                            k,
+                            threads,
+                            cache,
+                            weight_bytes: n * k * 4,
+                            run: Box::new(move |budget| {
+                                pool.install(|| {
+                                    median_time(budget, |i| {
+                                        let w = &fcopies[i % fcopies.len()];
+                                        // SAFETY: y is [m, n] (row stride n), x is [m, k] (row stride
+                                        // k), and w is [n, k] read as Wᵀ [k, n] (column stride k);
+                                        // all three are live, correctly sized buffers and y does not
+                                        // alias them.
+                                        unsafe {
+                                            gemm::gemm(
+                                                m,
+                                                n,
+                                                k,
+                                                y.as_mut_ptr(),
+                                                1,
+                                                n as isize,
+                                                false,
+                                                x.as_ptr(),
+                                                1,
+                                                k as isize,
+                                                w.as_ptr(),
+                                                k as isize,
+                                                1,
+                                                0.0f32,
+                                                1.0f32,
+                                                false,
+                                                false,
+                                                false,
+                                                par,
+                                            )
+                                        }
+                                    })
+                                })
+                            }),
+                        });
+                    }
                 }
             }
-            drop(fcopies);
-            for &(family, fname) in &families {
-                if only.as_ref().is_some_and(|o| !o.iter().any(|f| f == fname)) {
+            for &(family, fname) in &FAMILIES {
+                if !wanted(fname) {
                     continue;
                 }
                 let (weights, bytes) = weights(family, n, k, &wf, cache == "cold");
-                for m in [1usize, 16].into_iter().filter(|&m| only_m.is_none_or(|o| o == m)) {
-                    let x = data(m * k, 3);
-                    let mut y = vec![0f32; m * n];
+                let weights = std::sync::Arc::new(weights);
+                for m in ms(fname) {
                     let mut routes: Vec<(String, Route)> = tiers
                         .iter()
                         .map(|&t| (t.to_string(), Route::for_tier(t).unwrap()))
@@ -334,16 +379,17 @@ fn main() {
                         routes.push((format!("plan:{}", r.tier()), r));
                     }
                     for (name, route) in routes {
-                        // the scalar tier is the slow reference: M = 1 always, M = 16 outside --quick
-                        if route.tier() == Int8Tier::Scalar && (m > 1 && cfg.quick) {
+                        // the scalar tier is the slow reference: M = 1 always, M = 16 outside
+                        // --quick, never prefill
+                        if route.tier() == Int8Tier::Scalar && (m > 16 || (m > 1 && cfg.quick)) {
                             continue;
                         }
                         for threads in [1usize, 2] {
+                            let (weights, x) = (weights.clone(), data(m * k, 3));
+                            let mut y = vec![0f32; m * n];
                             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                            let t = pool.install(|| {
-                                median_time(cfg.budget, |i| run_family(&route, family, &weights, &x, m, &mut y, i))
-                            });
-                            rows.push(Row {
+                            let route = route.clone();
+                            cases.push(Case {
                                 family: fname.into(),
                                 tier: name.clone(),
                                 m,
@@ -351,10 +397,13 @@ fn main() {
                                 k,
                                 threads,
                                 cache,
-                                median_us: t,
                                 weight_bytes: bytes,
+                                run: Box::new(move |budget| {
+                                    pool.install(|| {
+                                        median_time(budget, |i| run_family(&route, family, &weights, &x, m, &mut y, i))
+                                    })
+                                }),
                             });
-                            eprintln!("{fname:<10} {name:<18} M={m:<2} {n}x{k} t={threads} {cache}: {t:.1} µs");
                         }
                     }
                 }
@@ -368,82 +417,201 @@ fn main() {
                     continue;
                 }
                 let bytes = n * k / 32 * block_bytes;
-                for m in [1usize, 16].into_iter().filter(|&m| only_m.is_none_or(|o| o == m)) {
-                    let x = data(m * k, 3);
+                for m in ms(fname) {
+                    let (wf, x) = (wf.clone(), data(m * k, 3));
                     let copies = copies(bytes, cache == "cold");
-                    let t = candle::median_us(&wf, (n, k), &x, m, dtype, copies, cfg.budget)
-                        .expect("candle QMatMul on a valid shape");
-                    let threads = candle::threads();
-                    rows.push(Row {
+                    cases.push(Case {
                         family: fname.into(),
                         tier: tier.into(),
                         m,
                         n,
                         k,
-                        threads,
+                        threads: candle::threads(),
                         cache,
-                        median_us: t,
                         weight_bytes: bytes,
+                        run: Box::new(move |budget| {
+                            candle::median_us(&wf, (n, k), &x, m, dtype, copies, budget)
+                                .expect("candle QMatMul on a valid shape")
+                        }),
                     });
-                    eprintln!("{fname:<10} {tier:<18} M={m:<2} {n}x{k} t={threads} {cache}: {t:.1} µs");
                 }
             }
         }
     }
 
-    let find = |fam: &str, tier_prefix: &str, r: &Row| {
-        rows.iter()
-            .find(|o| {
-                o.family == fam
-                    && o.tier.starts_with(tier_prefix)
-                    && o.m == r.m
-                    && o.n == r.n
-                    && o.k == r.k
-                    && o.threads == r.threads
-                    && o.cache == r.cache
-            })
-            .map(|o| o.median_us)
+    // The whole matrix `repeat` times: each repeat measures the probe, then
+    // every case once, so a case's repeats alternate with every other case
+    // (and with the other revision's run, under --compare-with).
+    let mut samples: Vec<Sample> = vec![];
+    let mut other: Vec<serde_json::Value> = vec![];
+    for rep in 0..repeat {
+        let bw: Vec<f64> = [1, 2].iter().map(|&t| bandwidth_probe(t)).collect();
+        println!(
+            "repeat {}/{repeat}: memory bandwidth probe (1 GiB read): 1 thread {:.2} GB/s, 2 threads {:.2} GB/s",
+            rep + 1,
+            bw[0],
+            bw[1]
+        );
+        for (c, case) in cases.iter_mut().enumerate() {
+            let t = (case.run)(cfg.budget);
+            eprintln!(
+                "[{}/{repeat}] {:<10} {:<18} M={:<3} {}x{} t={} {}: {t:.1} µs",
+                rep + 1,
+                case.family,
+                case.tier,
+                case.m,
+                case.n,
+                case.k,
+                case.threads,
+                case.cache
+            );
+            samples.push(Sample {
+                case: c,
+                repeat: rep,
+                median_us: t,
+                probe_gbps: bw[(case.threads - 1).min(1)],
+            });
+        }
+        if let Some((bin, json)) = &compare {
+            let passthrough: Vec<&String> = args
+                .iter()
+                .skip(1)
+                .enumerate()
+                .filter(|(i, a)| {
+                    let prev = if *i == 0 { None } else { args.get(*i) };
+                    !matches!(a.as_str(), "--repeat" | "--compare-with" | "--compare-json")
+                        && !prev.is_some_and(|p| matches!(p.as_str(), "--repeat" | "--compare-with" | "--compare-json"))
+                })
+                .map(|(_, a)| a)
+                .collect();
+            eprintln!("[{}/{repeat}] the other revision: {bin} {passthrough:?}", rep + 1);
+            let status = std::process::Command::new(bin)
+                .args(&passthrough)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("the other revision's runner starts");
+            assert!(status.success(), "the other revision's runner failed: {status}");
+            let text = std::fs::read_to_string(json).expect("the other revision wrote its JSON");
+            let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+            for r in v["rows"].as_array().cloned().unwrap_or_default() {
+                other.push(r);
+            }
+        }
+    }
+    print_and_write(&cpu, &cases, &samples, repeat, cfg.quick, &other);
+}
+
+/// The table (per case: median over repeats of the per-repeat medians, with
+/// the min–max range; throughput and share of the probe per repeat, then
+/// their median) and `target/qlinear-bench.json` (every sample, with its
+/// repeat's probe, the CPU model and the thread count).
+fn print_and_write(cpu: &str, cases: &[Case], samples: &[Sample], repeat: usize, quick: bool, other: &[serde_json::Value]) {
+    let key = |c: &Case| (c.family.clone(), c.m, c.n, c.k, c.threads, c.cache);
+    let of = |c: usize| samples.iter().filter(move |s| s.case == c);
+    let med = |c: usize| median(&mut of(c).map(|s| s.median_us).collect::<Vec<_>>());
+    let find = |family: &str, tier: &str, c: &Case| {
+        cases
+            .iter()
+            .position(|o| o.tier.starts_with(tier) && key(o) == (family.to_string(), c.m, c.n, c.k, c.threads, c.cache))
+            .map(med)
     };
-    let mut json_rows = vec![];
     println!(
-        "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10} {:>7} {:>6} {:>8} {:>7} {:>8}",
-        "family", "tier", "m", "n", "k", "t", "cache", "median_us", "GB/s", "%bw", "GFLOP/s", "vs_f32", "vs_scalar"
+        "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10} {:>19} {:>7} {:>6} {:>8} {:>7} {:>8}",
+        "family", "tier", "m", "n", "k", "t", "cache", "median_us", "range", "GB/s", "%bw", "GFLOP/s", "vs_f32", "vs_scalar"
     );
-    for r in &rows {
-        let gbps = r.weight_bytes as f64 / r.median_us / 1e3;
-        let pct = 100.0 * gbps / bw[r.threads - 1];
-        let gflops = 2.0 * (r.m * r.n * r.k) as f64 / r.median_us / 1e3;
-        let vs_f32 = find("f32", "gemm", r).map(|f| f / r.median_us);
-        let vs_scalar = find(&r.family, "scalar", r).map(|s| s / r.median_us);
+    let mut rows = vec![];
+    for (c, case) in cases.iter().enumerate() {
+        let mut ts: Vec<f64> = of(c).map(|s| s.median_us).collect();
+        let t = median(&mut ts);
+        let (lo, hi) = (ts[0], ts[ts.len() - 1]);
+        let gbps = case.weight_bytes as f64 / t / 1e3;
+        let pct = median(
+            &mut of(c)
+                .map(|s| 100.0 * case.weight_bytes as f64 / s.median_us / 1e3 / s.probe_gbps)
+                .collect::<Vec<_>>(),
+        );
+        let gflops = 2.0 * (case.m * case.n * case.k) as f64 / t / 1e3;
+        let vs_f32 = find("f32", "gemm", case).map(|f| f / t);
+        let vs_scalar = find(&case.family, "scalar", case).map(|s| s / t);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         println!(
-            "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10.1} {:>7.2} {:>6.1} {:>8.1} {:>7} {:>8}",
-            r.family,
-            r.tier,
-            r.m,
-            r.n,
-            r.k,
-            r.threads,
-            r.cache,
-            r.median_us,
+            "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10.1} {:>19} {:>7.2} {:>6.1} {:>8.1} {:>7} {:>8}",
+            case.family,
+            case.tier,
+            case.m,
+            case.n,
+            case.k,
+            case.threads,
+            case.cache,
+            t,
+            format!("{lo:.1}–{hi:.1}"),
             gbps,
             pct,
             gflops,
             fmt(vs_f32),
             fmt(vs_scalar)
         );
-        json_rows.push(json!({
-            "family": r.family, "tier": r.tier, "m": r.m, "n": r.n, "k": r.k, "threads": r.threads,
-            "cache": r.cache, "median_us": r.median_us, "gbps": gbps, "pct_bw": pct, "gflops": gflops,
-            "ratio_f32": vs_f32, "ratio_scalar": vs_scalar,
+        let reps: Vec<serde_json::Value> = of(c)
+            .map(|s| json!({ "repeat": s.repeat, "median_us": s.median_us, "probe_gbps": s.probe_gbps }))
+            .collect();
+        rows.push(json!({
+            "cpu": cpu, "family": case.family, "tier": case.tier, "m": case.m, "n": case.n, "k": case.k,
+            "threads": case.threads, "cache": case.cache, "median_us": t, "min_us": lo, "max_us": hi,
+            "gbps": gbps, "pct_bw": pct, "gflops": gflops, "ratio_f32": vs_f32, "ratio_scalar": vs_scalar,
+            "repeats": reps,
         }));
     }
-    let out = json!({
-        "bandwidth_gbps": { "1": bw[0], "2": bw[1] },
+    let mut out = json!({
+        "cpu": cpu,
         "cold_bytes": cold_bytes(),
-        "quick": cfg.quick,
-        "rows": json_rows,
+        "quick": quick,
+        "repeat": repeat,
+        "rows": rows,
     });
+    if !other.is_empty() {
+        // A (this revision) against B (the other), per row both have
+        println!("\nA = this revision, B = the other revision; medians over {repeat} alternated runs each");
+        println!(
+            "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>24} {:>24} {:>6}",
+            "family", "tier", "m", "n", "k", "t", "cache", "A median_us (range)", "B median_us (range)", "B/A"
+        );
+        let mut cmp = vec![];
+        for (c, case) in cases.iter().enumerate() {
+            let same = |r: &serde_json::Value| {
+                r["family"] == case.family.as_str()
+                    && r["tier"] == case.tier.as_str()
+                    && r["m"] == case.m
+                    && r["n"] == case.n
+                    && r["k"] == case.k
+                    && r["threads"] == case.threads
+                    && r["cache"] == case.cache
+            };
+            let mut b: Vec<f64> = other.iter().filter(|r| same(r)).filter_map(|r| r["median_us"].as_f64()).collect();
+            if b.is_empty() {
+                continue;
+            }
+            let mut a: Vec<f64> = of(c).map(|s| s.median_us).collect();
+            let (am, bm) = (median(&mut a), median(&mut b));
+            println!(
+                "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>24} {:>24} {:>6.2}",
+                case.family,
+                case.tier,
+                case.m,
+                case.n,
+                case.k,
+                case.threads,
+                case.cache,
+                format!("{am:.1} ({:.1}–{:.1})", a[0], a[a.len() - 1]),
+                format!("{bm:.1} ({:.1}–{:.1})", b[0], b[b.len() - 1]),
+                bm / am
+            );
+            cmp.push(json!({
+                "family": case.family, "tier": case.tier, "m": case.m, "n": case.n, "k": case.k,
+                "threads": case.threads, "cache": case.cache, "a_us": a, "b_us": b, "b_over_a": bm / am,
+            }));
+        }
+        out["compare"] = json!(cmp);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/qlinear-bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
     println!("wrote {}", path.display());
