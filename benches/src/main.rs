@@ -505,7 +505,14 @@ fn main() {
 /// the min–max range; throughput and share of the probe per repeat, then
 /// their median) and `target/qlinear-bench.json` (every sample, with its
 /// repeat's probe, the CPU model and the thread count).
-fn print_and_write(cpu: &str, cases: &[Case], samples: &[Sample], repeat: usize, quick: bool, other: &[serde_json::Value]) {
+fn print_and_write(
+    cpu: &str,
+    cases: &[Case],
+    samples: &[Sample],
+    repeat: usize,
+    quick: bool,
+    other: &[serde_json::Value],
+) {
     let key = |c: &Case| (c.family.clone(), c.m, c.n, c.k, c.threads, c.cache);
     let of = |c: usize| samples.iter().filter(move |s| s.case == c);
     let med = |c: usize| median(&mut of(c).map(|s| s.median_us).collect::<Vec<_>>());
@@ -517,7 +524,20 @@ fn print_and_write(cpu: &str, cases: &[Case], samples: &[Sample], repeat: usize,
     };
     println!(
         "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10} {:>19} {:>7} {:>6} {:>8} {:>7} {:>8}",
-        "family", "tier", "m", "n", "k", "t", "cache", "median_us", "range", "GB/s", "%bw", "GFLOP/s", "vs_f32", "vs_scalar"
+        "family",
+        "tier",
+        "m",
+        "n",
+        "k",
+        "t",
+        "cache",
+        "median_us",
+        "range",
+        "GB/s",
+        "%bw",
+        "GFLOP/s",
+        "vs_f32",
+        "vs_scalar"
     );
     let mut rows = vec![];
     for (c, case) in cases.iter().enumerate() {
@@ -586,7 +606,11 @@ fn print_and_write(cpu: &str, cases: &[Case], samples: &[Sample], repeat: usize,
                     && r["threads"] == case.threads
                     && r["cache"] == case.cache
             };
-            let mut b: Vec<f64> = other.iter().filter(|r| same(r)).filter_map(|r| r["median_us"].as_f64()).collect();
+            let mut b: Vec<f64> = other
+                .iter()
+                .filter(|r| same(r))
+                .filter_map(|r| r["median_us"].as_f64())
+                .collect();
             if b.is_empty() {
                 continue;
             }

@@ -313,6 +313,10 @@ const Q4_PATTERNS: [Pattern<u8>; 7] = [
     ("x=±127 nibbles 0/15", alt, |i| if i % 2 == 0 { 0 } else { 15 }),
 ];
 
+/// The activation rows of the random proof: one more than the largest
+/// activation-row tile of any tier (8, AVX2's W4A8 grouped).
+const RANDOM_M: usize = 9;
+
 /// Every pattern at ordinary K; at large K (past the random-row limit) only the two that reach the i32 extremes in both directions
 /// (the dot families always run all of them).
 fn patterns<T: Copy>(all: &[T], k: usize, extremes: [usize; 2]) -> Vec<T> {
@@ -664,12 +668,14 @@ impl Prover<'_> {
         }
     }
 
-    /// Random rows (M = 5, N = 9, random codes and scales) against the scalar
-    /// table: M = 5 reaches the SIMD tiers' 4-row activation tiles and their
-    /// single-row tail, N = 9 two 4-row weight blocks and a leftover row.
+    /// Random rows (M = [`RANDOM_M`], N = 9, random codes and scales)
+    /// against the scalar table: M = 9 reaches the SIMD tiers' 4-row
+    /// activation tiles twice and AVX2's 8-row W4A8-grouped tile once, each
+    /// with its single-row tail; N = 9 two 4-row weight blocks and a leftover
+    /// row.
     fn prove_random(&mut self, k: usize) {
         use KernelFamily as F;
-        let (m, n) = (5usize, 9usize);
+        let (m, n) = (RANDOM_M, 9usize);
         let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
         let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
         let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
@@ -735,61 +741,92 @@ impl Prover<'_> {
                 if grouped && g == 0 {
                     return;
                 }
-                let packed: Vec<u8> = (0..n)
-                    .flat_map(|_| pack_nibbles(k, |_| (rng.next() % 16) as u8))
-                    .collect();
-                let scales = if grouped {
-                    Q4Scales::Grouped {
-                        group: g,
-                        scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit().abs())).collect(),
-                    }
-                } else {
-                    Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs() * 0.01).collect())
-                };
-                let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales) else {
-                    return;
-                };
-                let sum_group = if grouped { g } else { k };
-                let sums = activation_group_sums(&xc, m, k, sum_group);
-                let act = ActivationsQ8 {
-                    m,
-                    k,
-                    codes: &xc,
-                    scales: &xs,
-                    sums: &sums,
-                    sum_group,
-                };
-                let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
-                    (
-                        SCALAR.gemm_w4a8_grouped,
-                        self.table.gemm_w4a8_grouped,
-                        SCALAR.gemm_w4a16_grouped,
-                        self.table.gemm_w4a16_grouped,
-                    )
-                } else {
-                    (
-                        SCALAR.gemm_w4a8,
-                        self.table.gemm_w4a8,
-                        SCALAR.gemm_w4a16,
-                        self.table.gemm_w4a16,
-                    )
-                };
-                let (want, got) = if matches!(self.family, F::W4A8 | F::W4A8Grouped) {
-                    (
-                        run(&|t| reference(&act, &w, 0..n, t)),
-                        run(&|t| kernel_q8(&act, &w, 0..n, t)),
-                    )
-                } else {
-                    (
-                        run(&|t| reference_f(&act_f, &w, 0..n, t)),
-                        run(&|t| kernel_f(&act_f, &w, 0..n, t)),
-                    )
-                };
-                self.check(case, k, bits(&want), bits(&got));
+                // groups of 32 as well once there are 8 of them: the SIMD
+                // tiers' fast path for q4g32, which a group of 64 never takes
+                // (K 256, 384 and 1024 reach its 8-group steps, the groups
+                // after them and the 8-row batch tile; its code does not
+                // change with K beyond that)
+                if grouped && g == 64 && (256..=1024).contains(&k) {
+                    self.prove_random_q4(&mut rng, m, n, k, 32, &xc, &xs, &act_f, &run, case);
+                }
+                self.prove_random_q4(&mut rng, m, n, k, g, &xc, &xs, &act_f, &run, case);
             }
         }
     }
+
+    /// The random rows of the Q4 families with group `g` (grouped families).
+    #[allow(clippy::too_many_arguments)]
+    fn prove_random_q4(
+        &mut self,
+        rng: &mut Rng,
+        m: usize,
+        n: usize,
+        k: usize,
+        g: usize,
+        xc: &[i8],
+        xs: &[f32],
+        act_f: &ActivationsF32<'_>,
+        run: &RunTile<'_>,
+        case: &'static str,
+    ) {
+        use KernelFamily as F;
+        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        let packed: Vec<u8> = (0..n)
+            .flat_map(|_| pack_nibbles(k, |_| (rng.next() % 16) as u8))
+            .collect();
+        let scales = if grouped {
+            Q4Scales::Grouped {
+                group: g,
+                scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit().abs())).collect(),
+            }
+        } else {
+            Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs() * 0.01).collect())
+        };
+        let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales) else {
+            return;
+        };
+        let sum_group = if grouped { g } else { k };
+        let sums = activation_group_sums(xc, m, k, sum_group);
+        let act = ActivationsQ8 {
+            m,
+            k,
+            codes: xc,
+            scales: xs,
+            sums: &sums,
+            sum_group,
+        };
+        let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
+            (
+                SCALAR.gemm_w4a8_grouped,
+                self.table.gemm_w4a8_grouped,
+                SCALAR.gemm_w4a16_grouped,
+                self.table.gemm_w4a16_grouped,
+            )
+        } else {
+            (
+                SCALAR.gemm_w4a8,
+                self.table.gemm_w4a8,
+                SCALAR.gemm_w4a16,
+                self.table.gemm_w4a16,
+            )
+        };
+        let (want, got) = if matches!(self.family, F::W4A8 | F::W4A8Grouped) {
+            (
+                run(&|t| reference(&act, &w, 0..n, t)),
+                run(&|t| kernel_q8(&act, &w, 0..n, t)),
+            )
+        } else {
+            (
+                run(&|t| reference_f(act_f, &w, 0..n, t)),
+                run(&|t| kernel_f(act_f, &w, 0..n, t)),
+            )
+        };
+        self.check(case, k, bits(&want), bits(&got));
+    }
 }
+
+/// Runs a kernel on a fresh NaN-filled output and returns the output.
+type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
 
 fn bits(y: &[f32]) -> Vec<u32> {
     y.iter().map(|v| v.to_bits()).collect()

@@ -170,13 +170,15 @@ fn fixed_case(m: usize, n: usize, k: usize, group: usize) -> Case {
 }
 
 /// The batch paths beyond the proptest's K < 300: M = 9 is two 4-row
-/// activation tiles and a single row; K = 4480 and 4481 cross the SIMD tiers'
-/// K chunks (2048 columns) with and without a column tail; N = 9 is two 4-row
-/// weight blocks and a leftover row.
+/// activation tiles and a single row (or one 8-row tile, AVX2's W4A8
+/// grouped, and a single row); K = 4480 and 4481 cross the SIMD tiers' K
+/// chunks (2048 columns) with and without a column tail; N = 9 is two 4-row
+/// weight blocks and a leftover row. M = 17, K = 544 is two 8-row tiles and a
+/// row, with 17 groups of 32: two 8-group steps and one group after them.
 #[test]
 fn batch_tiles_across_k_chunks_equal_scalar() {
-    for k in [4480usize, 4481] {
-        let c = fixed_case(9, 9, k, 32);
+    for (m, n, k) in [(9usize, 9usize, 4480usize), (9, 9, 4481), (17, 5, 544)] {
+        let c = fixed_case(m, n, k, 32);
         let scalar = outputs(&Route::for_tier(Int8Tier::Scalar).unwrap(), &c);
         for route in proven() {
             assert_eq!(outputs(&route, &c), scalar, "tier {} at K = {k}", route.tier());

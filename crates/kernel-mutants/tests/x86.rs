@@ -5,7 +5,8 @@
 use std::arch::x86_64::*;
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
-use qlinear_kernels_scalar::{KernelTable, SCALAR};
+use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, KernelTable, OutputTile, SCALAR};
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
     let proofs = prove_kernel_table(table, &default_census());
@@ -114,4 +115,57 @@ fn the_real_x86_tables_pass() {
             table.name
         );
     }
+}
+
+/// W4A8 grouped with AVX2's 8-row batch tile done wrong: within the tile,
+/// each output adds its 8 groups' products as a pairwise tree instead of one
+/// by one (what a vectorised reduction does by default). Rows past the tile
+/// are right, so only a proof whose random rows reach the tile can fail it.
+fn grouped_tile_tree_sum(
+    x: &ActivationsQ8<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: std::ops::Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    let Q4Scales::Grouped { group, scales } = w.scales() else {
+        panic!("grouped scales")
+    };
+    let (g, groups) = (*group, w.k() / *group);
+    for (j, r) in rows.enumerate() {
+        let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
+        for i in 0..x.m {
+            let (xr, sums) = (x.row(i), x.row_sums(i));
+            let p: Vec<f32> = (0..groups)
+                .map(|gi| {
+                    let acc =
+                        dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
+                    acc as f32 * f32::from(sr[gi])
+                })
+                .collect();
+            let mut sum = 0f32;
+            let mut gi = 0;
+            while i < 8 && g == 32 && gi + 8 <= groups {
+                let q = &p[gi..gi + 8];
+                sum += ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+                gi += 8;
+            }
+            for v in &p[gi..] {
+                sum += v;
+            }
+            y.set(i, j, sum * x.scales[i]);
+        }
+    }
+}
+
+#[test]
+fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
+    let m = first_failure(
+        &KernelTable {
+            gemm_w4a8_grouped: grouped_tile_tree_sum,
+            ..SCALAR
+        },
+        KernelFamily::W4A8Grouped,
+    )
+    .expect("a reassociated sum in the 8-row tile must fail");
+    assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
 }

@@ -132,39 +132,84 @@ fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
     _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
 }
 
-/// One output of W4A8 grouped: `Σ_g (acc_g as f32) * s_g` in increasing g
-/// (not yet times `x_scale`). `acc_g = Σ x·b − 8·sums[g]`.
+/// The 8-group steps (groups of 32) of `MR` outputs that share one weight
+/// row: each 64-column block's nibbles are unpacked once for all `MR`
+/// activation rows, and the `MR` f32 sums run as independent chains, so
+/// their additions overlap instead of waiting on one another. Each output's
+/// arithmetic is exactly the scalar form's: `acc_g` the exact i32, one
+/// conversion, one product, added in increasing `g` from 0. Returns the sums
+/// and the first group not yet added (the same for every row).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn grouped_sum(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32]) -> f32 {
-    let groups = sums.len();
-    let mut sum = 0f32;
+fn grouped32_steps<const MR: usize>(
+    xs: [&[i8]; MR],
+    sums: [&[i32]; MR],
+    w: &[u8],
+    sf: &[f32],
+    groups: usize,
+    full_cols: usize,
+) -> ([f32; MR], usize) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut total = [0f32; MR];
     let mut gi = 0;
-    if g == 32 {
-        // 8 groups (256 columns, 4 blocks) per step, all arithmetic per group
-        // exactly as the scalar form: one i32, one conversion, one product
-        while gi + 8 <= groups && (gi + 8) * 32 <= x.len() / BLOCK * BLOCK {
-            let b0 = gi / 2;
-            let v: [__m256i; 4] = std::array::from_fn(|j| block_rows::<1>(xs, [w], b0 + j)[0]);
-            assert!(gi + 8 <= sums.len() && gi + 8 <= sf.len());
-            // SAFETY: bounded by the assert above; unaligned loads.
-            let (s8, f8) = unsafe {
-                (
-                    _mm256_loadu_si256(sums.as_ptr().add(gi).cast()),
-                    _mm256_loadu_ps(sf.as_ptr().add(gi)),
-                )
-            };
-            let acc = _mm256_sub_epi32(eight_groups_of_32(v), _mm256_slli_epi32::<3>(s8));
-            let mut p = [0f32; 8];
-            // SAFETY: an 8-float store into a local array.
-            unsafe { _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)) };
-            for v in p {
-                sum += v;
+    while gi + 8 <= groups && (gi + 8) * 32 <= full_cols {
+        let b0 = gi / 2;
+        assert!(
+            w.len() >= (b0 + 4) * BLOCK / 2
+                && sf.len() >= gi + 8
+                && xs.iter().all(|x| x.len() >= (b0 + 4) * BLOCK)
+                && sums.iter().all(|s| s.len() >= gi + 8)
+        );
+        let mut v = [[_mm256_setzero_si256(); 4]; MR];
+        for (j, blk) in (b0..b0 + 4).enumerate() {
+            // SAFETY: the assert above bounds every load; unaligned loads.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+                let lo = _mm256_and_si256(b, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+                for i in 0..MR {
+                    let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
+                    let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
+                    // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+                    let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+                    v[i][j] = _mm256_madd_epi16(p, ones);
+                }
             }
-            gi += 8;
         }
+        // SAFETY: bounded by the assert above; unaligned loads.
+        let f8 = unsafe { _mm256_loadu_ps(sf.as_ptr().add(gi)) };
+        let mut p = [[0f32; 8]; MR];
+        for i in 0..MR {
+            // SAFETY: bounded by the assert above; the store is into a local array.
+            unsafe {
+                let s8 = _mm256_loadu_si256(sums[i].as_ptr().add(gi).cast());
+                let acc = _mm256_sub_epi32(eight_groups_of_32(v[i]), _mm256_slli_epi32::<3>(s8));
+                _mm256_storeu_ps(p[i].as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8));
+            }
+        }
+        // the MR chains interleaved: each output's additions stay in
+        // increasing g, and the out-of-order core overlaps the chains
+        for g in 0..8 {
+            for i in 0..MR {
+                total[i] += p[i][g];
+            }
+        }
+        gi += 8;
     }
-    while gi < groups {
+    (total, gi)
+}
+
+/// The rest of one output of W4A8 grouped from group `gi` on, added to
+/// `sum` (`acc_g = Σ x·b − 8·sums[g]`, `Σ_g (acc_g as f32) * s_g` in
+/// increasing g, not yet times `x_scale`): groups that are whole blocks
+/// accumulate a vector per group, other sizes the scalar form.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+#[allow(clippy::too_many_arguments)]
+fn grouped_rest(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32], mut gi: usize, mut sum: f32) -> f32 {
+    while gi < sums.len() {
         let (c0, c1) = (gi * g, (gi + 1) * g);
         let acc = if g.is_multiple_of(BLOCK) && c1 <= x.len() / BLOCK * BLOCK {
             let mut v = _mm256_setzero_si256();
@@ -180,6 +225,10 @@ fn grouped_sum(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32]
     }
     sum
 }
+
+/// Rows of activations per W4A8-grouped batch tile (one weight row against
+/// this many activation rows).
+const GROUPED_MR: usize = 8;
 
 /// W4A8 grouped. Groups of 32 are reduced eight at a time from 64-column
 /// blocks; groups that are whole blocks accumulate a vector per group; other
@@ -204,13 +253,38 @@ pub(crate) fn gemm_w4a8_grouped(
     );
     let groups = k / g;
     let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
+    let full_cols = if g == 32 { k / BLOCK * BLOCK } else { 0 };
     let mut sf = Vec::with_capacity(groups);
     for (j, r) in rows.clone().enumerate() {
         scales_to_f32(&scales[r * groups..(r + 1) * groups], &mut sf);
         let wr = w.row_packed(r);
-        for i in 0..x.m {
-            let sum = grouped_sum(&split[i], x.row(i), &x.row_sums(i)[..groups], wr, g, &sf);
-            y.set(i, j, sum * x.scales[i]);
+        // activation rows in tiles of GROUPED_MR, then one at a time
+        let mut i = 0;
+        while i < x.m {
+            let mr = if i + GROUPED_MR <= x.m { GROUPED_MR } else { 1 };
+            let mut part = [0f32; GROUPED_MR];
+            let gi = if mr == GROUPED_MR {
+                let (t, gi) = grouped32_steps::<GROUPED_MR>(
+                    std::array::from_fn(|q| split[i + q].as_slice()),
+                    std::array::from_fn(|q| &x.row_sums(i + q)[..groups]),
+                    wr,
+                    &sf,
+                    groups,
+                    full_cols,
+                );
+                part = t;
+                gi
+            } else {
+                let (t, gi) = grouped32_steps::<1>([&split[i]], [&x.row_sums(i)[..groups]], wr, &sf, groups, full_cols);
+                part[0] = t[0];
+                gi
+            };
+            for (q, &sum) in part[..mr].iter().enumerate() {
+                let row = i + q;
+                let sum = grouped_rest(&split[row], x.row(row), &x.row_sums(row)[..groups], wr, g, &sf, gi, sum);
+                y.set(row, j, sum * x.scales[row]);
+            }
+            i += mr;
         }
     }
 }
