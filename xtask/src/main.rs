@@ -4,7 +4,8 @@
 //!   workspace tests (once more with each x86 tier forced), the independent
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
-//! * `bench [--quick] [--candle]`: the benchmark matrix (see `docs/BENCHMARKS.md`).
+//! * `bench [--quick] [--repeat N] [--compare REV] [--candle]`: the benchmark
+//!   matrix (see `docs/BENCHMARKS.md`).
 //! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
         Some("msrv") => msrv(),
         Some("package") => package(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|ci>"
                 .to_string(),
         ),
     };
@@ -386,18 +387,81 @@ fn minilm(args: &[String]) -> Result {
         .arg(&dump))
 }
 
-/// `cargo xtask bench [--quick]`: the bandwidth probe and the hot/cold GEMV
-/// matrix; prints a table and writes `target/qlinear-bench.json`.
-/// `--candle` builds the bench with the peer comparison (candle-core's
-/// `QMatMul`); every other argument goes to `qlinear-bench`.
+/// `cargo xtask bench [--quick] [--repeat N] [--compare REV]`: the bandwidth
+/// probe and the hot/cold GEMV matrix; prints a table and writes
+/// `target/qlinear-bench.json`. `--candle` builds the bench with the peer
+/// comparison (candle-core's `QMatMul`). `--compare REV` builds the same
+/// runner from git revision REV (a worktree under `target/compare/`, its own
+/// target directory) and alternates the two: after each repeat of this
+/// revision's matrix, REV's runs once, and the table gives both medians and
+/// their ratio. Every other argument goes to `qlinear-bench`.
 fn bench(args: &[String]) -> Result {
     let candle = args.iter().any(|a| a == "--candle");
     let features: &[&str] = if candle { &["--features", "candle"] } else { &[] };
+    let compare = args
+        .iter()
+        .position(|a| a == "--compare")
+        .map(|i| args.get(i + 1).cloned().ok_or("--compare needs a git revision"))
+        .transpose()?;
+    let mut passthrough: Vec<String> = vec![];
+    let mut skip = false;
+    for a in args {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        match a.as_str() {
+            "--candle" => {}
+            "--compare" => skip = true,
+            _ => passthrough.push(a.clone()),
+        }
+    }
+    if let Some(rev) = compare {
+        let hash = String::from_utf8(
+            Command::new("git")
+                .args(["rev-parse", "--verify", &format!("{rev}^{{commit}}")])
+                .current_dir(root())
+                .output()
+                .map_err(|e| format!("git: {e}"))?
+                .stdout,
+        )
+        .map_err(|e| e.to_string())?
+        .trim()
+        .to_string();
+        if hash.is_empty() {
+            return Err(format!("--compare {rev}: not a git revision here"));
+        }
+        let tree = root().join("target/compare").join(&hash[..12]);
+        if !tree.join("Cargo.toml").exists() {
+            run(Command::new("git")
+                .args(["worktree", "add", "--force", "--detach"])
+                .arg(&tree)
+                .arg(&hash))?;
+        }
+        run(cargo()
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "--package",
+                "qlinear-benches",
+                "--bin",
+                "qlinear-bench",
+            ])
+            .arg("--manifest-path")
+            .arg(tree.join("Cargo.toml"))
+            .args(features)
+            .env("CARGO_TARGET_DIR", tree.join("target")))?;
+        let other = tree.join("target/release/qlinear-bench");
+        passthrough.push("--compare-with".into());
+        passthrough.push(other.display().to_string());
+        passthrough.push("--compare-json".into());
+        passthrough.push(tree.join("target/qlinear-bench.json").display().to_string());
+    }
     run(cargo()
         .args(["run", "--quiet", "--release", "--package", "qlinear-benches"])
         .args(features)
         .args(["--bin", "qlinear-bench", "--"])
-        .args(args.iter().filter(|a| *a != "--candle")))
+        .args(&passthrough))
 }
 
 const AARCH64: &str = "aarch64-unknown-linux-gnu";

@@ -169,3 +169,38 @@ fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
     .expect("a reassociated sum in the 8-row tile must fail");
     assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
 }
+
+/// W4A8 per channel with AVX2's 4-row batch tile done wrong: every row of a
+/// tile is corrected by the first row's `−8·Σx` (a hoisted load). Rows past
+/// the tiles are right, so only a proof whose random rows reach a tile can
+/// fail it.
+fn tile_shares_first_correction(
+    x: &ActivationsQ8<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: std::ops::Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("per-channel scales")
+    };
+    let tiled = x.m / 4 * 4;
+    for (j, r) in rows.enumerate() {
+        for i in 0..x.m {
+            let from = if i < tiled { i / 4 * 4 } else { i };
+            let acc = dot_i8_q4_biased(x.row(i), w.row_packed(r)) - 8 * x.row_sums(from)[0];
+            y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
+        }
+    }
+}
+
+#[test]
+fn a_shared_correction_in_the_batch_tile_fails_the_proof() {
+    first_failure(
+        &KernelTable {
+            gemm_w4a8: tile_shares_first_correction,
+            ..SCALAR
+        },
+        KernelFamily::W4A8,
+    )
+    .expect("one row's correction applied to the tile must fail");
+}

@@ -59,6 +59,79 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], x: &[i8], w: [&[u8]; R]) -> [i32; 
     std::array::from_fn(|r| hsum_epi32(acc[r]) + tail_biased(&x[c..], &w[r][c / 2..]))
 }
 
+/// The batch tile of W4A8: `WR` packed weight rows against `XR` split
+/// activation rows, `Σ x·b` (biased, uncorrected) over the whole 64-column
+/// blocks. Each block's nibbles are unpacked once for the `XR` rows and each
+/// activation load serves the `WR` rows; `WR · XR` i32 accumulators (with
+/// WR = 2, XR = 4 the 16 registers hold the tile). Integer sums: any order
+/// is exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn tile_biased<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR], blocks: usize) -> [[i32; XR]; WR] {
+    assert!(xs.iter().all(|x| x.len() >= blocks * BLOCK) && w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_si256(); XR]; WR];
+    for blk in 0..blocks {
+        // SAFETY: the assert above bounds every load; unaligned loads.
+        unsafe {
+            let nib: [(__m256i, __m256i); WR] = std::array::from_fn(|r| {
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                let b = _mm256_loadu_si256(w[r].as_ptr().add(blk * BLOCK / 2).cast());
+                (
+                    _mm256_and_si256(b, mask),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask),
+                )
+            });
+            for i in 0..XR {
+                let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
+                let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
+                for r in 0..WR {
+                    // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+                    let p = _mm256_add_epi16(_mm256_maddubs_epi16(nib[r].0, xe), _mm256_maddubs_epi16(nib[r].1, xo));
+                    acc[r][i] = _mm256_add_epi32(acc[r][i], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+    }
+    std::array::from_fn(|r| std::array::from_fn(|i| hsum_epi32(acc[r][i])))
+}
+
+/// Weight rows and activation rows of the W4A8 batch tile.
+const TILE_WR: usize = 2;
+const TILE_XR: usize = 4;
+/// Weight rows per chunk of the batch path (64 rows of K = 4096 are 128 KiB).
+const TILE_CHUNK: usize = 64;
+
+/// W4A8 outputs of weight rows `r0 .. r0 + WR` (output columns from `j0`)
+/// for activation rows `i0 .. i0 + TILE_XR`, through [`tile_biased`].
+#[inline]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+fn tile_outputs<const WR: usize>(
+    x: &ActivationsQ8<'_>,
+    split: &[Vec<i8>],
+    w: &QuantizedMatrixQ4,
+    s: &[f32],
+    r0: usize,
+    j0: usize,
+    i0: usize,
+    y: &mut OutputTile<'_>,
+) {
+    let blocks = x.k / BLOCK;
+    let c = blocks * BLOCK;
+    let wr: [&[u8]; WR] = std::array::from_fn(|q| w.row_packed(r0 + q));
+    let acc = tile_biased::<WR, TILE_XR>(std::array::from_fn(|q| split[i0 + q].as_slice()), wr, blocks);
+    for (q, row) in acc.iter().enumerate() {
+        for (d, &a) in row.iter().enumerate() {
+            let i = i0 + d;
+            let tail = tail_biased(&x.row(i)[c..], &wr[q][c / 2..]);
+            let correction = 8 * x.row_sums(i)[0];
+            y.set(i, j0 + q, (a + tail - correction) as f32 * (x.scales[i] * s[r0 + q]));
+        }
+    }
+}
+
 #[target_feature(enable = "avx2")]
 pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     let xs = split_even_odd_i8(x, BLOCK);
@@ -78,11 +151,30 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
         "W4A8 shapes"
     );
     let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
+    // activation rows in batch tiles of TILE_XR (weight rows in pairs, then
+    // one), the rest below one at a time against 4-row weight blocks
+    // (weight rows in chunks that stay in L2 while every tile passes over them)
+    let tiled = x.m / TILE_XR * TILE_XR;
+    for chunk in rows.clone().step_by(TILE_CHUNK) {
+        let end = (chunk + TILE_CHUNK).min(rows.end);
+        for i0 in (0..tiled).step_by(TILE_XR) {
+            let mut r = chunk;
+            while r < end {
+                if r + TILE_WR <= end {
+                    tile_outputs::<TILE_WR>(x, &split, w, s, r, r - rows.start, i0, y);
+                    r += TILE_WR;
+                } else {
+                    tile_outputs::<1>(x, &split, w, s, r, r - rows.start, i0, y);
+                    r += 1;
+                }
+            }
+        }
+    }
     let mut r = rows.start;
     while r < rows.end {
         let j = r - rows.start;
         let n = if r + ROWS <= rows.end { ROWS } else { 1 };
-        for i in 0..x.m {
+        for i in tiled..x.m {
             let correction = 8 * x.row_sums(i)[0];
             if n == ROWS {
                 let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
