@@ -244,6 +244,9 @@ fn grouped32_steps<const MR: usize>(
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     let mut total = [0f32; MR];
+    // with MR = 8 the chains are the lanes of one vector, from +0 as the
+    // scalar sum
+    let mut chains = _mm256_setzero_ps();
     let mut gi = 0;
     while gi + 8 <= groups && (gi + 8) * 32 <= full_cols {
         let b0 = gi / 2;
@@ -272,25 +275,71 @@ fn grouped32_steps<const MR: usize>(
         }
         // SAFETY: bounded by the assert above; unaligned loads.
         let f8 = unsafe { _mm256_loadu_ps(sf.as_ptr().add(gi)) };
-        let mut p = [[0f32; 8]; MR];
-        for i in 0..MR {
-            // SAFETY: bounded by the assert above; the store is into a local array.
-            unsafe {
-                let s8 = _mm256_loadu_si256(sums[i].as_ptr().add(gi).cast());
-                let acc = _mm256_sub_epi32(eight_groups_of_32(v[i]), _mm256_slli_epi32::<3>(s8));
-                _mm256_storeu_ps(p[i].as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8));
+        // the products of groups gi..gi+8, one vector per output
+        let prod: [__m256; MR] = std::array::from_fn(|i| {
+            // SAFETY: bounded by the assert above; unaligned load.
+            let s8 = unsafe { _mm256_loadu_si256(sums[i].as_ptr().add(gi).cast()) };
+            let acc = _mm256_sub_epi32(eight_groups_of_32(v[i]), _mm256_slli_epi32::<3>(s8));
+            _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)
+        });
+        if MR == 8 {
+            // transposed, lane i holds output i: one vector addition per
+            // group adds group g to every output's chain, in increasing g
+            for c in transpose8(std::array::from_fn(|i| prod[i])) {
+                chains = _mm256_add_ps(chains, c);
             }
-        }
-        // the MR chains interleaved: each output's additions stay in
-        // increasing g, and the out-of-order core overlaps the chains
-        for g in 0..8 {
-            for i in 0..MR {
-                total[i] += p[i][g];
+        } else {
+            for (i, v) in prod.iter().enumerate() {
+                let mut p = [0f32; 8];
+                // SAFETY: an 8-float store into a local array.
+                unsafe { _mm256_storeu_ps(p.as_mut_ptr(), *v) };
+                for q in p {
+                    total[i] += q;
+                }
             }
         }
         gi += 8;
     }
+    if MR == 8 {
+        let mut t = [0f32; 8];
+        // SAFETY: an 8-float store into a local array.
+        unsafe { _mm256_storeu_ps(t.as_mut_ptr(), chains) };
+        total.copy_from_slice(&t[..MR]);
+    }
     (total, gi)
+}
+
+/// The 8 × 8 transpose of `r` (row i, element g) into columns: element i of
+/// column g is `r[i][g]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ]
 }
 
 /// The rest of one output of W4A8 grouped from group `gi` on, added to
@@ -321,6 +370,8 @@ fn grouped_rest(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32
 /// Rows of activations per W4A8-grouped batch tile (one weight row against
 /// this many activation rows).
 const GROUPED_MR: usize = 8;
+/// Weight rows per chunk of W4A8 grouped (16 rows of K = 4096 are 32 KiB).
+const GROUPED_CHUNK: usize = 16;
 
 /// W4A8 grouped. Groups of 32 are reduced eight at a time from 64-column
 /// blocks; groups that are whole blocks accumulate a vector per group; other
@@ -346,35 +397,47 @@ pub(crate) fn gemm_w4a8_grouped(
     let groups = k / g;
     let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
     let full_cols = if g == 32 { k / BLOCK * BLOCK } else { 0 };
-    let mut sf = Vec::with_capacity(groups);
-    for (j, r) in rows.clone().enumerate() {
-        scales_to_f32(&scales[r * groups..(r + 1) * groups], &mut sf);
-        let wr = w.row_packed(r);
-        // activation rows in tiles of GROUPED_MR, then one at a time
+    // weight rows in chunks (their f32 scales converted once) and, within a
+    // chunk, activation rows in tiles of GROUPED_MR (then one at a time):
+    // a tile's activations stay in L1 while the chunk's rows pass
+    let mut sf_row = Vec::with_capacity(groups);
+    let mut sf = Vec::with_capacity(GROUPED_CHUNK * groups);
+    for chunk in rows.clone().step_by(GROUPED_CHUNK) {
+        let end = (chunk + GROUPED_CHUNK).min(rows.end);
+        sf.clear();
+        for r in chunk..end {
+            scales_to_f32(&scales[r * groups..(r + 1) * groups], &mut sf_row);
+            sf.extend_from_slice(&sf_row);
+        }
         let mut i = 0;
         while i < x.m {
             let mr = if i + GROUPED_MR <= x.m { GROUPED_MR } else { 1 };
-            let mut part = [0f32; GROUPED_MR];
-            let gi = if mr == GROUPED_MR {
-                let (t, gi) = grouped32_steps::<GROUPED_MR>(
-                    std::array::from_fn(|q| split[i + q].as_slice()),
-                    std::array::from_fn(|q| &x.row_sums(i + q)[..groups]),
-                    wr,
-                    &sf,
-                    groups,
-                    full_cols,
-                );
-                part = t;
-                gi
-            } else {
-                let (t, gi) = grouped32_steps::<1>([&split[i]], [&x.row_sums(i)[..groups]], wr, &sf, groups, full_cols);
-                part[0] = t[0];
-                gi
-            };
-            for (q, &sum) in part[..mr].iter().enumerate() {
-                let row = i + q;
-                let sum = grouped_rest(&split[row], x.row(row), &x.row_sums(row)[..groups], wr, g, &sf, gi, sum);
-                y.set(row, j, sum * x.scales[row]);
+            for r in chunk..end {
+                let (j, wr) = (r - rows.start, w.row_packed(r));
+                let sfr = &sf[(r - chunk) * groups..(r - chunk + 1) * groups];
+                let mut part = [0f32; GROUPED_MR];
+                let gi = if mr == GROUPED_MR {
+                    let (t, gi) = grouped32_steps::<GROUPED_MR>(
+                        std::array::from_fn(|q| split[i + q].as_slice()),
+                        std::array::from_fn(|q| &x.row_sums(i + q)[..groups]),
+                        wr,
+                        sfr,
+                        groups,
+                        full_cols,
+                    );
+                    part = t;
+                    gi
+                } else {
+                    let (t, gi) =
+                        grouped32_steps::<1>([&split[i]], [&x.row_sums(i)[..groups]], wr, sfr, groups, full_cols);
+                    part[0] = t[0];
+                    gi
+                };
+                for (q, &sum) in part[..mr].iter().enumerate() {
+                    let row = i + q;
+                    let sum = grouped_rest(&split[row], x.row(row), &x.row_sums(row)[..groups], wr, g, sfr, gi, sum);
+                    y.set(row, j, sum * x.scales[row]);
+                }
             }
             i += mr;
         }
