@@ -388,7 +388,6 @@ fn main() {
                             let (weights, x) = (weights.clone(), data(m * k, 3));
                             let mut y = vec![0f32; m * n];
                             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                            let route = route.clone();
                             cases.push(Case {
                                 family: fname.into(),
                                 tier: name.clone(),
