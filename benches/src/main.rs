@@ -500,6 +500,14 @@ fn main() {
     print_and_write(&cpu, &cases, &samples, repeat, cfg.quick, &other);
 }
 
+/// A case's columns before its figures, as the table headers align them.
+fn label(c: &Case) -> String {
+    format!(
+        "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5}",
+        c.family, c.tier, c.m, c.n, c.k, c.threads, c.cache
+    )
+}
+
 /// The table (per case: median over repeats of the per-repeat medians, with
 /// the min–max range; throughput and share of the probe per repeat, then
 /// their median) and `target/qlinear-bench.json` (every sample, with its
@@ -554,14 +562,8 @@ fn print_and_write(
         let vs_scalar = find(&case.family, "scalar", case).map(|s| s / t);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         println!(
-            "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>10.1} {:>19} {:>7.2} {:>6.1} {:>8.1} {:>7} {:>8}",
-            case.family,
-            case.tier,
-            case.m,
-            case.n,
-            case.k,
-            case.threads,
-            case.cache,
+            "{} {:>10.1} {:>19} {:>7.2} {:>6.1} {:>8.1} {:>7} {:>8}",
+            label(case),
             t,
             format!("{lo:.1}–{hi:.1}"),
             gbps,
@@ -616,14 +618,8 @@ fn print_and_write(
             let mut a: Vec<f64> = of(c).map(|s| s.median_us).collect();
             let (am, bm) = (median(&mut a), median(&mut b));
             println!(
-                "{:<10} {:<18} {:>3} {:>6} {:>5} {:>2} {:<5} {:>24} {:>24} {:>6.2}",
-                case.family,
-                case.tier,
-                case.m,
-                case.n,
-                case.k,
-                case.threads,
-                case.cache,
+                "{} {:>24} {:>24} {:>6.2}",
+                label(case),
                 format!("{am:.1} ({:.1}–{:.1})", a[0], a[a.len() - 1]),
                 format!("{bm:.1} ({:.1}–{:.1})", b[0], b[b.len() - 1]),
                 bm / am
