@@ -35,12 +35,9 @@ pub use selftest::{
     default_census, prove_kernel_table, run_selftest, selftest_report, selftest_report_for, FamilyProof, Mismatch,
     SelftestReport, TierReport, TierStatus,
 };
-pub use tier::{
-    avx2_available, avx512_vnni_available, cpu_features, neon_sdot_available, wasm_simd128_available, Int8Tier,
-    KernelFamily,
-};
+pub use tier::{cpu_features, Int8Tier};
 
-pub use qlinear_kernels_scalar::{KernelTable, MAX_K_W4A8, MAX_K_W8A8};
+pub use qlinear_kernels_scalar::{KernelFamily, KernelTable, MAX_K_W4A8, MAX_K_W8A8};
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

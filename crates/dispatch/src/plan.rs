@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::clock::{self, Instant};
 
 use half::f16;
-use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable, OutputTile};
+use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use crate::selftest::Rng;
@@ -173,13 +173,11 @@ fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usi
     let (w8, w4) = (q8().ok(), q4(grouped).ok());
     let mut run = || {
         let t = &mut OutputTile { y: &mut y, ld: n };
-        match (family, &w8, &w4) {
-            (F::W8A8, Some(w), _) => (table.gemm_w8a8)(&aq, w, 0..n, t),
-            (F::W8A16, Some(w), _) => (table.gemm_w8a16)(&af, w, 0..n, t),
-            (F::W4A8, _, Some(w)) => (table.gemm_w4a8)(&aq, w, 0..n, t),
-            (F::W4A8Grouped, _, Some(w)) => (table.gemm_w4a8_grouped)(&aq, w, 0..n, t),
-            (F::W4A16, _, Some(w)) => (table.gemm_w4a16)(&af, w, 0..n, t),
-            (F::W4A16Grouped, _, Some(w)) => (table.gemm_w4a16_grouped)(&af, w, 0..n, t),
+        match (table.gemm(family), &w8, &w4) {
+            (Some(Gemm::Q8Q8(f)), Some(w), _) => f(&aq, w, 0..n, t),
+            (Some(Gemm::F32Q8(f)), Some(w), _) => f(&af, w, 0..n, t),
+            (Some(Gemm::Q8Q4(f)), _, Some(w)) => f(&aq, w, 0..n, t),
+            (Some(Gemm::F32Q4(f)), _, Some(w)) => f(&af, w, 0..n, t),
             _ => {}
         }
     };

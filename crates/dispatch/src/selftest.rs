@@ -313,9 +313,12 @@ const Q4_PATTERNS: [Pattern<u8>; 7] = [
     ("x=±127 nibbles 0/15", alt, |i| if i % 2 == 0 { 0 } else { 15 }),
 ];
 
-/// The activation rows of the random proof: one more than the largest
-/// activation-row tile of any tier (8, AVX2's W4A8 grouped).
-const RANDOM_M: usize = 9;
+/// The census K at which the random rows also span a second, partial
+/// weight-row chunk of the family's declared [`Shapes`](qlinear_kernels_scalar::frame::Shapes):
+/// a K with a tail past the last block, and K = 256, where grouped families
+/// reach 8 groups of 32. Chunk boundaries do not depend on K, and the
+/// chunk-spanning rows cost several times the others.
+const CHUNK_PROOF_K: [usize; 2] = [67, 256];
 
 /// Every pattern at ordinary K; at large K (past the random-row limit) only the two that reach the i32 extremes in both directions
 /// (the dot families always run all of them).
@@ -668,14 +671,16 @@ impl Prover<'_> {
         }
     }
 
-    /// Random rows (M = [`RANDOM_M`], N = 9, random codes and scales)
-    /// against the scalar table: M = 9 reaches the SIMD tiers' 4-row
-    /// activation tiles twice and AVX2's 8-row W4A8-grouped tile once, each
-    /// with its single-row tail; N = 9 two 4-row weight blocks and a leftover
-    /// row.
+    /// Random rows (random codes and scales) against the scalar table, in
+    /// the shape the table declares for the family
+    /// ([`Shapes::proof_rows`](qlinear_kernels_scalar::frame::Shapes::proof_rows)):
+    /// M runs the largest activation-row tile twice and then its largest
+    /// leftover, N likewise for weight rows, and at [`CHUNK_PROOF_K`] N
+    /// first fills one whole weight-row chunk. A new tile is covered the
+    /// moment it is declared.
     fn prove_random(&mut self, k: usize) {
         use KernelFamily as F;
-        let (m, n) = (RANDOM_M, 9usize);
+        let (m, n) = self.table.shapes(self.family).proof_rows(CHUNK_PROOF_K.contains(&k));
         let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
         let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
         let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();

@@ -46,6 +46,36 @@ impl Int8Tier {
         }
     }
 
+    /// The architecture the tier is built for (`target_arch`): `any` for
+    /// the scalar tier. The test runner (`cargo xtask test`) forces and
+    /// proves every tier of the architecture it runs on, from this list.
+    pub fn arch(self) -> &'static str {
+        match self {
+            Self::Scalar => "any",
+            Self::Avx2 | Self::Avx512Vnni => "x86_64",
+            Self::Neon | Self::NeonSdot => "aarch64",
+            Self::WasmSimd128 => "wasm32",
+        }
+    }
+
+    /// An emulated CPU (`qemu-aarch64 -cpu NAME`) that lacks the tier's
+    /// feature while having the tier below it: where the test runner shows
+    /// the tier reported absent and never used. `None` for tiers every CPU
+    /// of their architecture has, and for x86 and WebAssembly (the wasm
+    /// runner builds without `+simd128` instead).
+    pub fn emulated_without(self) -> Option<&'static str> {
+        match self {
+            Self::NeonSdot => Some("cortex-a72"),
+            _ => None,
+        }
+    }
+
+    /// Whether the tier is compiled in and its CPU feature is present
+    /// (proven or not: see [`crate::selftest_report`]).
+    pub fn is_available(self) -> bool {
+        self.table().is_ok()
+    }
+
     /// The tier's kernel table if it is compiled in and its CPU feature is
     /// present, else why not. Proven or not: see [`crate::selftest_report`].
     pub(crate) fn table(self) -> Result<&'static KernelTable, String> {
@@ -98,96 +128,6 @@ impl FromStr for Int8Tier {
                 valid: tier_list(Self::ALL),
             })
     }
-}
-
-/// A kernel family: one entry of the kernel table, proven and planned separately.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum KernelFamily {
-    /// `Σ a·b` of two int8 rows.
-    DotI8I8,
-    /// `Σ x·q` of an int8 row against a packed Q4 row.
-    DotI8Q4,
-    /// The Q8 activation quantizer.
-    QuantizeActivations,
-    /// Q8 weights × Q8 activations.
-    W8A8,
-    /// Q4 per-channel weights × Q8 activations.
-    W4A8,
-    /// Q4 grouped weights × Q8 activations.
-    W4A8Grouped,
-    /// Q8 weights × f32 activations.
-    W8A16,
-    /// Q4 per-channel weights × f32 activations.
-    W4A16,
-    /// Q4 grouped weights × f32 activations.
-    W4A16Grouped,
-}
-
-impl KernelFamily {
-    /// Every family.
-    pub const ALL: [KernelFamily; 9] = [
-        Self::DotI8I8,
-        Self::DotI8Q4,
-        Self::QuantizeActivations,
-        Self::W8A8,
-        Self::W4A8,
-        Self::W4A8Grouped,
-        Self::W8A16,
-        Self::W4A16,
-        Self::W4A16Grouped,
-    ];
-    /// The matrix families the plan assigns a tier to.
-    pub const GEMM: [KernelFamily; 6] = [
-        Self::W8A8,
-        Self::W4A8,
-        Self::W4A8Grouped,
-        Self::W8A16,
-        Self::W4A16,
-        Self::W4A16Grouped,
-    ];
-
-    /// The largest K whose exact i32 reduction is proven, for integer families.
-    pub fn max_k(self) -> Option<usize> {
-        use qlinear_kernels_scalar::{MAX_K_W4A8, MAX_K_W8A8};
-        match self {
-            Self::DotI8I8 | Self::W8A8 => Some(MAX_K_W8A8),
-            Self::DotI8Q4 | Self::W4A8 | Self::W4A8Grouped => Some(MAX_K_W4A8),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for KernelFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::DotI8I8 => "dot_i8_i8",
-            Self::DotI8Q4 => "dot_i8_q4",
-            Self::QuantizeActivations => "quantize_q8",
-            Self::W8A8 => "w8a8",
-            Self::W4A8 => "w4a8",
-            Self::W4A8Grouped => "w4a8_grouped",
-            Self::W8A16 => "w8a16",
-            Self::W4A16 => "w4a16",
-            Self::W4A16Grouped => "w4a16_grouped",
-        })
-    }
-}
-
-/// Whether the AVX2 tier is compiled in and the CPU reports AVX2.
-pub fn avx2_available() -> bool {
-    Int8Tier::Avx2.table().is_ok()
-}
-/// Whether the AVX-512 VNNI tier is compiled in and the CPU reports AVX-512 F/BW/VL and VNNI.
-pub fn avx512_vnni_available() -> bool {
-    Int8Tier::Avx512Vnni.table().is_ok()
-}
-/// Whether the SDOT island is compiled in and the CPU reports FEAT_DotProd.
-pub fn neon_sdot_available() -> bool {
-    Int8Tier::NeonSdot.table().is_ok()
-}
-/// Whether the SIMD128 island is compiled in (WebAssembly has no run-time detection).
-pub fn wasm_simd128_available() -> bool {
-    Int8Tier::WasmSimd128.table().is_ok()
 }
 
 /// The CPU features relevant to qlinear's tiers that this CPU reports.

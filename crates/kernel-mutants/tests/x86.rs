@@ -5,7 +5,8 @@
 use std::arch::x86_64::*;
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
-use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, KernelTable, OutputTile, SCALAR};
+use qlinear_kernels_scalar::frame::{Shapes, Tile};
+use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
@@ -157,11 +158,21 @@ fn grouped_tile_tree_sum(
     }
 }
 
+const GROUPED_TILES: &[Tile] = &[Tile::ONE, Tile::new(1, 8)];
+
 #[test]
 fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
     let m = first_failure(
         &KernelTable {
             gemm_w4a8_grouped: grouped_tile_tree_sum,
+            // the tile it stands for is declared, so the proof's rows reach it
+            shapes: GemmShapes {
+                w4a8_grouped: Shapes {
+                    tiles: GROUPED_TILES,
+                    chunk: 16,
+                },
+                ..GemmShapes::SINGLE
+            },
             ..SCALAR
         },
         KernelFamily::W4A8Grouped,
@@ -170,10 +181,11 @@ fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
     assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
 }
 
-/// W4A8 per channel with AVX2's 4-row batch tile done wrong: every row of a
-/// tile is corrected by the first row's `−8·Σx` (a hoisted load). Rows past
-/// the tiles are right, so only a proof whose random rows reach a tile can
-/// fail it.
+/// W4A8 per channel with a 4-row batch tile done wrong: every row of a tile
+/// is corrected by the first row's `−8·Σx` (a hoisted load). Rows past the
+/// tiles are right, so only a proof whose random rows reach a tile can fail
+/// it. On the frame the correction is the frame's, so a micro-kernel can no
+/// longer make this mistake; a tier with its own sweep (AVX-512 VNNI) still can.
 fn tile_shares_first_correction(
     x: &ActivationsQ8<'_>,
     w: &QuantizedMatrixQ4,
@@ -193,11 +205,20 @@ fn tile_shares_first_correction(
     }
 }
 
+const BATCH_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+
 #[test]
 fn a_shared_correction_in_the_batch_tile_fails_the_proof() {
     first_failure(
         &KernelTable {
             gemm_w4a8: tile_shares_first_correction,
+            shapes: GemmShapes {
+                w4a8: Shapes {
+                    tiles: BATCH_TILES,
+                    chunk: 64,
+                },
+                ..GemmShapes::SINGLE
+            },
             ..SCALAR
         },
         KernelFamily::W4A8,

@@ -1,60 +1,233 @@
-//! The integer kernels of both aarch64 tiers, generated from one body over the
-//! tier's 16-byte dot primitive `$dot16(acc, a, b)` (`acc += Σ a·b` in four
-//! i32 lanes, exact): `smull`/`sadalp` for NEON, `sdot` for NEON SDOT.
+//! The integer micro-kernels of both aarch64 tiers, generated from one body
+//! over the tier's 16-byte dot primitive `$dot16(acc, a, b)` (`acc += Σ a·b`
+//! in four i32 lanes, exact): `smull`/`sadalp` for NEON, `sdot` for NEON SDOT.
+//! The frame (`qlinear_kernels_scalar::frame`) owns the loops, tails and
+//! output expressions; these compute `WR` weight rows × `XR` activation rows
+//! over whole blocks, each weight load serving the `XR` rows and each
+//! activation load the `WR` rows.
 //!
 //! Q4 bytes unpack to natural column order with a mask, a shift and a zip
 //! (`zip1`/`zip2` of low and high nibbles), so activations need no relayout.
 
 macro_rules! int_kernels {
     ($feature:literal, $dot16:ident) => {
-
         use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased};
 
+        /// 16 bytes of `v` at `at`.
         #[inline]
         #[target_feature(enable = $feature)]
-        fn load16(v: &[i8], at: usize) -> int8x16_t {
-            assert!(at + 16 <= v.len());
-            // SAFETY: bounded by the assert above.
-            unsafe { vld1q_s8(v.as_ptr().add(at)) }
+        fn load16<T: Copy>(v: &[T], at: usize) -> int8x16_t {
+            assert!(std::mem::size_of::<T>() == 1 && at + 16 <= v.len());
+            // SAFETY: 16 one-byte elements from `at` lie inside `v` (asserted).
+            unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
+        }
+
+        /// The 32 biased nibbles of 16 packed bytes at byte `b`, as columns
+        /// `2b .. 2b + 16` and `2b + 16 .. 2b + 32` in natural order.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        fn nibbles(p: &[u8], b: usize) -> (int8x16_t, int8x16_t) {
+            let v = vreinterpretq_u8_s8(load16(p, b));
+            let (lo, hi) = (vandq_u8(v, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(v));
+            (
+                vreinterpretq_s8_u8(vzip1q_u8(lo, hi)),
+                vreinterpretq_s8_u8(vzip2q_u8(lo, hi)),
+            )
+        }
+
+        /// W8A8 micro-kernel: `Σ x·w` of `WR` × `XR` rows over whole blocks of 16.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+            let k = x.first().map_or(0, |r| r.len());
+            assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(16));
+            assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k));
+            let mut a = [[vdupq_n_s32(0); WR]; XR];
+            let mut c = 0;
+            while c < k {
+                let wv: [int8x16_t; WR] = std::array::from_fn(|q| load16(w[q], c));
+                for i in 0..XR {
+                    let xv = load16(x[i], c);
+                    for q in 0..WR {
+                        a[i][q] = $dot16(a[i][q], xv, wv[q]);
+                    }
+                }
+                c += 16;
+            }
+            for i in 0..XR {
+                for q in 0..WR {
+                    acc[i * WR + q] = vaddvq_s32(a[i][q]);
+                }
+            }
+        }
+
+        /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR`
+        /// rows over whole blocks of 32 columns (16 packed bytes).
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_q4<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            let k = x.first().map_or(0, |r| r.len());
+            assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(32));
+            assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k / 2));
+            let mut a = [[vdupq_n_s32(0); WR]; XR];
+            let mut c = 0;
+            while c < k {
+                let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
+                for i in 0..XR {
+                    let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
+                    for q in 0..WR {
+                        a[i][q] = $dot16($dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
+                    }
+                }
+                c += 32;
+            }
+            for i in 0..XR {
+                for q in 0..WR {
+                    acc[i * WR + q] = vaddvq_s32(a[i][q]);
+                }
+            }
+        }
+
+        /// W4A8-grouped micro-kernel for groups of a multiple of 32: per
+        /// group the exact `acc_g` of each of the `WR` × `XR` outputs, then
+        /// `sum += (acc_g − 8·Σx_g) as f32 * s_g` in increasing g from +0.
+        /// Covers the groups inside the whole blocks; other sizes cover none.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_grouped<const WR: usize, const XR: usize>(
+            x: &[&[i8]],
+            sums: &[&[i32]],
+            w: &[&[u8]],
+            s: &[&[f32]],
+            g: usize,
+            out: &mut [f32],
+        ) -> usize {
+            let kb = x.first().map_or(0, |r| r.len());
+            assert!(x.len() == XR && sums.len() == XR && w.len() == WR && s.len() == WR && out.len() == WR * XR);
+            out.fill(0.0);
+            if g == 0 || !g.is_multiple_of(32) {
+                return 0;
+            }
+            let groups = kb / g;
+            assert!(x.iter().all(|r| r.len() == kb) && w.iter().all(|r| r.len() == kb / 2));
+            assert!(sums.iter().all(|r| r.len() >= groups) && s.iter().all(|r| r.len() >= groups));
+            let mut sum = [[0f32; WR]; XR];
+            for gi in 0..groups {
+                let mut a = [[vdupq_n_s32(0); WR]; XR];
+                let mut c = gi * g;
+                while c < (gi + 1) * g {
+                    let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
+                    for i in 0..XR {
+                        let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
+                        for q in 0..WR {
+                            a[i][q] = $dot16($dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
+                        }
+                    }
+                    c += 32;
+                }
+                for i in 0..XR {
+                    for q in 0..WR {
+                        let acc = vaddvq_s32(a[i][q]) - 8 * sums[i][gi];
+                        sum[i][q] += acc as f32 * s[q][gi];
+                    }
+                }
+            }
+            for i in 0..XR {
+                for q in 0..WR {
+                    out[i * WR + q] = sum[i][q];
+                }
+            }
+            groups
         }
 
         /// `Σ a·b` of two equal-length int8 rows.
         #[target_feature(enable = $feature)]
         pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
             assert_eq!(a.len(), b.len());
-            let mut acc = vdupq_n_s32(0);
-            let mut c = 0;
-            while c + 16 <= a.len() {
-                acc = $dot16(acc, load16(a, c), load16(b, c));
-                c += 16;
-            }
-            vaddvq_s32(acc) + tail_i8(&a[c..], &b[c..])
+            let kb = a.len() / 16 * 16;
+            let mut acc = [0];
+            tile_i8::<1, 1>(&[&a[..kb]], &[&b[..kb]], &mut acc);
+            acc[0] + tail_i8(&a[kb..], &b[kb..])
         }
 
-        /// `Σ x·b` over biased nibbles (no correction), 32 columns per step.
-        #[target_feature(enable = $feature)]
-        pub(crate) fn dot_biased(x: &[i8], p: &[u8]) -> i32 {
-            assert_eq!(p.len(), x.len().div_ceil(2));
-            let mask = vdupq_n_u8(0x0F);
-            let mut acc = vdupq_n_s32(0);
-            let mut c = 0;
-            while c + 32 <= x.len() {
-                // SAFETY: c + 32 <= x.len(), so 16 bytes at c / 2 lie inside p.
-                let b = unsafe { vld1q_u8(p.as_ptr().add(c / 2)) };
-                let (lo, hi) = (vandq_u8(b, mask), vshrq_n_u8::<4>(b));
-                let c0 = vreinterpretq_s8_u8(vzip1q_u8(lo, hi)); // columns c..c+16
-                let c1 = vreinterpretq_s8_u8(vzip2q_u8(lo, hi)); // columns c+16..c+32
-                acc = $dot16($dot16(acc, c0, load16(x, c)), c1, load16(x, c + 16));
-                c += 32;
-            }
-            vaddvq_s32(acc) + tail_biased(&x[c..], &p[c / 2..])
-        }
-
+        /// `Σ x·q` of a row against a packed biased Q4 row.
         #[target_feature(enable = $feature)]
         pub(crate) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
-            dot_biased(x, p) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
+            assert_eq!(p.len(), x.len().div_ceil(2));
+            let kb = x.len() / 32 * 32;
+            let mut acc = [0];
+            tile_q4::<1, 1>(&[&x[..kb]], &[&p[..kb / 2]], &mut acc);
+            acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
         }
+    };
+}
 
-        qlinear_kernels_scalar::int_gemms_over_dots!(#[target_feature(enable = $feature)]);
+/// The integer families of an aarch64 tier on the frame: its registered
+/// micro-kernels (`entry::…`) and their tiles — 4 weight rows per pass for
+/// M = 1 sharing each activation load, 4 × 4 for batches (16 accumulators,
+/// 4 + 8 operand registers of the 32), single rows for what is left over.
+macro_rules! int_families {
+    () => {
+        use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
+
+        const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
+
+        pub(crate) const W8A8: Family<TileI8I8> = Family {
+            shapes: Shapes {
+                tiles: INT_TILES,
+                chunk: 0,
+            },
+            kernels: &[entry::w8a8_1x1, entry::w8a8_4x1, entry::w8a8_4x4, entry::w8a8_1x4],
+            block: 16,
+            layout: Layout::Natural,
+            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        };
+        pub(crate) const W4A8: Family<TileI8Q4> = Family {
+            shapes: Shapes {
+                tiles: INT_TILES,
+                chunk: 64,
+            },
+            kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_4x4, entry::w4a8_1x4],
+            block: 32,
+            layout: Layout::Natural,
+            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        };
+        pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+            shapes: Shapes {
+                tiles: INT_TILES,
+                chunk: 16,
+            },
+            kernels: &[
+                entry::grouped_1x1,
+                entry::grouped_4x1,
+                entry::grouped_4x4,
+                entry::grouped_1x4,
+            ],
+            block: 32,
+            layout: Layout::Natural,
+            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        };
+    };
+}
+
+/// The safe entries of the integer micro-kernels (see `int_families!`).
+macro_rules! int_entries {
+    () => {
+        qlinear_kernels_scalar::safe_entries! {
+            dot_i8_i8 => int::dot_i8_i8: dot_i8,
+            dot_i8_q4 => int::dot_i8_q4: dot_q4,
+            w8a8_1x1 => int::tile_i8::<1, 1>: tile_i8,
+            w8a8_4x1 => int::tile_i8::<4, 1>: tile_i8,
+            w8a8_4x4 => int::tile_i8::<4, 4>: tile_i8,
+            w8a8_1x4 => int::tile_i8::<1, 4>: tile_i8,
+            w4a8_1x1 => int::tile_q4::<1, 1>: tile_q4,
+            w4a8_4x1 => int::tile_q4::<4, 1>: tile_q4,
+            w4a8_4x4 => int::tile_q4::<4, 4>: tile_q4,
+            w4a8_1x4 => int::tile_q4::<1, 4>: tile_q4,
+            grouped_1x1 => int::tile_grouped::<1, 1>: tile_grouped,
+            grouped_4x1 => int::tile_grouped::<4, 1>: tile_grouped,
+            grouped_4x4 => int::tile_grouped::<4, 4>: tile_grouped,
+            grouped_1x4 => int::tile_grouped::<1, 4>: tile_grouped,
+        }
     };
 }

@@ -9,7 +9,9 @@
 ///
 /// Kinds: `dot_i8` (`&[i8], &[i8] -> i32`), `dot_q4` (`&[i8], &[u8] -> i32`),
 /// `quantize` (`&[f32], &mut [i8] -> f32`), `q8q8`, `q8q4`, `f32q8`, `f32q4`
-/// (the GEMM entries of [`KernelTable`](crate::KernelTable)).
+/// (the GEMM entries of [`KernelTable`](crate::KernelTable)), and the
+/// [`frame`](crate::frame)'s micro-kernel kinds `tile_i8`, `tile_q4`,
+/// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`.
 #[macro_export]
 macro_rules! safe_entries {
     ($($name:ident => $kernel:path : $kind:ident),* $(,)?) => {
@@ -46,6 +48,42 @@ macro_rules! safe_entries {
     (@one $name:ident, $k:path, f32q4) => {
         $crate::safe_entries!(@gemm $name, $k, $crate::ActivationsF32<'_>, qlinear_quant_recipe::QuantizedMatrixQ4);
     };
+    (@one $name:ident, $k:path, tile_i8) => {
+        pub(crate) fn $name(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, w, acc) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_q4) => {
+        pub(crate) fn $name(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, w, acc) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_grouped) => {
+        pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, sums, w, s, g, out) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_f32q8) => {
+        pub(crate) fn $name(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, w, k, out) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_f32q4) => {
+        pub(crate) fn $name(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, w, k, out) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_f32q4_grouped) => {
+        pub(crate) fn $name(x: &[&[f32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, w, s, g, out) }
+        }
+    };
     (@gemm $name:ident, $k:path, $act:ty, $w:ty) => {
         pub(crate) fn $name(x: &$act, w: &$w, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
             // SAFETY: as for `dot_i8` above: features detected before the table
@@ -55,165 +93,42 @@ macro_rules! safe_entries {
     };
 }
 
-/// The three weight-only GEMMs (W8A16, W4A16, W4A16 grouped) of a tier whose
-/// float arithmetic is written as three functions in scope:
-/// `partial(x_chunks, chunks, codes8)` (the 8-lane partial of one group, the
-/// activations laid out by [`chunked_f32`](crate::layout::chunked_f32)
-/// in natural order), `q8_codes(row, col)` and `q4_codes(packed, byte, end)`
-/// (8 codes from a column or byte, the zero code past the end). The loops and
-/// the order `y = s · partial` / `y += s_g · partial_g` are the scalar tier's.
-/// Optional attributes (e.g. `#[target_feature(enable = "neon")]`) go on each.
+/// The GEMM entries of a tier on the [`frame`](crate::frame), one per
+/// registered [`Family`](crate::frame::Family) constant (`w8a8: W8A8, …`);
+/// a family left out is taken from another table or written by hand.
 #[macro_export]
-macro_rules! weight_only_gemms {
-    ($(#[$attr:meta])*) => {
-        $(#[$attr])*
-        pub(crate) fn gemm_w8a16(
-            x: &$crate::ActivationsF32<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrix,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
-            let (k, chunks) = (x.k, x.k.div_ceil(8));
-            let xc: Vec<Vec<f32>> = (0..x.m).map(|i| $crate::layout::chunked_f32(x.row(i), k, false)).collect();
-            for (j, r) in rows.enumerate() {
-                let wr = w.row(r);
-                for (i, xi) in xc.iter().enumerate() {
-                    y.set(i, j, w.scales()[r] * partial(xi, chunks, |c| q8_codes(wr, c * 8)));
-                }
-            }
-        }
-
-        $(#[$attr])*
-        pub(crate) fn gemm_w4a16(
-            x: &$crate::ActivationsF32<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            let qlinear_quant_recipe::Q4Scales::PerChannel(s) = w.scales() else {
-                panic!("gemm_w4a16 needs per-channel scales")
-            };
-            assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
-            let (k, chunks) = (x.k, x.k.div_ceil(8));
-            let xc: Vec<Vec<f32>> = (0..x.m).map(|i| $crate::layout::chunked_f32(x.row(i), k, false)).collect();
-            for (j, r) in rows.enumerate() {
-                let wr = w.row_packed(r);
-                for (i, xi) in xc.iter().enumerate() {
-                    y.set(i, j, s[r] * partial(xi, chunks, |c| q4_codes(wr, c * 4, wr.len())));
-                }
-            }
-        }
-
-        $(#[$attr])*
-        pub(crate) fn gemm_w4a16_grouped(
-            x: &$crate::ActivationsF32<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            let qlinear_quant_recipe::Q4Scales::Grouped { group, scales } = w.scales() else {
-                panic!("gemm_w4a16_grouped needs group scales")
-            };
-            let (g, groups) = (*group, w.k() / *group);
-            assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
-            let per_group = g.div_ceil(8);
-            let xc: Vec<Vec<f32>> = (0..x.m).map(|i| $crate::layout::chunked_f32(x.row(i), g, false)).collect();
-            for (j, r) in rows.enumerate() {
-                let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
-                for (i, xi) in xc.iter().enumerate() {
-                    let mut acc = 0f32;
-                    for gi in 0..groups {
-                        let (b0, end) = (gi * g / 2, (gi + 1) * g / 2);
-                        let xg = &xi[gi * per_group * 8..(gi + 1) * per_group * 8];
-                        acc += f32::from(sr[gi]) * partial(xg, per_group, |c| q4_codes(wr, b0 + c * 4, end));
-                    }
-                    y.set(i, j, acc);
-                }
-            }
+macro_rules! frame_gemms {
+    ($($family:ident : $value:path),* $(,)?) => {
+        $( $crate::frame_gemms!(@one $family, $value); )*
+    };
+    (@one w8a8, $f:path) => {
+        pub(crate) fn gemm_w8a8(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w8a8(&$f, x, w, rows, y)
         }
     };
-}
-
-/// The three integer GEMMs (W8A8, W4A8 per channel, W4A8 grouped) of a tier
-/// whose dot products are written as `dot_i8_i8(a, b)` and
-/// `dot_biased(x, packed)` (`Σ x·b` over biased nibbles, uncorrected) in
-/// scope; one output row at a time, with the spec's output expressions.
-/// Optional attributes (e.g. a `target_feature`) go on each function.
-#[macro_export]
-macro_rules! int_gemms_over_dots {
-    ($(#[$attr:meta])*) => {
-        $(#[$attr])*
-        pub(crate) fn gemm_w8a8(
-            x: &$crate::ActivationsQ8<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrix,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-            for (j, r) in rows.enumerate() {
-                for i in 0..x.m {
-                    let acc = dot_i8_i8(x.row(i), w.row(r));
-                    y.set(i, j, acc as f32 * (x.scales[i] * w.scales()[r]));
-                }
-            }
+    (@one w4a8, $f:path) => {
+        pub(crate) fn gemm_w4a8(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w4a8(&$f, x, w, rows, y)
         }
-
-        $(#[$attr])*
-        pub(crate) fn gemm_w4a8(
-            x: &$crate::ActivationsQ8<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            let qlinear_quant_recipe::Q4Scales::PerChannel(s) = w.scales() else {
-                panic!("gemm_w4a8 needs per-channel scales")
-            };
-            assert!(rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0), "W4A8 shapes");
-            for (j, r) in rows.enumerate() {
-                for i in 0..x.m {
-                    let acc = dot_biased(x.row(i), w.row_packed(r)) - 8 * x.row_sums(i)[0];
-                    y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
-                }
-            }
+    };
+    (@one w4a8_grouped, $f:path) => {
+        pub(crate) fn gemm_w4a8_grouped(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w4a8_grouped(&$f, x, w, rows, y)
         }
-
-        $(#[$attr])*
-        pub(crate) fn gemm_w4a8_grouped(
-            x: &$crate::ActivationsQ8<'_>,
-            w: &qlinear_quant_recipe::QuantizedMatrixQ4,
-            rows: std::ops::Range<usize>,
-            y: &mut $crate::OutputTile<'_>,
-        ) {
-            x.check();
-            y.check(x.m, rows.len());
-            let qlinear_quant_recipe::Q4Scales::Grouped { group, scales } = w.scales() else {
-                panic!("gemm_w4a8_grouped needs group scales")
-            };
-            let (g, groups) = (*group, w.k() / *group);
-            assert!(rows.end <= w.n() && w.k() == x.k && x.sum_group == g, "W4A8 grouped shapes");
-            for (j, r) in rows.enumerate() {
-                let (wr, sr) = (w.row_packed(r), &scales[r * groups..(r + 1) * groups]);
-                for i in 0..x.m {
-                    let (xr, sums) = (x.row(i), x.row_sums(i));
-                    let mut sum = 0f32;
-                    for gi in 0..groups {
-                        let acc = dot_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
-                        sum += acc as f32 * f32::from(sr[gi]);
-                    }
-                    y.set(i, j, sum * x.scales[i]);
-                }
-            }
+    };
+    (@one w8a16, $f:path) => {
+        pub(crate) fn gemm_w8a16(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w8a16(&$f, x, w, rows, y)
+        }
+    };
+    (@one w4a16, $f:path) => {
+        pub(crate) fn gemm_w4a16(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w4a16(&$f, x, w, rows, y)
+        }
+    };
+    (@one w4a16_grouped, $f:path) => {
+        pub(crate) fn gemm_w4a16_grouped(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+            $crate::frame::gemm_w4a16_grouped(&$f, x, w, rows, y)
         }
     };
 }

@@ -2,6 +2,8 @@ use std::ops::Range;
 
 use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
 
+use crate::frame::Shapes;
+
 /// Largest K a W8A8 reduction accepts: every partial sum of `Σ x·w` with
 /// `|x|, |w| <= 127` fits i32 (`127 · 127 · K <= i32::MAX`).
 pub const MAX_K_W8A8: usize = i32::MAX as usize / (127 * 127);
@@ -147,6 +149,39 @@ pub struct KernelTable {
     /// W4A16 grouped: the 8-lane tree per group, `y += f32(s_g) · partial_g`
     /// in increasing g; no FMA (§6.2).
     pub gemm_w4a16_grouped: GemmF32Q4,
+    /// The tiles each GEMM entry computes (its micro-kernels on the
+    /// [`frame`](crate::frame), or its own sweep's), from which the selftest
+    /// derives shapes that run every tile and every leftover row.
+    pub shapes: GemmShapes,
+}
+
+/// The declared [`Shapes`] of a table's six GEMM entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmShapes {
+    /// W8A8.
+    pub w8a8: Shapes,
+    /// W4A8 per channel.
+    pub w4a8: Shapes,
+    /// W4A8 grouped.
+    pub w4a8_grouped: Shapes,
+    /// W8A16.
+    pub w8a16: Shapes,
+    /// W4A16 per channel.
+    pub w4a16: Shapes,
+    /// W4A16 grouped.
+    pub w4a16_grouped: Shapes,
+}
+
+impl GemmShapes {
+    /// One row at a time for every family: the scalar tier's shapes.
+    pub const SINGLE: GemmShapes = GemmShapes {
+        w8a8: Shapes::SINGLE,
+        w4a8: Shapes::SINGLE,
+        w4a8_grouped: Shapes::SINGLE,
+        w8a16: Shapes::SINGLE,
+        w4a16: Shapes::SINGLE,
+        w4a16_grouped: Shapes::SINGLE,
+    };
 }
 
 /// The scalar tier: the reference every other tier must equal bit for bit.
@@ -161,6 +196,7 @@ pub static SCALAR: KernelTable = KernelTable {
     gemm_w8a16: crate::gemm_w8a16,
     gemm_w4a16: crate::gemm_w4a16,
     gemm_w4a16_grouped: crate::gemm_w4a16_grouped,
+    shapes: GemmShapes::SINGLE,
 };
 
 /// Sums of int8 activation codes per group of `group` columns, `[m, k / group]`

@@ -41,9 +41,8 @@ pub use linear::Linear;
 
 pub use qlinear_dispatch::{
     autotuned_plan, dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16,
-    linear_w8a16, neon_sdot_available, quant_linear, quant_mode_from_environment, run_selftest, selftest_report,
-    wasm_simd128_available, DispatchError, Int8Tier, KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV,
-    MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
+    linear_w8a16, quant_linear, quant_mode_from_environment, run_selftest, selftest_report, DispatchError, Int8Tier,
+    KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
 };
 #[cfg(feature = "formats")]
 pub use qlinear_formats::{FormatError, QuantizedFile};
@@ -101,8 +100,8 @@ pub fn init_for(census: &[usize]) -> Result<InitReport> {
 /// the kernel families, the selftest's parts and the CPU probes.
 pub mod tiers {
     pub use qlinear_dispatch::{
-        avx2_available, avx512_vnni_available, cpu_features, default_census, prove_kernel_table, FamilyProof,
-        KernelFamily, KernelTable, Mismatch, PlanTiming, Route, TierReport, TierStatus,
+        cpu_features, default_census, prove_kernel_table, FamilyProof, KernelFamily, KernelTable, Mismatch, PlanTiming,
+        Route, TierReport, TierStatus,
     };
 }
 

@@ -325,7 +325,7 @@ fn selftest_proves_scalar_and_plan_uses_proven_tiers() {
         e.to_string(),
         "unknown int8 tier \"sse9\"; valid tiers: scalar, avx2, avx512-vnni, neon, neon-sdot, wasm-simd128"
     );
-    assert!(Route::for_tier(Int8Tier::WasmSimd128).is_err() || wasm_simd128_available());
+    assert!(Route::for_tier(Int8Tier::WasmSimd128).is_err() || Int8Tier::WasmSimd128.is_available());
     assert_eq!("W4A16".parse::<QuantLinearMode>().unwrap(), QuantLinearMode::W4A16);
     assert!("w2a2".parse::<QuantLinearMode>().is_err());
 }

@@ -1,28 +1,33 @@
-//! The NEON tier (baseline ASIMD): integer kernels on `smull`/`sadalp`
-//! (each i8·i8 product is exact in i16, pairs widen into i32), float kernels
-//! on two `float32x4_t` per 8 lanes with `vmulq` + `vaddq`, never `vfmaq`.
+//! The NEON tier (baseline ASIMD): integer micro-kernels on `smull`/`sadalp`
+//! (each i8·i8 product is exact in i16, pairs widen into i32), float
+//! micro-kernels on two `float32x4_t` per 8 lanes with `vmulq` + `vaddq`,
+//! never `vfmaq`. The frame owns the loops; this module registers the tiles.
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
-mod float;
+pub(crate) mod float;
 pub(crate) mod int;
 mod quantize;
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which
-/// `crate::neon_table` (or `crate::sdot_table`, which shares the float
-/// entries) returns only after detecting ASIMD; the kernels assert what they rely on.
+/// `crate::neon_table` returns only after detecting ASIMD; the kernels
+/// assert what they rely on.
 mod entry {
     use super::*;
+    int_entries!();
     qlinear_kernels_scalar::safe_entries! {
-        dot_i8_i8 => int::dot_i8_i8: dot_i8,
-        dot_i8_q4 => int::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
-        gemm_w8a8 => int::gemm_w8a8: q8q8,
-        gemm_w4a8 => int::gemm_w4a8: q8q4,
-        gemm_w4a8_grouped => int::gemm_w4a8_grouped: q8q4,
-        gemm_w8a16 => float::gemm_w8a16: f32q8,
-        gemm_w4a16 => float::gemm_w4a16: f32q4,
-        gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
+    }
+}
+
+int_families!();
+
+mod gemm {
+    use super::float::{W4A16, W4A16_GROUPED, W8A16};
+    use super::{W4A8, W4A8_GROUPED, W8A8};
+    qlinear_kernels_scalar::frame_gemms! {
+        w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
+        w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
     }
 }
 
@@ -31,10 +36,18 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
     quantize_row_q8: entry::quantize_row_q8,
-    gemm_w8a8: entry::gemm_w8a8,
-    gemm_w4a8: entry::gemm_w4a8,
-    gemm_w4a8_grouped: entry::gemm_w4a8_grouped,
-    gemm_w8a16: entry::gemm_w8a16,
-    gemm_w4a16: entry::gemm_w4a16,
-    gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
+    gemm_w8a8: gemm::gemm_w8a8,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w8a16: gemm::gemm_w8a16,
+    gemm_w4a16: gemm::gemm_w4a16,
+    gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
+    shapes: GemmShapes {
+        w8a8: W8A8.shapes,
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
+        w8a16: float::W8A16.shapes,
+        w4a16: float::W4A16.shapes,
+        w4a16_grouped: float::W4A16_GROUPED.shapes,
+    },
 };

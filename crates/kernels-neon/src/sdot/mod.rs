@@ -1,8 +1,8 @@
-//! The NEON SDOT tier (FEAT_DotProd): integer kernels on `sdot`, four exact
-//! i8·i8 products summed straight into each i32 lane; the float kernels and
-//! the activation quantizer are the NEON tier's.
+//! The NEON SDOT tier (FEAT_DotProd): integer micro-kernels on `sdot`, four
+//! exact i8·i8 products summed straight into each i32 lane; the float
+//! kernels and the activation quantizer are the NEON tier's.
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 mod int;
 
@@ -11,21 +11,28 @@ mod int;
 /// the kernels assert what they rely on.
 mod entry {
     use super::*;
-    qlinear_kernels_scalar::safe_entries! {
-        dot_i8_i8 => int::dot_i8_i8: dot_i8,
-        dot_i8_q4 => int::dot_i8_q4: dot_q4,
-        gemm_w8a8 => int::gemm_w8a8: q8q8,
-        gemm_w4a8 => int::gemm_w4a8: q8q4,
-        gemm_w4a8_grouped => int::gemm_w4a8_grouped: q8q4,
-    }
+    int_entries!();
+}
+
+int_families!();
+
+mod gemm {
+    use super::{W4A8, W4A8_GROUPED, W8A8};
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     name: "neon-sdot",
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
-    gemm_w8a8: entry::gemm_w8a8,
-    gemm_w4a8: entry::gemm_w4a8,
-    gemm_w4a8_grouped: entry::gemm_w4a8_grouped,
+    gemm_w8a8: gemm::gemm_w8a8,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    shapes: GemmShapes {
+        w8a8: W8A8.shapes,
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
+        ..crate::neon::TABLE.shapes
+    },
     ..crate::neon::TABLE
 };

@@ -1,8 +1,13 @@
-//! SIMD128 weight-only kernels: lanes 0-3 and 4-7 of the spec are two `f32x4`
-//! in natural column order; the tree's first level pairs neighbours with two
-//! shuffles, then `((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))` exactly.
+//! SIMD128 weight-only micro-kernels: lanes 0-3 and 4-7 of the spec are two
+//! `f32x4` in natural column order; the tree's first level pairs neighbours
+//! with two shuffles, then `((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))` exactly. A
+//! tile keeps `WR` × `XR` lane pairs: each dequantized weight chunk serves
+//! the `XR` activation rows and each activation chunk the `WR` weight rows;
+//! per output the arithmetic is the scalar tier's.
 
 use std::arch::wasm32::*;
+
+use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
 
 use super::load16;
 
@@ -23,29 +28,13 @@ fn widen(v: v128) -> (v128, v128) {
     )
 }
 
-/// The 8-lane partial of one group (activations laid out by `chunked_f32`).
-#[inline]
-fn partial(x: &[f32], chunks: usize, codes8: impl Fn(usize) -> v128) -> f32 {
-    assert!(x.len() >= chunks * 8);
-    let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
-    for c in 0..chunks {
-        let (wl, wh) = widen(codes8(c));
-        // SAFETY: c < chunks and x holds chunks · 8 floats (asserted above).
-        let (xl, xh) = unsafe {
-            (
-                v128_load(x.as_ptr().add(c * 8).cast()),
-                v128_load(x.as_ptr().add(c * 8 + 4).cast()),
-            )
-        };
-        lo = f32x4_add(lo, f32x4_mul(xl, wl));
-        hi = f32x4_add(hi, f32x4_mul(xh, wh));
-    }
-    tree(lo, hi)
-}
-
 /// 8 int8 codes from column `c` (zero past the end) in the low half.
 #[inline]
 fn q8_codes(w: &[i8], c: usize) -> v128 {
+    if c + 8 <= w.len() {
+        // SAFETY: 8 bytes from c lie inside w.
+        return unsafe { v128_load64_zero(w.as_ptr().add(c).cast()) };
+    }
     let mut buf = [0i8; 16];
     let n = (w.len() - c).min(8);
     buf[..n].copy_from_slice(&w[c..c + n]);
@@ -56,13 +45,141 @@ fn q8_codes(w: &[i8], c: usize) -> v128 {
 /// natural order, in the low half: zip of low and high nibbles, minus 8.
 #[inline]
 fn q4_codes(p: &[u8], b: usize, end: usize) -> v128 {
-    let mut buf = [0x88u8; 16];
-    let n = (end - b).min(4);
-    buf[..n].copy_from_slice(&p[b..b + n]);
-    let v = load16(&buf, 0);
+    let v = if b + 4 <= end {
+        // SAFETY: 4 bytes from b lie inside p (end <= p.len()).
+        unsafe { v128_load32_zero(p.as_ptr().add(b).cast()) }
+    } else {
+        let mut buf = [0x88u8; 16];
+        let n = (end - b).min(4);
+        buf[..n].copy_from_slice(&p[b..b + n]);
+        load16(&buf, 0)
+    };
     let (lo, hi) = (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4));
     let nib = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi);
     i8x16_sub(nib, i8x16_splat(8))
 }
 
-qlinear_kernels_scalar::weight_only_gemms!();
+/// The 8-lane partials of `WR` × `XR` outputs over `chunks` chunks of 8
+/// from chunk `first` of each activation row, weight row `q`'s chunk `c`
+/// from `code8(q, c)`.
+#[inline]
+fn partials<const WR: usize, const XR: usize>(
+    x: &[&[f32]],
+    first: usize,
+    chunks: usize,
+    code8: impl Fn(usize, usize) -> v128,
+) -> [[f32; WR]; XR] {
+    assert!(x.len() == XR && x.iter().all(|r| r.len() >= (first + chunks) * 8));
+    let mut lo = [[f32x4_splat(0.0); WR]; XR];
+    let mut hi = [[f32x4_splat(0.0); WR]; XR];
+    for c in first..first + chunks {
+        let wv: [(v128, v128); WR] = std::array::from_fn(|q| widen(code8(q, c)));
+        for i in 0..XR {
+            // SAFETY: c < first + chunks and every row holds that many chunks (asserted).
+            let (xl, xh) = unsafe {
+                (
+                    v128_load(x[i].as_ptr().add(c * 8).cast()),
+                    v128_load(x[i].as_ptr().add(c * 8 + 4).cast()),
+                )
+            };
+            for q in 0..WR {
+                lo[i][q] = f32x4_add(lo[i][q], f32x4_mul(xl, wv[q].0));
+                hi[i][q] = f32x4_add(hi[i][q], f32x4_mul(xh, wv[q].1));
+            }
+        }
+    }
+    std::array::from_fn(|i| std::array::from_fn(|q| tree(lo[i][q], hi[i][q])))
+}
+
+fn tile_w8a16<const WR: usize, const XR: usize>(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
+    assert!(w.len() == WR && w.iter().all(|r| r.len() == k) && out.len() == WR * XR);
+    let p = partials::<WR, XR>(x, 0, k.div_ceil(8), |q, c| q8_codes(w[q], c * 8));
+    for i in 0..XR {
+        out[i * WR..(i + 1) * WR].copy_from_slice(&p[i]);
+    }
+}
+
+fn tile_w4a16<const WR: usize, const XR: usize>(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    assert!(w.len() == WR && w.iter().all(|r| r.len() == k.div_ceil(2)) && out.len() == WR * XR);
+    let p = partials::<WR, XR>(x, 0, k.div_ceil(8), |q, c| q4_codes(w[q], c * 4, w[q].len()));
+    for i in 0..XR {
+        out[i * WR..(i + 1) * WR].copy_from_slice(&p[i]);
+    }
+}
+
+fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
+    x: &[&[f32]],
+    w: &[&[u8]],
+    s: &[&[f32]],
+    g: usize,
+    out: &mut [f32],
+) {
+    assert!(w.len() == WR && s.len() == WR && out.len() == WR * XR && g > 0);
+    let groups = s[0].len();
+    assert!(s.iter().all(|r| r.len() == groups) && w.iter().all(|r| 2 * r.len() >= groups * g));
+    let per_group = g.div_ceil(8);
+    let mut acc = [[0f32; WR]; XR];
+    for gi in 0..groups {
+        let (b0, end) = (gi * g / 2, (gi + 1) * g / 2);
+        let p = partials::<WR, XR>(x, gi * per_group, per_group, |q, c| {
+            q4_codes(w[q], b0 + (c - gi * per_group) * 4, end)
+        });
+        for i in 0..XR {
+            for q in 0..WR {
+                acc[i][q] += s[q][gi] * p[i][q];
+            }
+        }
+    }
+    for i in 0..XR {
+        out[i * WR..(i + 1) * WR].copy_from_slice(&acc[i]);
+    }
+}
+
+/// 4 weight rows in flight for M = 1, 2 × 4 for batches, single rows left over.
+const FLOAT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+
+pub(crate) const W8A16: Family<TileF32Q8> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 0,
+    },
+    kernels: &[
+        tile_w8a16::<1, 1>,
+        tile_w8a16::<4, 1>,
+        tile_w8a16::<2, 4>,
+        tile_w8a16::<1, 4>,
+    ],
+    block: 8,
+    layout: Layout::Chunked,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+};
+pub(crate) const W4A16: Family<TileF32Q4> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 0,
+    },
+    kernels: &[
+        tile_w4a16::<1, 1>,
+        tile_w4a16::<4, 1>,
+        tile_w4a16::<2, 4>,
+        tile_w4a16::<1, 4>,
+    ],
+    block: 8,
+    layout: Layout::Chunked,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+};
+pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 16,
+    },
+    kernels: &[
+        tile_w4a16_grouped::<1, 1>,
+        tile_w4a16_grouped::<4, 1>,
+        tile_w4a16_grouped::<2, 4>,
+        tile_w4a16_grouped::<1, 4>,
+    ],
+    block: 8,
+    layout: Layout::Chunked,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+};

@@ -1,11 +1,18 @@
-//! The SIMD128 tier. Integer kernels widen with `i16x8_extmul_*` (every i8·i8
-//! product is exact in i16) and `i32x4_extadd_pairwise_i16x8`, never a
-//! saturating step; float kernels keep the spec's 8 lanes as two `f32x4`
-//! (natural column order), `f32x4_mul` then `f32x4_add`, no relaxed-SIMD FMA.
+//! The SIMD128 tier. Integer micro-kernels widen with `i16x8_extmul_*`
+//! (every i8·i8 product is exact in i16) and `i32x4_extadd_pairwise_i16x8`,
+//! never a saturating step; float micro-kernels keep the spec's 8 lanes as
+//! two `f32x4` (natural column order), `f32x4_mul` then `f32x4_add`, no
+//! relaxed-SIMD FMA. The frame owns the loops, tails and outputs; this
+//! module registers the tiles: 4 weight rows per pass for M = 1 sharing each
+//! activation load, 4 × 4 for batches, single rows for what is left.
+//!
+//! The whole build has `+simd128`, so the kernels are ordinary safe
+//! functions and register as they are.
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
+use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
+use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, GemmShapes, KernelTable};
 
 mod float;
 mod quantize;
@@ -15,12 +22,67 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8,
     dot_i8_q4,
     quantize_row_q8: quantize::quantize_row_q8,
-    gemm_w8a8,
-    gemm_w4a8,
-    gemm_w4a8_grouped,
-    gemm_w8a16: float::gemm_w8a16,
-    gemm_w4a16: float::gemm_w4a16,
-    gemm_w4a16_grouped: float::gemm_w4a16_grouped,
+    gemm_w8a8: gemm::gemm_w8a8,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w8a16: gemm::gemm_w8a16,
+    gemm_w4a16: gemm::gemm_w4a16,
+    gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
+    shapes: GemmShapes {
+        w8a8: W8A8.shapes,
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
+        w8a16: float::W8A16.shapes,
+        w4a16: float::W4A16.shapes,
+        w4a16_grouped: float::W4A16_GROUPED.shapes,
+    },
+};
+
+mod gemm {
+    use super::float::{W4A16, W4A16_GROUPED, W8A16};
+    use super::{W4A8, W4A8_GROUPED, W8A8};
+    qlinear_kernels_scalar::frame_gemms! {
+        w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
+        w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
+    }
+}
+
+const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
+
+const W8A8: Family<TileI8I8> = Family {
+    shapes: Shapes {
+        tiles: INT_TILES,
+        chunk: 0,
+    },
+    kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8::<4, 4>, tile_i8::<1, 4>],
+    block: 16,
+    layout: Layout::Natural,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+};
+const W4A8: Family<TileI8Q4> = Family {
+    shapes: Shapes {
+        tiles: INT_TILES,
+        chunk: 64,
+    },
+    kernels: &[tile_q4::<1, 1>, tile_q4::<4, 1>, tile_q4::<4, 4>, tile_q4::<1, 4>],
+    block: 32,
+    layout: Layout::Natural,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+};
+const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+    shapes: Shapes {
+        tiles: INT_TILES,
+        chunk: 16,
+    },
+    kernels: &[
+        tile_grouped::<1, 1>,
+        tile_grouped::<4, 1>,
+        tile_grouped::<4, 4>,
+        tile_grouped::<1, 4>,
+    ],
+    block: 32,
+    layout: Layout::Natural,
+    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
 };
 
 /// 16 bytes of `v` at `at`.
@@ -45,36 +107,127 @@ fn hsum(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v) + i32x4_extract_lane::<1>(v) + i32x4_extract_lane::<2>(v) + i32x4_extract_lane::<3>(v)
 }
 
-fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-    assert_eq!(a.len(), b.len());
-    let mut acc = i32x4_splat(0);
-    let mut c = 0;
-    while c + 16 <= a.len() {
-        acc = dot16(acc, load16(a, c), load16(b, c));
-        c += 16;
-    }
-    hsum(acc) + tail_i8(&a[c..], &b[c..])
+/// The 32 biased nibbles of 16 packed bytes at byte `b`, as columns
+/// `2b .. 2b + 16` and `2b + 16 .. 2b + 32` in natural order.
+#[inline]
+fn nibbles(p: &[u8], b: usize) -> (v128, v128) {
+    let v = load16(p, b);
+    let (lo, hi) = (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4));
+    (
+        i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi),
+        i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(lo, hi),
+    )
 }
 
-/// `Σ x·b` over biased nibbles (no correction): 16 bytes give 32 columns in
-/// natural order by zipping the low and high nibbles.
-fn dot_biased(x: &[i8], p: &[u8]) -> i32 {
-    assert_eq!(p.len(), x.len().div_ceil(2));
-    let mut acc = i32x4_splat(0);
+/// W8A8 micro-kernel: `Σ x·w` of `WR` × `XR` rows over whole blocks of 16.
+fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    let k = x.first().map_or(0, |r| r.len());
+    assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(16));
+    assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k));
+    let mut a = [[i32x4_splat(0); WR]; XR];
     let mut c = 0;
-    while c + 32 <= x.len() {
-        let b = load16(p, c / 2);
-        let (lo, hi) = (v128_and(b, u8x16_splat(0x0F)), u8x16_shr(b, 4));
-        let c0 = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi);
-        let c1 = i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(lo, hi);
-        acc = dot16(dot16(acc, c0, load16(x, c)), c1, load16(x, c + 16));
+    while c < k {
+        let wv: [v128; WR] = std::array::from_fn(|q| load16(w[q], c));
+        for i in 0..XR {
+            let xv = load16(x[i], c);
+            for q in 0..WR {
+                a[i][q] = dot16(a[i][q], xv, wv[q]);
+            }
+        }
+        c += 16;
+    }
+    for i in 0..XR {
+        for q in 0..WR {
+            acc[i * WR + q] = hsum(a[i][q]);
+        }
+    }
+}
+
+/// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR` rows
+/// over whole blocks of 32 columns.
+fn tile_q4<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    let k = x.first().map_or(0, |r| r.len());
+    assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(32));
+    assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k / 2));
+    let mut a = [[i32x4_splat(0); WR]; XR];
+    let mut c = 0;
+    while c < k {
+        let nib: [(v128, v128); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
+        for i in 0..XR {
+            let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
+            for q in 0..WR {
+                a[i][q] = dot16(dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
+            }
+        }
         c += 32;
     }
-    hsum(acc) + tail_biased(&x[c..], &p[c / 2..])
+    for i in 0..XR {
+        for q in 0..WR {
+            acc[i * WR + q] = hsum(a[i][q]);
+        }
+    }
+}
+
+/// W4A8-grouped micro-kernel for groups of a multiple of 32: per group the
+/// exact `acc_g` of each output, then `sum += (acc_g − 8·Σx_g) as f32 * s_g`
+/// in increasing g from +0. Covers the groups inside the whole blocks; other
+/// group sizes cover none.
+fn tile_grouped<const WR: usize, const XR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[&[f32]],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    let kb = x.first().map_or(0, |r| r.len());
+    assert!(x.len() == XR && sums.len() == XR && w.len() == WR && s.len() == WR && out.len() == WR * XR);
+    out.fill(0.0);
+    if g == 0 || !g.is_multiple_of(32) {
+        return 0;
+    }
+    let groups = kb / g;
+    assert!(x.iter().all(|r| r.len() == kb) && w.iter().all(|r| r.len() == kb / 2));
+    assert!(sums.iter().all(|r| r.len() >= groups) && s.iter().all(|r| r.len() >= groups));
+    let mut sum = [[0f32; WR]; XR];
+    for gi in 0..groups {
+        let mut a = [[i32x4_splat(0); WR]; XR];
+        let mut c = gi * g;
+        while c < (gi + 1) * g {
+            let nib: [(v128, v128); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
+            for i in 0..XR {
+                let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
+                for q in 0..WR {
+                    a[i][q] = dot16(dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
+                }
+            }
+            c += 32;
+        }
+        for i in 0..XR {
+            for q in 0..WR {
+                let acc = hsum(a[i][q]) - 8 * sums[i][gi];
+                sum[i][q] += acc as f32 * s[q][gi];
+            }
+        }
+    }
+    for i in 0..XR {
+        out[i * WR..(i + 1) * WR].copy_from_slice(&sum[i]);
+    }
+    groups
+}
+
+fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
+    assert_eq!(a.len(), b.len());
+    let kb = a.len() / 16 * 16;
+    let mut acc = [0];
+    tile_i8::<1, 1>(&[&a[..kb]], &[&b[..kb]], &mut acc);
+    acc[0] + tail_i8(&a[kb..], &b[kb..])
 }
 
 fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
-    dot_biased(x, p) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
+    assert_eq!(p.len(), x.len().div_ceil(2));
+    let kb = x.len() / 32 * 32;
+    let mut acc = [0];
+    tile_q4::<1, 1>(&[&x[..kb]], &[&p[..kb / 2]], &mut acc);
+    acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
 }
-
-qlinear_kernels_scalar::int_gemms_over_dots!();

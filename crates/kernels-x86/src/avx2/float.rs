@@ -12,9 +12,9 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
-use super::{lane_tree, lane_tree_q4, q4::scales_to_f32};
+use super::{lane_tree, lane_tree_q4};
 use qlinear_kernels_scalar::layout::chunked_f32;
 
 /// Bytes ahead of the current load that each W8A16 weight row is prefetched
@@ -127,71 +127,15 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
     std::array::from_fn(|i| std::array::from_fn(|q| lane_tree(acc[i][q])))
 }
 
-/// Sweeps output rows in blocks of `R` (then single rows) and activation rows
-/// in tiles of `MI` (then single rows), running the body for each tile. With
-/// M >= 4, tiles are 2 rows × 4 activation rows (each weight chunk dequantized
-/// once for 4 activation rows); below, 4 rows × 1, so that 4 independent lane
-/// chains are in flight (each output's 8 lanes are one dependent `add` chain
-/// by the spec's order, so rows in flight are what hides its latency).
-macro_rules! sweep {
-    ($rows:expr, $m:expr, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
-        if $m >= 4 {
-            sweep!(@tiles $rows, $m, 2, 4, |$r, $i, $RR, $MM| $body)
-        } else {
-            sweep!(@tiles $rows, $m, 4, 1, |$r, $i, $RR, $MM| $body)
-        }
-    }};
-    (@tiles $rows:expr, $m:expr, $R:literal, $MI:literal, |$r:ident, $i:ident, $RR:ident, $MM:ident| $body:block) => {{
-        let rows: Range<usize> = $rows;
-        let mut $r = rows.start;
-        while $r < rows.end {
-            if $r + $R <= rows.end {
-                let mut $i = 0;
-                while $m - $i >= $MI {
-                    const $RR: usize = $R;
-                    const $MM: usize = $MI;
-                    $body
-                    $i += $MI;
-                }
-                while $i < $m {
-                    const $RR: usize = $R;
-                    const $MM: usize = 1;
-                    $body
-                    $i += 1;
-                }
-                $r += $R;
-            } else {
-                for $i in 0..$m {
-                    const $RR: usize = 1;
-                    const $MM: usize = 1;
-                    $body
-                }
-                $r += 1;
-            }
-        }
-    }};
-}
-
+/// W8A16 micro-kernel (frame tile `R` × `MI`): the partials of whole rows.
+#[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn gemm_w8a16(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
-    let k = x.k;
-    let per_row = k.div_ceil(8) * 8;
-    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, false)).collect();
-    let s = w.scales();
-    let r0 = rows.start;
-    sweep!(rows, x.m, |r, i, R, MI| {
-        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-        let wr: [&[i8]; R] = std::array::from_fn(|q| w.row(r + q));
-        let p = w8a16_tile::<R, MI>(xs, wr, k);
-        for t in 0..MI {
-            for q in 0..R {
-                y.set(i + t, r + q - r0, s[r + q] * p[t][q]);
-            }
-        }
-    });
+pub(crate) fn tile_w8a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
+    assert!(x.len() == MI && w.len() == R && out.len() == R * MI);
+    let p = w8a16_tile::<R, MI>(std::array::from_fn(|i| x[i]), std::array::from_fn(|q| w[q]), k);
+    for i in 0..MI {
+        out[i * R..(i + 1) * R].copy_from_slice(&p[i]);
+    }
 }
 
 /// The per-group partials of `R` rows × `MI` activation rows (activations laid
@@ -272,17 +216,50 @@ pub(crate) fn w4a16_prologue<'w>(
     Some((s, xc, k.div_ceil(8) * 8))
 }
 
+/// W4A16 micro-kernel (frame tile `R` × `MI`): the partials of whole rows
+/// (activations in Q4 order).
+#[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    let Some((s, xc, per_row)) = w4a16_prologue(x, w, &rows, y) else {
+pub(crate) fn tile_w4a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    assert!(x.len() == MI && w.len() == R && out.len() == R * MI);
+    if k == 0 {
+        // no lanes: every partial is the tree of +0 lanes
+        out.fill(0.0);
         return;
-    };
-    let (k, r0) = (x.k, rows.start);
-    sweep!(rows, x.m, |r, i, R, MI| {
-        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-        let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));
-        q4_tile::<R, MI>(xs, wr, k, k, |t, q, _, p| y.set(i + t, r + q - r0, s[r + q] * p));
-    });
+    }
+    q4_tile::<R, MI>(
+        std::array::from_fn(|i| x[i]),
+        std::array::from_fn(|q| w[q]),
+        k,
+        k,
+        |t, q, _, p| out[t * R + q] = p,
+    );
+}
+
+/// W4A16-grouped micro-kernel (frame tile `R` × `MI`): `Σ_g s_g · partial_g`
+/// in increasing g from +0, with the f32 scales of the tile's rows.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn tile_w4a16_grouped<const R: usize, const MI: usize>(
+    x: &[&[f32]],
+    w: &[&[u8]],
+    s: &[&[f32]],
+    g: usize,
+    out: &mut [f32],
+) {
+    assert!(x.len() == MI && w.len() == R && s.len() == R && out.len() == R * MI && g > 0);
+    let k = s[0].len() * g;
+    let mut acc = [[0f32; R]; MI];
+    q4_tile::<R, MI>(
+        std::array::from_fn(|i| x[i]),
+        std::array::from_fn(|q| w[q]),
+        k,
+        g,
+        |t, q, gi, p| acc[t][q] += s[q][gi] * p,
+    );
+    for i in 0..MI {
+        out[i * R..(i + 1) * R].copy_from_slice(&acc[i]);
+    }
 }
 
 /// What both tiers' grouped W4A16 kernels start from: the group size, the f16
@@ -319,40 +296,4 @@ pub(crate) fn w4a16_grouped_prologue<'w>(
         xc: (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect(),
         per_row: groups * g.div_ceil(8) * 8,
     }
-}
-
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn gemm_w4a16_grouped(
-    x: &ActivationsF32<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    let GroupedW4A16 {
-        g,
-        groups,
-        scales,
-        xc,
-        per_row,
-    } = w4a16_grouped_prologue(x, w, &rows, y);
-    let (k, r0) = (x.k, rows.start);
-    let mut sf: [Vec<f32>; 4] = Default::default();
-    let mut converted = usize::MAX;
-    sweep!(rows, x.m, |r, i, R, MI| {
-        if converted != r {
-            for q in 0..R {
-                scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], &mut sf[q]);
-            }
-            converted = r;
-        }
-        let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-        let wr: [&[u8]; R] = std::array::from_fn(|q| w.row_packed(r + q));
-        let mut acc = [[0f32; R]; MI];
-        q4_tile::<R, MI>(xs, wr, k, g, |t, q, gi, p| acc[t][q] += sf[q][gi] * p);
-        for t in 0..MI {
-            for q in 0..R {
-                y.set(i + t, r + q - r0, acc[t][q]);
-            }
-        }
-    });
 }

@@ -1,10 +1,15 @@
 //! The AVX2 tier (with F16C for group scales). Integer kernels use `maddubs`
 //! on operands that cannot saturate its i16 pairs; float kernels keep one
 //! 8-wide accumulator per row per group — exactly the 8 lanes of the spec.
+//! Every GEMM runs on the frame (`qlinear_kernels_scalar::frame`): this
+//! module registers the micro-kernels and their tiles.
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_scalar::frame::{
+    Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4,
+};
+use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 pub(crate) mod float;
 pub(crate) mod q4;
@@ -15,37 +20,148 @@ pub(crate) fn detected() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")
 }
 
-/// SAFETY (for every entry): reachable only through `TABLE`, which
-/// `crate::avx2_table` returns only when `detected()` confirmed AVX2 and F16C
-/// on this CPU; the kernels assert the lengths and shapes they rely on.
+/// SAFETY (for every entry): reachable only through `TABLE` (or the VNNI
+/// table, which requires more), which `crate::avx2_table` returns only when
+/// `detected()` confirmed AVX2 and F16C on this CPU; the kernels assert the
+/// lengths and shapes they rely on.
 mod entry {
     use super::*;
     qlinear_kernels_scalar::safe_entries! {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
-        gemm_w8a8 => q8::gemm_w8a8: q8q8,
-        gemm_w4a8 => q4::gemm_w4a8: q8q4,
-        gemm_w4a8_grouped => q4::gemm_w4a8_grouped: q8q4,
-        gemm_w8a16 => float::gemm_w8a16: f32q8,
-        gemm_w4a16 => float::gemm_w4a16: f32q4,
-        gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
+        w8a8_1x1 => q8::tile_w8a8::<1>: tile_i8,
+        w8a8_4x1 => q8::tile_w8a8::<4>: tile_i8,
+        w4a8_1x1 => q4::tile_w4a8_rows::<1>: tile_q4,
+        w4a8_4x1 => q4::tile_w4a8_rows::<4>: tile_q4,
+        w4a8_2x4 => q4::tile_w4a8_batch::<2, 4>: tile_q4,
+        w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
+        grouped_1x1 => q4::tile_w4a8_grouped::<1>: tile_grouped,
+        grouped_1x8 => q4::tile_w4a8_grouped::<8>: tile_grouped,
+        w8a16_1x1 => float::tile_w8a16::<1, 1>: tile_f32q8,
+        w8a16_4x1 => float::tile_w8a16::<4, 1>: tile_f32q8,
+        w8a16_2x4 => float::tile_w8a16::<2, 4>: tile_f32q8,
+        w8a16_1x4 => float::tile_w8a16::<1, 4>: tile_f32q8,
+        w4a16_1x1 => float::tile_w4a16::<1, 1>: tile_f32q4,
+        w4a16_4x1 => float::tile_w4a16::<4, 1>: tile_f32q4,
+        w4a16_2x4 => float::tile_w4a16::<2, 4>: tile_f32q4,
+        w4a16_1x4 => float::tile_w4a16::<1, 4>: tile_f32q4,
+        w4a16g_1x1 => float::tile_w4a16_grouped::<1, 1>: tile_f32q4_grouped,
+        w4a16g_4x1 => float::tile_w4a16_grouped::<4, 1>: tile_f32q4_grouped,
+        w4a16g_2x4 => float::tile_w4a16_grouped::<2, 4>: tile_f32q4_grouped,
+        w4a16g_1x4 => float::tile_w4a16_grouped::<1, 4>: tile_f32q4_grouped,
+    }
+
+    pub(crate) fn scales_to_f32(src: &[half::f16], dst: &mut [f32]) {
+        // SAFETY: as for the entries above: F16C detected before the table is handed out.
+        unsafe { q4::scales_into_f32(src, dst) }
     }
 }
 
-use entry::*;
+/// 4 weight rows sharing each activation load for M = 1; W4A8 batches in
+/// 2 × 4 tiles within 64-row chunks (64 rows of K = 4096 are 128 KiB, in L2
+/// while every tile passes over them).
+const W8A8: Family<TileI8I8> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(4, 1)],
+        chunk: 0,
+    },
+    kernels: &[entry::w8a8_1x1, entry::w8a8_4x1],
+    block: 32,
+    layout: Layout::Natural,
+    scales_to_f32: entry::scales_to_f32,
+};
+const W4A8: Family<TileI8Q4> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)],
+        chunk: 64,
+    },
+    kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_2x4, entry::w4a8_1x4],
+    block: q4::BLOCK,
+    layout: Layout::EvenOdd,
+    scales_to_f32: entry::scales_to_f32,
+};
+/// One weight row against 8 activation rows (the 8 f32 chains are the lanes
+/// of one vector), weight rows in chunks of 16 (32 KiB at K = 4096, whose
+/// scales are converted once).
+const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(1, 8)],
+        chunk: 16,
+    },
+    kernels: &[entry::grouped_1x1, entry::grouped_1x8],
+    block: q4::BLOCK,
+    layout: Layout::EvenOdd,
+    scales_to_f32: entry::scales_to_f32,
+};
+/// 4 rows × 1 so that 4 independent lane chains are in flight for M = 1
+/// (each output's 8 lanes are one dependent `add` chain by the spec's
+/// order); 2 × 4 for batches, each weight chunk dequantized once for 4
+/// activation rows.
+const FLOAT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+const W8A16: Family<TileF32Q8> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 0,
+    },
+    kernels: &[entry::w8a16_1x1, entry::w8a16_4x1, entry::w8a16_2x4, entry::w8a16_1x4],
+    block: 8,
+    layout: Layout::Chunked,
+    scales_to_f32: entry::scales_to_f32,
+};
+const W4A16: Family<TileF32Q4> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 0,
+    },
+    kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_2x4, entry::w4a16_1x4],
+    block: 8,
+    layout: Layout::ChunkedQ4,
+    scales_to_f32: entry::scales_to_f32,
+};
+const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+    shapes: Shapes {
+        tiles: FLOAT_TILES,
+        chunk: 16,
+    },
+    kernels: &[
+        entry::w4a16g_1x1,
+        entry::w4a16g_4x1,
+        entry::w4a16g_2x4,
+        entry::w4a16g_1x4,
+    ],
+    block: 8,
+    layout: Layout::ChunkedQ4,
+    scales_to_f32: entry::scales_to_f32,
+};
+
+pub(crate) mod gemm {
+    use super::*;
+    qlinear_kernels_scalar::frame_gemms! {
+        w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
+        w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
+    }
+}
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     name: "avx2",
-    dot_i8_i8,
-    dot_i8_q4,
-    quantize_row_q8,
-    gemm_w8a8,
-    gemm_w4a8,
-    gemm_w4a8_grouped,
-    gemm_w8a16,
-    gemm_w4a16,
-    gemm_w4a16_grouped,
+    dot_i8_i8: entry::dot_i8_i8,
+    dot_i8_q4: entry::dot_i8_q4,
+    quantize_row_q8: entry::quantize_row_q8,
+    gemm_w8a8: gemm::gemm_w8a8,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w8a16: gemm::gemm_w8a16,
+    gemm_w4a16: gemm::gemm_w4a16,
+    gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
+    shapes: GemmShapes {
+        w8a8: W8A8.shapes,
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
+        w8a16: W8A16.shapes,
+        w4a16: W4A16.shapes,
+        w4a16_grouped: W4A16_GROUPED.shapes,
+    },
 };
 
 /// Sum of the 8 i32 lanes (integer addition: any order is exact).

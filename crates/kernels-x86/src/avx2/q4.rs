@@ -4,17 +4,13 @@
 //! call, so 32 packed bytes give the 32 even columns (low nibbles) and the 32
 //! odd columns (high nibbles) of a block with one mask and one shift.
 
-use std::arch::x86_64::*;
-use std::ops::Range;
-
 use half::f16;
-use qlinear_kernels_scalar::{dot_i8_q4_biased as tail_biased, ActivationsQ8, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+use qlinear_kernels_scalar::dot_i8_q4_biased as tail_biased;
+use std::arch::x86_64::*;
 
 use super::hsum_epi32;
 use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
-const ROWS: usize = 4;
 /// Columns per block: 32 packed bytes.
 pub(crate) const BLOCK: usize = 64;
 
@@ -97,41 +93,6 @@ fn tile_biased<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR]
     std::array::from_fn(|r| std::array::from_fn(|i| hsum_epi32(acc[r][i])))
 }
 
-/// Weight rows and activation rows of the W4A8 batch tile.
-const TILE_WR: usize = 2;
-const TILE_XR: usize = 4;
-/// Weight rows per chunk of the batch path (64 rows of K = 4096 are 128 KiB).
-const TILE_CHUNK: usize = 64;
-
-/// W4A8 outputs of weight rows `r0 .. r0 + WR` (output columns from `j0`)
-/// for activation rows `i0 .. i0 + TILE_XR`, through [`tile_biased`].
-#[inline]
-#[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-fn tile_outputs<const WR: usize>(
-    x: &ActivationsQ8<'_>,
-    split: &[Vec<i8>],
-    w: &QuantizedMatrixQ4,
-    s: &[f32],
-    r0: usize,
-    j0: usize,
-    i0: usize,
-    y: &mut OutputTile<'_>,
-) {
-    let blocks = x.k / BLOCK;
-    let c = blocks * BLOCK;
-    let wr: [&[u8]; WR] = std::array::from_fn(|q| w.row_packed(r0 + q));
-    let acc = tile_biased::<WR, TILE_XR>(std::array::from_fn(|q| split[i0 + q].as_slice()), wr, blocks);
-    for (q, row) in acc.iter().enumerate() {
-        for (d, &a) in row.iter().enumerate() {
-            let i = i0 + d;
-            let tail = tail_biased(&x.row(i)[c..], &wr[q][c / 2..]);
-            let correction = 8 * x.row_sums(i)[0];
-            y.set(i, j0 + q, (a + tail - correction) as f32 * (x.scales[i] * s[r0 + q]));
-        }
-    }
-}
-
 #[target_feature(enable = "avx2")]
 pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     let xs = split_even_odd_i8(x, BLOCK);
@@ -139,55 +100,28 @@ pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     dot_rows_biased::<1>(&xs, x, [packed])[0] - 8 * sum
 }
 
+/// W4A8 micro-kernel (frame tile `R` × 1): `R` packed weight rows against
+/// one split activation row, over whole 64-column blocks.
+#[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::PerChannel(s) = w.scales() else {
-        panic!("gemm_w4a8 needs per-channel scales")
-    };
-    assert!(
-        rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0),
-        "W4A8 shapes"
-    );
-    let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
-    // activation rows in batch tiles of TILE_XR (weight rows in pairs, then
-    // one), the rest below one at a time against 4-row weight blocks
-    // (weight rows in chunks that stay in L2 while every tile passes over them)
-    let tiled = x.m / TILE_XR * TILE_XR;
-    for chunk in rows.clone().step_by(TILE_CHUNK) {
-        let end = (chunk + TILE_CHUNK).min(rows.end);
-        for i0 in (0..tiled).step_by(TILE_XR) {
-            let mut r = chunk;
-            while r < end {
-                if r + TILE_WR <= end {
-                    tile_outputs::<TILE_WR>(x, &split, w, s, r, r - rows.start, i0, y);
-                    r += TILE_WR;
-                } else {
-                    tile_outputs::<1>(x, &split, w, s, r, r - rows.start, i0, y);
-                    r += 1;
-                }
-            }
+pub(crate) fn tile_w4a8_rows<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
+    // whole blocks only: the natural-order tail `dot_rows_biased` would add is empty
+    acc.copy_from_slice(&dot_rows_biased::<R>(x[0], x[0], std::array::from_fn(|q| w[q])));
+}
+
+/// W4A8 batch micro-kernel (frame tile `WR` × `XR`, through [`tile_biased`]).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn tile_w4a8_batch<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR);
+    let blocks = x[0].len() / BLOCK;
+    assert!(x.iter().all(|r| r.len() == blocks * BLOCK) && w.iter().all(|r| r.len() == blocks * BLOCK / 2));
+    let sums = tile_biased::<WR, XR>(std::array::from_fn(|i| x[i]), std::array::from_fn(|q| w[q]), blocks);
+    for i in 0..XR {
+        for q in 0..WR {
+            acc[i * WR + q] = sums[q][i];
         }
-    }
-    let mut r = rows.start;
-    while r < rows.end {
-        let j = r - rows.start;
-        let n = if r + ROWS <= rows.end { ROWS } else { 1 };
-        for i in tiled..x.m {
-            let correction = 8 * x.row_sums(i)[0];
-            if n == ROWS {
-                let wr: [&[u8]; ROWS] = std::array::from_fn(|q| w.row_packed(r + q));
-                let acc = dot_rows_biased::<ROWS>(&split[i], x.row(i), wr);
-                for q in 0..ROWS {
-                    y.set(i, j + q, (acc[q] - correction) as f32 * (x.scales[i] * s[r + q]));
-                }
-            } else {
-                let acc = dot_rows_biased::<1>(&split[i], x.row(i), [w.row_packed(r)])[0] - correction;
-                y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
-            }
-        }
-        r += n;
     }
 }
 
@@ -196,6 +130,13 @@ pub(crate) fn gemm_w4a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrixQ4, rows: Rang
 pub(crate) fn scales_to_f32(src: &[f16], dst: &mut Vec<f32>) {
     dst.clear();
     dst.resize(src.len(), 0.0);
+    scales_into_f32(src, dst);
+}
+
+/// [`scales_to_f32`] into a slice of the same length (the frame's hook).
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn scales_into_f32(src: &[f16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len());
     let mut c = 0;
     while c + 8 <= src.len() {
         // SAFETY: c + 8 <= src.len() = dst.len(); f16 is 2 bytes (repr(transparent) u16).
@@ -342,104 +283,52 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
-/// The rest of one output of W4A8 grouped from group `gi` on, added to
-/// `sum` (`acc_g = Σ x·b − 8·sums[g]`, `Σ_g (acc_g as f32) * s_g` in
-/// increasing g, not yet times `x_scale`): groups that are whole blocks
-/// accumulate a vector per group, other sizes the scalar form.
+/// W4A8-grouped micro-kernel (frame tile 1 × `MR`): one weight row against
+/// `MR` split activation rows. Groups of 32 go eight at a time through
+/// [`grouped32_steps`]; groups that are whole 64-column blocks accumulate a
+/// vector per group; either way `acc_g` is the exact i32 and each output's
+/// sum is `Σ_g (acc_g as f32) * s_g` from +0 in increasing g. Returns the
+/// first group not added (the frame adds the rest in the same order).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-#[allow(clippy::too_many_arguments)]
-fn grouped_rest(xs: &[i8], x: &[i8], sums: &[i32], w: &[u8], g: usize, sf: &[f32], mut gi: usize, mut sum: f32) -> f32 {
-    while gi < sums.len() {
-        let (c0, c1) = (gi * g, (gi + 1) * g);
-        let acc = if g.is_multiple_of(BLOCK) && c1 <= x.len() / BLOCK * BLOCK {
+pub(crate) fn tile_w4a8_grouped<const MR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[&[f32]],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == MR && sums.len() == MR && w.len() == 1 && s.len() == 1 && out.len() == MR);
+    let (kb, groups) = (x[0].len(), s[0].len());
+    assert!(x.iter().all(|r| r.len() == kb) && w[0].len() == kb / 2 && sums.iter().all(|r| r.len() == groups));
+    if g == 32 {
+        let (t, gi) = grouped32_steps::<MR>(
+            std::array::from_fn(|i| x[i]),
+            std::array::from_fn(|i| sums[i]),
+            w[0],
+            s[0],
+            groups,
+            kb,
+        );
+        out.copy_from_slice(&t);
+        return gi;
+    }
+    out.fill(0.0);
+    if g == 0 || !g.is_multiple_of(BLOCK) {
+        return 0;
+    }
+    let whole = kb / g;
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut sum = 0f32;
+        for gi in 0..whole {
             let mut v = _mm256_setzero_si256();
-            for b in c0 / BLOCK..c1 / BLOCK {
-                v = _mm256_add_epi32(v, block_rows::<1>(xs, [w], b)[0]);
+            for b in gi * g / BLOCK..(gi + 1) * g / BLOCK {
+                v = _mm256_add_epi32(v, block_rows::<1>(x[i], [w[0]], b)[0]);
             }
-            hsum_epi32(v)
-        } else {
-            tail_biased(&x[c0..c1], &w[c0 / 2..c1 / 2])
-        };
-        sum += (acc - 8 * sums[gi]) as f32 * sf[gi];
-        gi += 1;
-    }
-    sum
-}
-
-/// Rows of activations per W4A8-grouped batch tile (one weight row against
-/// this many activation rows).
-const GROUPED_MR: usize = 8;
-/// Weight rows per chunk of W4A8 grouped (16 rows of K = 4096 are 32 KiB).
-const GROUPED_CHUNK: usize = 16;
-
-/// W4A8 grouped. Groups of 32 are reduced eight at a time from 64-column
-/// blocks; groups that are whole blocks accumulate a vector per group; other
-/// sizes use the per-group scalar form. Either way `acc_g` is the exact i32
-/// and the output is `Σ_g (acc_g as f32) * s_g` in increasing g, times `x_scale`.
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn gemm_w4a8_grouped(
-    x: &ActivationsQ8<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a8_grouped needs group scales")
-    };
-    let (g, k) = (*group, x.k);
-    assert!(
-        rows.end <= w.n() && w.k() == k && x.sum_group == g,
-        "W4A8 grouped shapes"
-    );
-    let groups = k / g;
-    let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), BLOCK)).collect();
-    let full_cols = if g == 32 { k / BLOCK * BLOCK } else { 0 };
-    // weight rows in chunks (their f32 scales converted once) and, within a
-    // chunk, activation rows in tiles of GROUPED_MR (then one at a time):
-    // a tile's activations stay in L1 while the chunk's rows pass
-    let mut sf_row = Vec::with_capacity(groups);
-    let mut sf = Vec::with_capacity(GROUPED_CHUNK * groups);
-    for chunk in rows.clone().step_by(GROUPED_CHUNK) {
-        let end = (chunk + GROUPED_CHUNK).min(rows.end);
-        sf.clear();
-        for r in chunk..end {
-            scales_to_f32(&scales[r * groups..(r + 1) * groups], &mut sf_row);
-            sf.extend_from_slice(&sf_row);
+            sum += (hsum_epi32(v) - 8 * sums[i][gi]) as f32 * s[0][gi];
         }
-        let mut i = 0;
-        while i < x.m {
-            let mr = if i + GROUPED_MR <= x.m { GROUPED_MR } else { 1 };
-            for r in chunk..end {
-                let (j, wr) = (r - rows.start, w.row_packed(r));
-                let sfr = &sf[(r - chunk) * groups..(r - chunk + 1) * groups];
-                let mut part = [0f32; GROUPED_MR];
-                let gi = if mr == GROUPED_MR {
-                    let (t, gi) = grouped32_steps::<GROUPED_MR>(
-                        std::array::from_fn(|q| split[i + q].as_slice()),
-                        std::array::from_fn(|q| &x.row_sums(i + q)[..groups]),
-                        wr,
-                        sfr,
-                        groups,
-                        full_cols,
-                    );
-                    part = t;
-                    gi
-                } else {
-                    let (t, gi) =
-                        grouped32_steps::<1>([&split[i]], [&x.row_sums(i)[..groups]], wr, sfr, groups, full_cols);
-                    part[0] = t[0];
-                    gi
-                };
-                for (q, &sum) in part[..mr].iter().enumerate() {
-                    let row = i + q;
-                    let sum = grouped_rest(&split[row], x.row(row), &x.row_sums(row)[..groups], wr, g, sfr, gi, sum);
-                    y.set(row, j, sum * x.scales[row]);
-                }
-            }
-            i += mr;
-        }
+        *o = sum;
     }
+    whole
 }

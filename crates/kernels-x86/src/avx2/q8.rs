@@ -8,9 +8,6 @@ use qlinear_kernels_scalar::dot_i8_i8 as dot_tail;
 
 use super::hsum_epi32;
 
-/// Output rows computed per pass: each activation load serves this many rows.
-const ROWS: usize = 4;
-
 /// `Σ x·w_r` for `R` weight rows sharing one activation row; all slices have
 /// the same length (checked by the callers).
 #[inline]
@@ -48,38 +45,11 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
     dot_rows::<1>(a, [b])[0]
 }
 
-/// W8A8 over output rows: blocks of `ROWS` weight rows share each activation
-/// load through `dot_rows::<R>` (then single rows); the output expression is
-/// the spec's `(acc as f32) * (x_scale * w_scale)`.
+/// W8A8 micro-kernel (frame tile `R` × 1): `R` weight rows sharing each
+/// load of one activation row, over whole blocks of 32 columns.
+#[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn gemm_w8a8(
-    x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-    w: &qlinear_quant_recipe::QuantizedMatrix,
-    rows: std::ops::Range<usize>,
-    y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-) {
-    x.check();
-    y.check(x.m, rows.len());
-    assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-    let s = w.scales();
-    let mut r = rows.start;
-    while r < rows.end {
-        let j = r - rows.start;
-        if r + ROWS <= rows.end {
-            let wr: [&[i8]; ROWS] = std::array::from_fn(|q| w.row(r + q));
-            for i in 0..x.m {
-                let acc = dot_rows::<ROWS>(x.row(i), wr);
-                for q in 0..ROWS {
-                    y.set(i, j + q, acc[q] as f32 * (x.scales[i] * s[r + q]));
-                }
-            }
-            r += ROWS;
-        } else {
-            for i in 0..x.m {
-                let acc = dot_rows::<1>(x.row(i), [w.row(r)])[0];
-                y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
-            }
-            r += 1;
-        }
-    }
+pub(crate) fn tile_w8a8<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R && w.iter().all(|r| r.len() == x[0].len()));
+    acc.copy_from_slice(&dot_rows::<R>(x[0], std::array::from_fn(|q| w[q])));
 }

@@ -6,7 +6,8 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_scalar::frame::{Shapes, Tile};
+use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 use crate::avx2;
 
@@ -48,7 +49,24 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8_grouped: entry::gemm_w4a8_grouped,
     gemm_w4a16: entry::gemm_w4a16,
     gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
+    shapes: GemmShapes {
+        w8a8: QUADS,
+        w4a8: QUADS,
+        w4a8_grouped: QUADS,
+        w4a16: QUADS,
+        w4a16_grouped: QUADS,
+        ..avx2::TABLE.shapes
+    },
     ..avx2::TABLE
+};
+
+/// The tiles of this tier's own sweeps: 4 weight rows × 4 activation rows
+/// for batches, 4 × 1 for M = 1 and leftover activation rows, and (W8A8, W4A8)
+/// single leftover weight rows; the quad kernels repeat the last weight row
+/// instead.
+const QUADS: Shapes = Shapes {
+    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
+    chunk: 0,
 };
 
 /// Sum of the 16 i32 lanes.

@@ -119,7 +119,7 @@ pub(crate) fn gemm_w4a8_grouped(
     };
     let g = *group;
     if !g.is_multiple_of(SUB) {
-        return avx2::q4::gemm_w4a8_grouped(x, w, rows, y);
+        return avx2::gemm::gemm_w4a8_grouped(x, w, rows, y);
     }
     x.check();
     y.check(x.m, rows.len());

@@ -1,0 +1,125 @@
+//! The kernel families: one entry of [`KernelTable`] each, and the table's
+//! lookup by family.
+
+use std::fmt;
+
+use crate::frame::Shapes;
+use crate::{GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8, KernelTable};
+
+/// A kernel family: one entry of the kernel table, proven and planned separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelFamily {
+    /// `Σ a·b` of two int8 rows.
+    DotI8I8,
+    /// `Σ x·q` of an int8 row against a packed Q4 row.
+    DotI8Q4,
+    /// The Q8 activation quantizer.
+    QuantizeActivations,
+    /// Q8 weights × Q8 activations.
+    W8A8,
+    /// Q4 per-channel weights × Q8 activations.
+    W4A8,
+    /// Q4 grouped weights × Q8 activations.
+    W4A8Grouped,
+    /// Q8 weights × f32 activations.
+    W8A16,
+    /// Q4 per-channel weights × f32 activations.
+    W4A16,
+    /// Q4 grouped weights × f32 activations.
+    W4A16Grouped,
+}
+
+impl KernelFamily {
+    /// Every family.
+    pub const ALL: [KernelFamily; 9] = [
+        Self::DotI8I8,
+        Self::DotI8Q4,
+        Self::QuantizeActivations,
+        Self::W8A8,
+        Self::W4A8,
+        Self::W4A8Grouped,
+        Self::W8A16,
+        Self::W4A16,
+        Self::W4A16Grouped,
+    ];
+    /// The matrix families the plan assigns a tier to.
+    pub const GEMM: [KernelFamily; 6] = [
+        Self::W8A8,
+        Self::W4A8,
+        Self::W4A8Grouped,
+        Self::W8A16,
+        Self::W4A16,
+        Self::W4A16Grouped,
+    ];
+
+    /// The largest K whose exact i32 reduction is proven, for integer families.
+    pub fn max_k(self) -> Option<usize> {
+        use crate::{MAX_K_W4A8, MAX_K_W8A8};
+        match self {
+            Self::DotI8I8 | Self::W8A8 => Some(MAX_K_W8A8),
+            Self::DotI8Q4 | Self::W4A8 | Self::W4A8Grouped => Some(MAX_K_W4A8),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::DotI8I8 => "dot_i8_i8",
+            Self::DotI8Q4 => "dot_i8_q4",
+            Self::QuantizeActivations => "quantize_q8",
+            Self::W8A8 => "w8a8",
+            Self::W4A8 => "w4a8",
+            Self::W4A8Grouped => "w4a8_grouped",
+            Self::W8A16 => "w8a16",
+            Self::W4A16 => "w4a16",
+            Self::W4A16Grouped => "w4a16_grouped",
+        })
+    }
+}
+
+/// A GEMM entry of a [`KernelTable`], by the operand types it takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Gemm {
+    /// Q8 weights × Q8 activations.
+    Q8Q8(GemmQ8Q8),
+    /// Q4 weights × Q8 activations.
+    Q8Q4(GemmQ8Q4),
+    /// Q8 weights × f32 activations.
+    F32Q8(GemmF32Q8),
+    /// Q4 weights × f32 activations.
+    F32Q4(GemmF32Q4),
+}
+
+impl KernelTable {
+    /// The entry of a matrix family; `None` for the dot and quantizer families.
+    pub fn gemm(&self, family: KernelFamily) -> Option<Gemm> {
+        use KernelFamily as F;
+        Some(match family {
+            F::W8A8 => Gemm::Q8Q8(self.gemm_w8a8),
+            F::W4A8 => Gemm::Q8Q4(self.gemm_w4a8),
+            F::W4A8Grouped => Gemm::Q8Q4(self.gemm_w4a8_grouped),
+            F::W8A16 => Gemm::F32Q8(self.gemm_w8a16),
+            F::W4A16 => Gemm::F32Q4(self.gemm_w4a16),
+            F::W4A16Grouped => Gemm::F32Q4(self.gemm_w4a16_grouped),
+            F::DotI8I8 | F::DotI8Q4 | F::QuantizeActivations => return None,
+        })
+    }
+
+    /// The tiles a matrix family's entry declares (what the selftest's random
+    /// shapes are derived from); [`Shapes::SINGLE`] for the other families.
+    pub fn shapes(&self, family: KernelFamily) -> Shapes {
+        use KernelFamily as F;
+        let s = &self.shapes;
+        match family {
+            F::W8A8 => s.w8a8,
+            F::W4A8 => s.w4a8,
+            F::W4A8Grouped => s.w4a8_grouped,
+            F::W8A16 => s.w8a16,
+            F::W4A16 => s.w4a16,
+            F::W4A16Grouped => s.w4a16_grouped,
+            F::DotI8I8 | F::DotI8Q4 | F::QuantizeActivations => Shapes::SINGLE,
+        }
+    }
+}

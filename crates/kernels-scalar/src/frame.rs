@@ -1,0 +1,617 @@
+//! The kernel frame: what every SIMD tier's GEMMs share, written once.
+//!
+//! The frame owns the O(1) shape checks, the activation layout, the sweep of
+//! weight-row chunks × activation-row tiles × weight-row blocks, the K tail
+//! past the last whole block, and each family's output expression
+//! (`docs/NUMERICS.md` §6). A tier supplies only micro-kernels: each computes
+//! one tile of `wr` weight rows × `xr` activation rows and is registered with
+//! its [`Tile`] in one [`Family`] value per kernel family. The declared tiles are also what the selftest derives its
+//! random shapes from (see [`Shapes::proof_rows`]), so a new tile is proven
+//! the moment it is registered.
+//!
+//! Exactness: integer micro-kernels return exact i32 sums over whole blocks,
+//! and the frame adds the tail exactly, so the split never changes a bit.
+//! Float micro-kernels return the spec's 8-lane partial of a whole row or
+//! group (their tail is the zero-padded last chunk of the layout, which only
+//! they can place in its lanes), and the frame multiplies by the scale.
+
+use std::ops::Range;
+
+use half::f16;
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+
+use crate::layout::{chunked_f32, split_even_odd_i8};
+use crate::{dot_i8_i8, dot_i8_q4_biased, ActivationsF32, ActivationsQ8, OutputTile};
+
+/// A micro-kernel's tile: `wr` weight rows (output features) × `xr`
+/// activation rows, computed in one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tile {
+    /// Weight rows per call.
+    pub wr: usize,
+    /// Activation rows per call.
+    pub xr: usize,
+}
+
+impl Tile {
+    /// The tile every family must have: one weight row × one activation row.
+    pub const ONE: Tile = Tile { wr: 1, xr: 1 };
+    /// `wr` × `xr`.
+    pub const fn new(wr: usize, xr: usize) -> Tile {
+        Tile { wr, xr }
+    }
+}
+
+/// The largest `wr · xr` a micro-kernel may declare (the frame's stack tile).
+pub const MAX_TILE: usize = 64;
+/// The largest `wr` or `xr` a micro-kernel may declare.
+pub const MAX_SIDE: usize = 16;
+
+/// How one family of one tier is swept: its declared tiles and the weight-row
+/// chunk that the activation tiles pass over before the next chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shapes {
+    /// Every tile the family's micro-kernels compute. Must contain
+    /// [`Tile::ONE`], and a `wr = 1` tile for every `xr` it declares, so any
+    /// leftover rows have a tile ([`Shapes::validate`]).
+    pub tiles: &'static [Tile],
+    /// Weight rows per chunk (cache blocking); 0: the whole range at once.
+    pub chunk: usize,
+}
+
+impl Shapes {
+    /// One row at a time, no chunking: the scalar tier's shape.
+    pub const SINGLE: Shapes = Shapes {
+        tiles: &[Tile::ONE],
+        chunk: 0,
+    };
+
+    /// Why these shapes cannot drive the frame, if they cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.tiles.contains(&Tile::ONE) {
+            return Err("no 1×1 tile".into());
+        }
+        for t in self.tiles {
+            if t.wr == 0 || t.xr == 0 || t.wr > MAX_SIDE || t.xr > MAX_SIDE || t.wr * t.xr > MAX_TILE {
+                return Err(format!(
+                    "tile {}×{} outside 1..={MAX_SIDE} a side, {MAX_TILE} in all",
+                    t.wr, t.xr
+                ));
+            }
+            if !self.tiles.contains(&Tile::new(1, t.xr)) {
+                return Err(format!(
+                    "tile {}×{} has no 1×{} tile for leftover weight rows",
+                    t.wr, t.xr, t.xr
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest declared `xr`.
+    pub fn max_xr(&self) -> usize {
+        self.tiles.iter().map(|t| t.xr).max().unwrap_or(1)
+    }
+
+    /// The largest declared `wr`.
+    pub fn max_wr(&self) -> usize {
+        self.tiles.iter().map(|t| t.wr).max().unwrap_or(1)
+    }
+
+    /// Activation rows `m` and weight rows `n` that run every declared tile,
+    /// every leftover row and (when `chunks`) a second, partial weight-row
+    /// chunk: `m` is twice the largest `xr` plus the largest leftover, and
+    /// `n` the largest `wr` twice plus its largest leftover, past one whole
+    /// chunk when `chunks`.
+    pub fn proof_rows(&self, chunks: bool) -> (usize, usize) {
+        let (xr, wr) = (self.max_xr(), self.max_wr());
+        let m = 2 * xr + xr.saturating_sub(1).max(1);
+        let n = 2 * wr + wr.saturating_sub(1).max(1);
+        if chunks && self.chunk > 0 {
+            (m, self.chunk + n)
+        } else {
+            (m, n)
+        }
+    }
+
+    /// The largest tile that fits `xr_left` activation rows and `wr_left`
+    /// weight rows: most activation rows first, then most weight rows.
+    fn pick(&self, xr_left: usize, wr_left: usize) -> Tile {
+        let xr = self
+            .tiles
+            .iter()
+            .map(|t| t.xr)
+            .filter(|&x| x <= xr_left)
+            .max()
+            .unwrap_or(1);
+        self.tiles
+            .iter()
+            .filter(|t| t.xr == xr && t.wr <= wr_left)
+            .max_by_key(|t| t.wr)
+            .copied()
+            .unwrap_or(Tile::ONE)
+    }
+
+    /// Calls `run(tile, r0, i0)` once per tile so that every (activation
+    /// row, weight row) pair of `0..m` × `rows` is covered exactly once:
+    /// weight rows in chunks, and within a chunk activation rows in the
+    /// largest tiles that fit, each sweeping the chunk's weight rows in the
+    /// largest blocks that fit.
+    pub fn sweep(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(Tile, usize, usize)) {
+        let chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
+        let mut c0 = rows.start;
+        while c0 < rows.end {
+            let c1 = (c0 + chunk).min(rows.end);
+            let mut i0 = 0;
+            while i0 < m {
+                let xr = self.pick(m - i0, usize::MAX).xr;
+                let mut r0 = c0;
+                while r0 < c1 {
+                    let t = self.pick(xr, c1 - r0);
+                    run(t, r0, i0);
+                    r0 += t.wr;
+                }
+                i0 += xr;
+            }
+            c0 = c1;
+        }
+    }
+
+    fn index_of(&self, t: Tile) -> usize {
+        self.tiles.iter().position(|&d| d == t).expect("a declared tile")
+    }
+}
+
+/// How activations are laid out for a family's micro-kernels, prepared once
+/// per call by the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Integer codes as they are.
+    Natural,
+    /// Integer codes with each block's even columns, then its odd columns
+    /// ([`split_even_odd_i8`]): the order in which the low and high nibbles
+    /// of `block / 2` packed bytes come out of a register.
+    EvenOdd,
+    /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]).
+    Chunked,
+    /// As [`Layout::Chunked`], each chunk stored as columns
+    /// `[0, 2, 4, 6, 1, 3, 5, 7]` (4 packed bytes' low, then high nibbles).
+    ChunkedQ4,
+}
+
+/// `Σ a·w` over a tile, exact in i32: `x` holds the tile's `xr` activation
+/// rows and `w` its `wr` weight rows, all cut to the same whole number of the
+/// family's blocks; writes `acc[i · wr + q]` for activation row `i`, weight
+/// row `q`.
+pub type TileI8I8 = fn(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]);
+/// `Σ x·b` over biased nibbles (uncorrected) of a tile, exact in i32: `x`
+/// holds `xr` activation rows in the family's [`Layout`], cut to whole
+/// blocks, and `w` the `wr` packed rows cut to the same columns (half as many
+/// bytes); writes `acc[i · wr + q]`.
+pub type TileI8Q4 = fn(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]);
+/// W4A8 grouped over a tile from group 0, in increasing group order: writes
+/// `out[i · wr + q] = Σ_g (acc_g as f32) * s[q][g]` with `acc_g = Σ x·b −
+/// 8·sums[i][g]` exact, over the groups it covers, and returns the first
+/// group not added (the same for the whole tile; the frame adds the rest).
+/// `x` is cut to whole blocks in the family's layout, `w` to the same
+/// columns; `sums` and `s` are whole rows.
+pub type TileGroupedQ4 =
+    fn(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize;
+/// The spec's 8-lane partial (§6.2) of `x · q` over whole rows of `k`
+/// columns, codes from int8 rows: `x` holds `xr` rows laid out per the
+/// family ([`Layout::Chunked`] or [`Layout::ChunkedQ4`], the whole row one
+/// group); writes `out[i · wr + q]`, the frame multiplies by the scale.
+pub type TileF32Q8 = fn(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]);
+/// As [`TileF32Q8`] for packed biased Q4 rows (code = nibble − 8).
+pub type TileF32Q4 = fn(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]);
+/// W4A16 grouped over a tile: `out[i · wr + q] = Σ_g s[q][g] · partial_g`,
+/// the 8-lane partial of each group, added in increasing g from +0. `x` rows
+/// are laid out per group of `g` columns.
+pub type TileF32Q4Grouped = fn(x: &[&[f32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]);
+
+/// One kernel family of one tier on the frame: the micro-kernels, the `i`-th
+/// computing `shapes.tiles[i]`, and what the frame prepares for them.
+#[derive(Debug, Clone, Copy)]
+pub struct Family<T: 'static> {
+    /// The declared tiles and chunk.
+    pub shapes: Shapes,
+    /// One micro-kernel per declared tile, in the same order.
+    pub kernels: &'static [T],
+    /// Integer families: columns per block (even, > 0); the micro-kernels
+    /// see whole blocks and the frame adds the rest. Float families: 8.
+    pub block: usize,
+    /// The activation layout the micro-kernels read.
+    pub layout: Layout,
+    /// Grouped families: converts one weight row's f16 group scales to f32
+    /// (exactly; a tier may use its conversion instruction).
+    pub scales_to_f32: fn(&[f16], &mut [f32]),
+}
+
+/// Exact f16 → f32 of a row of group scales, portable.
+pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f32::from(*s);
+    }
+}
+
+/// Activation rows in a family's layout, cut to whole blocks.
+fn int_rows(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> (Vec<i8>, usize) {
+    let kb = x.k / block * block;
+    let mut out = Vec::with_capacity(x.m * kb);
+    for i in 0..x.m {
+        match layout {
+            Layout::Natural => out.extend_from_slice(&x.row(i)[..kb]),
+            Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(&x.row(i)[..kb], block)),
+            Layout::Chunked | Layout::ChunkedQ4 => panic!("an integer family needs an integer layout"),
+        }
+    }
+    (out, kb)
+}
+
+/// Slices `rows[idx(0)] .. rows[idx(n-1)]` as the first `n` of a stack array.
+fn views<'a, T>(n: usize, at: impl Fn(usize) -> &'a [T]) -> [&'a [T]; MAX_SIDE] {
+    std::array::from_fn(|q| if q < n { at(q) } else { &[] })
+}
+
+/// W8A8 on a tier's micro-kernels: `y = (acc as f32) * (x_scale · w_scale)`
+/// with `acc` the exact i32 `Σ x·w` (§6.1). Panics on shapes that do not
+/// match (the dispatch layer checks them first).
+pub fn gemm_w8a8(
+    f: &Family<TileI8I8>,
+    x: &ActivationsQ8<'_>,
+    w: &QuantizedMatrix,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
+    assert!(f.block > 0 && f.layout == Layout::Natural, "W8A8 family layout");
+    let (xs, kb) = int_rows(x, f.block, f.layout);
+    let s = w.scales();
+    let mut acc = [0i32; MAX_TILE];
+    f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
+        let wv = views(t.wr, |q| &w.row(r0 + q)[..kb]);
+        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &mut acc[..t.wr * t.xr]);
+        for d in 0..t.xr {
+            let i = i0 + d;
+            for q in 0..t.wr {
+                let r = r0 + q;
+                let a = acc[d * t.wr + q] + dot_i8_i8(&x.row(i)[kb..], &w.row(r)[kb..]);
+                y.set(i, r - rows.start, a as f32 * (x.scales[i] * s[r]));
+            }
+        }
+    });
+}
+
+/// W4A8 per channel on a tier's micro-kernels: `acc = Σ x·b − 8·Σ x`, `y =
+/// (acc as f32) * (x_scale · w_scale)` (§6.1).
+pub fn gemm_w4a8(
+    f: &Family<TileI8Q4>,
+    x: &ActivationsQ8<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("gemm_w4a8 needs per-channel scales")
+    };
+    assert!(
+        rows.end <= w.n() && w.k() == x.k && (x.sum_group == x.k || x.k == 0),
+        "W4A8 shapes"
+    );
+    assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 family block");
+    let (xs, kb) = int_rows(x, f.block, f.layout);
+    let mut acc = [0i32; MAX_TILE];
+    f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
+        let wv = views(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &mut acc[..t.wr * t.xr]);
+        for d in 0..t.xr {
+            let i = i0 + d;
+            let correction = 8 * x.row_sums(i)[0];
+            for q in 0..t.wr {
+                let r = r0 + q;
+                let tail = dot_i8_q4_biased(&x.row(i)[kb..], &w.row_packed(r)[kb / 2..]);
+                let a = acc[d * t.wr + q] + tail - correction;
+                y.set(i, r - rows.start, a as f32 * (x.scales[i] * s[r]));
+            }
+        }
+    });
+}
+
+/// Group scales of the weight rows of one chunk as f32, one row after another.
+fn chunk_scales(
+    f_conv: fn(&[f16], &mut [f32]),
+    scales: &[f16],
+    groups: usize,
+    chunk: Range<usize>,
+    out: &mut Vec<f32>,
+) {
+    out.clear();
+    out.resize(chunk.len() * groups, 0.0);
+    for (d, r) in chunk.enumerate() {
+        f_conv(
+            &scales[r * groups..(r + 1) * groups],
+            &mut out[d * groups..(d + 1) * groups],
+        );
+    }
+}
+
+/// The weight-row chunks a grouped family converts its scales for: the
+/// declared chunk, or 16 rows when it declares none.
+fn scale_chunk(shapes: &Shapes) -> usize {
+    if shapes.chunk == 0 {
+        16
+    } else {
+        shapes.chunk
+    }
+}
+
+/// W4A8 grouped on a tier's micro-kernels: per group `acc_g` exact in i32,
+/// `sum += (acc_g as f32) * f32(s_g)` in increasing g, `y = sum · x_scale`
+/// (§6.1). The micro-kernel adds the groups it covers; the frame adds the
+/// rest in the same order.
+pub fn gemm_w4a8_grouped(
+    f: &Family<TileGroupedQ4>,
+    x: &ActivationsQ8<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::Grouped { group, scales } = w.scales() else {
+        panic!("gemm_w4a8_grouped needs group scales")
+    };
+    let (g, groups) = (*group, w.k() / *group);
+    assert!(
+        rows.end <= w.n() && w.k() == x.k && x.sum_group == g,
+        "W4A8 grouped shapes"
+    );
+    assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
+    let (xs, kb) = int_rows(x, f.block, f.layout);
+    let shapes = Shapes {
+        chunk: scale_chunk(&f.shapes),
+        ..f.shapes
+    };
+    let mut sf = Vec::new();
+    let mut out = [0f32; MAX_TILE];
+    let mut converted = usize::MAX;
+    shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+        let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
+        if converted != c0 {
+            chunk_scales(
+                f.scales_to_f32,
+                scales,
+                groups,
+                c0..(c0 + shapes.chunk).min(rows.end),
+                &mut sf,
+            );
+            converted = c0;
+        }
+        let sfr = |r: usize| &sf[(r - c0) * groups..(r - c0 + 1) * groups];
+        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
+        let sv = views(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
+        let wv = views(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+        let scv = views(t.wr, |q| sfr(r0 + q));
+        let kernel = f.kernels[f.shapes.index_of(t)];
+        let done = kernel(
+            &xv[..t.xr],
+            &sv[..t.xr],
+            &wv[..t.wr],
+            &scv[..t.wr],
+            g,
+            &mut out[..t.wr * t.xr],
+        );
+        for d in 0..t.xr {
+            let i = i0 + d;
+            let (xr, sums) = (x.row(i), x.row_sums(i));
+            for q in 0..t.wr {
+                let r = r0 + q;
+                let (wr, sr) = (w.row_packed(r), sfr(r));
+                let mut sum = out[d * t.wr + q];
+                for gi in done..groups {
+                    let acc =
+                        dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
+                    sum += acc as f32 * sr[gi];
+                }
+                y.set(i, r - rows.start, sum * x.scales[i]);
+            }
+        }
+    });
+}
+
+/// f32 activation rows laid out per group of `group` columns.
+fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> (Vec<f32>, usize) {
+    let q4 = match layout {
+        Layout::Chunked => false,
+        Layout::ChunkedQ4 => true,
+        _ => panic!("a float family needs a chunked layout"),
+    };
+    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4)).collect();
+    let len = rows.first().map_or(0, Vec::len);
+    (rows.concat(), len)
+}
+
+/// A per-channel float micro-kernel over weight rows of `W`.
+type TileF32<W> = fn(&[&[f32]], &[&[W]], usize, &mut [f32]);
+
+/// W8A16 and W4A16 per channel on a tier's micro-kernels: `y = w_scale ·
+/// partial` (§6.2).
+#[allow(clippy::too_many_arguments)]
+fn float_per_channel<'w, W: 'static>(
+    kernels: &'static [TileF32<W>],
+    f_shapes: &Shapes,
+    layout: Layout,
+    x: &ActivationsF32<'_>,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+    w_row: &dyn Fn(usize) -> &'w [W],
+    s: &[f32],
+) {
+    let (xs, len) = float_rows(x, x.k, layout);
+    let mut out = [0f32; MAX_TILE];
+    f_shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+        let xv = views(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = views(t.wr, |q| w_row(r0 + q));
+        (kernels[f_shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], x.k, &mut out[..t.wr * t.xr]);
+        for d in 0..t.xr {
+            for q in 0..t.wr {
+                y.set(i0 + d, r0 + q - rows.start, s[r0 + q] * out[d * t.wr + q]);
+            }
+        }
+    });
+}
+
+/// W8A16 on a tier's micro-kernels: `y = w_scale · partial` (§6.2).
+pub fn gemm_w8a16(
+    f: &Family<TileF32Q8>,
+    x: &ActivationsF32<'_>,
+    w: &QuantizedMatrix,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
+    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &|r| w.row(r), w.scales());
+}
+
+/// W4A16 per channel on a tier's micro-kernels: `y = w_scale · partial` (§6.2).
+pub fn gemm_w4a16(
+    f: &Family<TileF32Q4>,
+    x: &ActivationsF32<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("gemm_w4a16 needs per-channel scales")
+    };
+    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
+    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &|r| w.row_packed(r), s);
+}
+
+/// W4A16 grouped on a tier's micro-kernels: `y = Σ_g f32(s_g) · partial_g`
+/// in increasing g, from +0 (§6.2); the micro-kernel owns the whole sum.
+pub fn gemm_w4a16_grouped(
+    f: &Family<TileF32Q4Grouped>,
+    x: &ActivationsF32<'_>,
+    w: &QuantizedMatrixQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::Grouped { group, scales } = w.scales() else {
+        panic!("gemm_w4a16_grouped needs group scales")
+    };
+    let (g, groups) = (*group, w.k() / *group);
+    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
+    let (xs, len) = float_rows(x, g, f.layout);
+    let shapes = Shapes {
+        chunk: scale_chunk(&f.shapes),
+        ..f.shapes
+    };
+    let mut sf = Vec::new();
+    let mut out = [0f32; MAX_TILE];
+    let mut converted = usize::MAX;
+    shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+        let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
+        if converted != c0 {
+            chunk_scales(
+                f.scales_to_f32,
+                scales,
+                groups,
+                c0..(c0 + shapes.chunk).min(rows.end),
+                &mut sf,
+            );
+            converted = c0;
+        }
+        let xv = views(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = views(t.wr, |q| w.row_packed(r0 + q));
+        let scv = views(t.wr, |q| &sf[(r0 + q - c0) * groups..(r0 + q - c0 + 1) * groups]);
+        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &scv[..t.wr], g, &mut out[..t.wr * t.xr]);
+        for d in 0..t.xr {
+            for q in 0..t.wr {
+                y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+
+    #[test]
+    fn sweep_covers_every_pair_once() {
+        let shapes = Shapes { tiles: TILES, chunk: 8 };
+        shapes.validate().unwrap();
+        for m in 0..11 {
+            for (start, end) in [(0, 0), (0, 1), (3, 22), (5, 9)] {
+                let mut seen = vec![0u32; m * 30];
+                shapes.sweep(m, start..end, |t, r0, i0| {
+                    assert!(TILES.contains(&t));
+                    assert!(r0 + t.wr <= end && i0 + t.xr <= m);
+                    // a tile never straddles a chunk
+                    assert_eq!((r0 - start) / 8, (r0 + t.wr - 1 - start) / 8);
+                    for d in 0..t.xr {
+                        for q in 0..t.wr {
+                            seen[(i0 + d) * 30 + r0 + q] += 1;
+                        }
+                    }
+                });
+                for i in 0..m {
+                    for r in 0..30 {
+                        assert_eq!(seen[i * 30 + r], u32::from((start..end).contains(&r)), "m {m} row {r}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sweep_prefers_the_largest_tiles() {
+        let shapes = Shapes { tiles: TILES, chunk: 0 };
+        let mut used = Vec::new();
+        shapes.sweep(5, 0..5, |t, r0, i0| used.push((t, r0, i0)));
+        assert_eq!(
+            used,
+            [
+                (Tile::new(2, 4), 0, 0),
+                (Tile::new(2, 4), 2, 0),
+                (Tile::new(1, 4), 4, 0),
+                (Tile::new(4, 1), 0, 4),
+                (Tile::ONE, 4, 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn validation_names_what_is_missing() {
+        const NO_ONE: &[Tile] = &[Tile::new(4, 1)];
+        const NO_LEFTOVER: &[Tile] = &[Tile::ONE, Tile::new(2, 4)];
+        const TOO_BIG: &[Tile] = &[Tile::ONE, Tile::new(17, 1)];
+        let shapes = |tiles| Shapes { tiles, chunk: 0 };
+        assert_eq!(shapes(NO_ONE).validate().unwrap_err(), "no 1×1 tile");
+        assert!(shapes(NO_LEFTOVER).validate().unwrap_err().contains("no 1×4 tile"));
+        assert!(shapes(TOO_BIG).validate().unwrap_err().contains("17×1"));
+    }
+
+    #[test]
+    fn proof_rows_reach_every_tile_and_leftover() {
+        let shapes = Shapes { tiles: TILES, chunk: 8 };
+        assert_eq!(shapes.proof_rows(false), (11, 11));
+        assert_eq!(shapes.proof_rows(true), (11, 19));
+        assert_eq!(Shapes::SINGLE.proof_rows(true), (3, 3));
+    }
+}
