@@ -15,6 +15,7 @@
 //!   crates' tests on the declared minimum Rust version.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
 
+use qlinear_dispatch::Int8Tier;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -154,11 +155,7 @@ fn test() -> Result {
     // the selftest must prove every tier this CPU supports, and report the
     // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
     let here = forced_tiers();
-    // (forced_tiers knows x86 only: elsewhere, only the proven list is stated)
-    let elsewhere: Vec<&str> = ["avx2", "avx512-vnni", "neon", "neon-sdot", "wasm-simd128"]
-        .into_iter()
-        .filter(|t| cfg!(target_arch = "x86_64") && !here.contains(t))
-        .collect();
+    let elsewhere = names(Int8Tier::ALL.into_iter().filter(|t| !t.is_available()));
     run(cargo()
         .args(["test", "--workspace"])
         .env("QLINEAR_EXPECT_PROVEN", here.join(","))
@@ -522,8 +519,10 @@ fn ensure_aarch64() -> Result {
 }
 
 /// The kernel, dispatch and facade suites for aarch64 under qemu: with
-/// `-cpu max` (NEON and SDOT proven, each also forced), then with
-/// `-cpu cortex-a72` (no dotprod: SDOT must be reported absent, never used).
+/// `-cpu max` (every aarch64 tier of the registry proven, each also forced),
+/// then on each emulated CPU that lacks a tier (`Int8Tier::emulated_without`,
+/// e.g. `cortex-a72` without dotprod), where that tier must be reported
+/// absent and never used.
 fn aarch64_tests() -> Result {
     ensure_aarch64()?;
     // the recipe crate too: its search runs on `wide` vectors, which are
@@ -548,21 +547,36 @@ fn aarch64_tests() -> Result {
         c.args(["test", "--release", "--target", AARCH64]);
         c
     };
+    let arm = Int8Tier::of_arch("aarch64");
+    let mut all = vec!["scalar"];
+    all.extend(names(arm.iter().copied()));
     run(test()
         .args(packages)
         .env(runner, format!("{QEMU} -cpu max"))
-        .env("QLINEAR_EXPECT_PROVEN", "scalar,neon,neon-sdot"))?;
-    for tier in ["neon", "neon-sdot"] {
+        .env("QLINEAR_EXPECT_PROVEN", all.join(",")))?;
+    for tier in &arm {
         run(test()
             .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
             .env(runner, format!("{QEMU} -cpu max"))
-            .env("QLINEAR_INT8_TIER", tier))?;
+            .env("QLINEAR_INT8_TIER", tier.name()))?;
     }
-    run(test()
-        .args(packages)
-        .env(runner, format!("{QEMU} -cpu cortex-a72"))
-        .env("QLINEAR_EXPECT_PROVEN", "scalar,neon")
-        .env("QLINEAR_EXPECT_ABSENT", "neon-sdot"))
+    // each emulated CPU that lacks a tier: that tier (and any other it
+    // lacks) reported absent, the rest proven
+    let mut cpus: Vec<&str> = arm.iter().flat_map(|t| t.emulated_without().iter().copied()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for cpu in cpus {
+        let (absent, present): (Vec<Int8Tier>, Vec<Int8Tier>) =
+            arm.iter().partition(|t| t.emulated_without().contains(&cpu));
+        let mut proven = vec!["scalar"];
+        proven.extend(names(present));
+        run(test()
+            .args(packages)
+            .env(runner, format!("{QEMU} -cpu {cpu}"))
+            .env("QLINEAR_EXPECT_PROVEN", proven.join(","))
+            .env("QLINEAR_EXPECT_ABSENT", names(absent).join(",")))?;
+    }
+    Ok(())
 }
 
 const WASI: &str = "wasm32-wasip1";
@@ -583,6 +597,8 @@ fn wasm_tests() -> Result {
         "qlinear-quant-recipe",
         "-p",
         "qlinear-kernels-scalar",
+        "-p",
+        "qlinear-kernel-mutants",
         "-p",
         "qlinear-dispatch",
         "-p",
@@ -607,16 +623,19 @@ fn wasm_tests() -> Result {
         );
         c
     };
-    run(test(true)
-        .args(packages)
-        .env("QLINEAR_EXPECT_PROVEN", "scalar,wasm-simd128"))?;
-    run(test(true)
-        .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
-        .env("QLINEAR_INT8_TIER", "wasm-simd128"))?;
+    let wasm = names(Int8Tier::of_arch("wasm32"));
+    let mut all = vec!["scalar"];
+    all.extend(wasm.iter().copied());
+    run(test(true).args(packages).env("QLINEAR_EXPECT_PROVEN", all.join(",")))?;
+    for tier in &wasm {
+        run(test(true)
+            .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+            .env("QLINEAR_INT8_TIER", tier))?;
+    }
     run(test(false)
         .args(packages)
         .env("QLINEAR_EXPECT_PROVEN", "scalar")
-        .env("QLINEAR_EXPECT_ABSENT", "wasm-simd128"))
+        .env("QLINEAR_EXPECT_ABSENT", wasm.join(",")))
 }
 
 /// `cargo xtask fuzz [SECONDS]`: both fuzz targets (`fuzz/`) under
@@ -773,28 +792,14 @@ fn serve(mut stream: std::net::TcpStream, web: &Path, wasm: &[u8]) -> std::io::R
     stream.write_all(&body)
 }
 
-/// The tiers to force for the repeated test runs: those this CPU supports.
+/// The tiers to force for the repeated test runs: those this CPU has
+/// (dispatch's tier registry, `Int8Tier`, is the one list of tiers).
 fn forced_tiers() -> Vec<&'static str> {
-    #[allow(unused_mut)]
-    let mut tiers = vec!["scalar"];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
-            tiers.push("avx2");
-        }
-        if ["avx512f", "avx512bw", "avx512vl", "avx512vnni"]
-            .iter()
-            .all(|f| match *f {
-                "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
-                "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
-                "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
-                _ => std::arch::is_x86_feature_detected!("avx512vnni"),
-            })
-        {
-            tiers.push("avx512-vnni");
-        }
-    }
-    tiers
+    names(Int8Tier::ALL.into_iter().filter(|t| t.is_available()))
+}
+
+fn names(tiers: impl IntoIterator<Item = Int8Tier>) -> Vec<&'static str> {
+    tiers.into_iter().map(Int8Tier::name).collect()
 }
 
 /// `cargo xtask selftest [--target aarch64] [ARGS…]`: the release CLI's

@@ -19,22 +19,26 @@ pub enum Int8Tier {
     Neon,
     /// aarch64 FEAT_DotProd (`sdot`).
     NeonSdot,
+    /// aarch64 FEAT_I8MM (`smmla`) for the batch families, on top of `NeonSdot`.
+    NeonI8mm,
     /// WebAssembly SIMD128.
     WasmSimd128,
 }
 
 impl Int8Tier {
     /// Every tier, in order of preference when timings tie.
-    pub const ALL: [Int8Tier; 6] = [
+    pub const ALL: [Int8Tier; 7] = [
         Self::Scalar,
         Self::Avx2,
         Self::Avx512Vnni,
         Self::Neon,
         Self::NeonSdot,
+        Self::NeonI8mm,
         Self::WasmSimd128,
     ];
 
-    /// The tier's name (`scalar`, `avx2`, `avx512-vnni`, `neon`, `neon-sdot`, `wasm-simd128`).
+    /// The tier's name (`scalar`, `avx2`, `avx512-vnni`, `neon`, `neon-sdot`,
+    /// `neon-i8mm`, `wasm-simd128`).
     pub fn name(self) -> &'static str {
         match self {
             Self::Scalar => "scalar",
@@ -42,6 +46,7 @@ impl Int8Tier {
             Self::Avx512Vnni => "avx512-vnni",
             Self::Neon => "neon",
             Self::NeonSdot => "neon-sdot",
+            Self::NeonI8mm => "neon-i8mm",
             Self::WasmSimd128 => "wasm-simd128",
         }
     }
@@ -53,21 +58,27 @@ impl Int8Tier {
         match self {
             Self::Scalar => "any",
             Self::Avx2 | Self::Avx512Vnni => "x86_64",
-            Self::Neon | Self::NeonSdot => "aarch64",
+            Self::Neon | Self::NeonSdot | Self::NeonI8mm => "aarch64",
             Self::WasmSimd128 => "wasm32",
         }
     }
 
-    /// An emulated CPU (`qemu-aarch64 -cpu NAME`) that lacks the tier's
-    /// feature while having the tier below it: where the test runner shows
-    /// the tier reported absent and never used. `None` for tiers every CPU
-    /// of their architecture has, and for x86 and WebAssembly (the wasm
-    /// runner builds without `+simd128` instead).
-    pub fn emulated_without(self) -> Option<&'static str> {
+    /// Emulated CPUs (`qemu-aarch64 -cpu NAME`) that lack the tier's feature
+    /// while having the baseline of its architecture: where the test runner
+    /// shows the tier reported absent and never used. Empty for tiers every
+    /// CPU of their architecture has, and for x86 and WebAssembly (the wasm
+    /// runner builds without `+simd128` instead). `-cpu max` has them all.
+    pub fn emulated_without(self) -> &'static [&'static str] {
         match self {
-            Self::NeonSdot => Some("cortex-a72"),
-            _ => None,
+            Self::NeonSdot => &["cortex-a72"],
+            Self::NeonI8mm => &["cortex-a72", "neoverse-n1"],
+            _ => &[],
         }
+    }
+
+    /// The tiers built for `arch` (see [`Int8Tier::arch`]), in [`Int8Tier::ALL`] order.
+    pub fn of_arch(arch: &str) -> Vec<Int8Tier> {
+        Self::ALL.into_iter().filter(|t| t.arch() == arch).collect()
     }
 
     /// Whether the tier is compiled in and its CPU feature is present
@@ -94,8 +105,11 @@ impl Int8Tier {
             Self::NeonSdot => {
                 qlinear_kernels_neon::sdot_table().ok_or_else(|| "this CPU lacks FEAT_DotProd (dotprod)".into())
             }
+            #[cfg(target_arch = "aarch64")]
+            Self::NeonI8mm => qlinear_kernels_neon::i8mm_table()
+                .ok_or_else(|| "this CPU lacks FEAT_I8MM (i8mm) or FEAT_DotProd".into()),
             #[cfg(not(target_arch = "aarch64"))]
-            Self::Neon | Self::NeonSdot => Err(format!("{self} is aarch64 only")),
+            Self::Neon | Self::NeonSdot | Self::NeonI8mm => Err(format!("{self} is aarch64 only")),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Self::WasmSimd128 => qlinear_kernels_wasm::simd128_table().ok_or_else(|| "not compiled in".into()),
             #[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
@@ -146,4 +160,59 @@ pub fn cpu_features() -> Vec<&'static str> {
         }
     }
     seen
+}
+
+/// The new-tier checklist of `docs/ARCHITECTURE.md`, checked for every tier
+/// in the registry (those compiled in and present here in full).
+#[cfg(test)]
+mod checklist {
+    use qlinear_kernels_scalar::KernelFamily;
+
+    use super::*;
+
+    #[test]
+    fn every_tier_is_registered_completely() {
+        let mut names = std::collections::HashSet::new();
+        for tier in Int8Tier::ALL {
+            assert!(names.insert(tier.name()), "{tier}: name used twice");
+            assert_eq!(tier.name().parse::<Int8Tier>().unwrap(), tier);
+            assert_eq!(tier.to_string(), tier.name());
+            assert!(
+                ["any", "x86_64", "aarch64", "wasm32"].contains(&tier.arch()),
+                "{tier}: arch"
+            );
+            assert_eq!(
+                tier.arch() == "any",
+                tier == Int8Tier::Scalar,
+                "{tier}: only the scalar tier runs anywhere"
+            );
+            assert!(
+                tier.emulated_without().is_empty() || tier.arch() == "aarch64",
+                "{tier}: qemu CPUs are aarch64's"
+            );
+            assert!(Int8Tier::of_arch(tier.arch()).contains(&tier));
+            // a tier is available exactly where it is compiled for
+            let here = cfg!(target_arch = "x86_64") && tier.arch() == "x86_64"
+                || cfg!(target_arch = "aarch64") && tier.arch() == "aarch64"
+                || cfg!(target_arch = "wasm32") && tier.arch() == "wasm32"
+                || tier.arch() == "any";
+            assert!(here || !tier.is_available(), "{tier} available off its architecture");
+        }
+        assert!(Int8Tier::Scalar.is_available());
+    }
+
+    #[test]
+    fn every_available_table_is_named_for_its_tier_and_declares_valid_tiles() {
+        for tier in Int8Tier::ALL.into_iter().filter(|t| t.is_available()) {
+            let table = tier.table().unwrap();
+            assert_eq!(table.name, tier.name());
+            for family in KernelFamily::ALL {
+                let shapes = table.shapes(family);
+                if let Err(why) = shapes.validate() {
+                    panic!("{tier} {family}: {why}");
+                }
+                assert_eq!(table.gemm(family).is_some(), KernelFamily::GEMM.contains(&family));
+            }
+        }
+    }
 }

@@ -65,13 +65,13 @@ fn tile_q4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 }
 
 /// Groups of a multiple of 8 inside the whole blocks, summed in increasing g.
-fn grouped(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize {
+fn grouped(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
     grouped_with(x, sums, w, s, g, out, false)
 }
 
 /// The same, but each pair of groups is added as `(a + b)` before joining
 /// the running sum: a tree, not the spec's order.
-fn grouped_paired(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize {
+fn grouped_paired(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
     grouped_with(x, sums, w, s, g, out, true)
 }
 
@@ -79,7 +79,7 @@ fn grouped_with(
     x: &[&[i8]],
     sums: &[&[i32]],
     w: &[&[u8]],
-    s: &[&[f32]],
+    s: &[f32],
     g: usize,
     out: &mut [f32],
     paired: bool,
@@ -94,7 +94,7 @@ fn grouped_with(
             let term = |gi: usize| {
                 let acc =
                     dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[i][gi];
-                acc as f32 * s[q][gi]
+                acc as f32 * s[q * (s.len() / w.len()) + gi]
             };
             let mut sum = 0f32;
             let mut gi = 0;

@@ -1,5 +1,8 @@
-//! A deliberately wrong SDOT kernel — the nibbles zipped in the wrong lane
-//! order, so each pair of columns swaps its weights — must fail the selftest.
+//! Deliberately wrong aarch64 kernels must fail the selftest: an SDOT dot
+//! with the nibbles zipped in the wrong lane order, an SDOT batch tile with a
+//! hoisted activation load, and an I8MM tile whose 2 × 2 blocks are read
+//! transposed (the last two on the frame, reached through their declared
+//! tiles).
 #![cfg(target_arch = "aarch64")]
 
 use std::arch::aarch64::*;
@@ -57,7 +60,11 @@ fn an_sdot_kernel_with_the_wrong_lane_order_fails_the_proof() {
 
 #[test]
 fn the_real_neon_tables_pass() {
-    let tables = [qlinear_kernels_neon::neon_table(), qlinear_kernels_neon::sdot_table()];
+    let tables = [
+        qlinear_kernels_neon::neon_table(),
+        qlinear_kernels_neon::sdot_table(),
+        qlinear_kernels_neon::i8mm_table(),
+    ];
     for table in tables.into_iter().flatten() {
         let proofs = prove_kernel_table(table, &default_census());
         assert!(
@@ -66,4 +73,186 @@ fn the_real_neon_tables_pass() {
             table.name
         );
     }
+}
+
+/// Portable micro-kernels for the tiles a mutant table does not mutate.
+mod portable {
+    pub(crate) fn tile_q4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        for (i, xr) in x.iter().enumerate() {
+            for (q, wr) in w.iter().enumerate() {
+                acc[i * w.len() + q] = qlinear_kernels_scalar::dot_i8_q4_biased(xr, wr);
+            }
+        }
+    }
+}
+
+/// An SDOT W4A8 4 × 4 batch tile with a hoisted load: the high half of
+/// every activation row's 32 columns is taken from the tile's first row.
+/// M = 1 never runs it, so only a proof whose rows reach the tile fails it.
+#[target_feature(enable = "neon,dotprod")]
+fn sdot_tile_hoisted(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 4 && w.len() == 4 && acc.len() == 16);
+    let k = x[0].len();
+    let mut a = [[vdupq_n_s32(0); 4]; 4];
+    let mut c = 0;
+    while c + 32 <= k {
+        // SAFETY: c + 32 <= k = every x row's length and 2 · every w row's.
+        unsafe {
+            let x1_first = vld1q_s8(x[0].as_ptr().add(c + 16));
+            for q in 0..4 {
+                let b = vld1q_u8(w[q].as_ptr().add(c / 2));
+                let (lo, hi) = (vandq_u8(b, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(b));
+                let (n0, n1) = (vzip1q_u8(lo, hi), vzip2q_u8(lo, hi));
+                for i in 0..4 {
+                    let x0 = vld1q_s8(x[i].as_ptr().add(c));
+                    asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) a[i][q], a = in(vreg) vreinterpretq_s8_u8(n0), b = in(vreg) x0, options(pure, nomem, nostack));
+                    asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) a[i][q], a = in(vreg) vreinterpretq_s8_u8(n1), b = in(vreg) x1_first, options(pure, nomem, nostack));
+                }
+            }
+        }
+        c += 32;
+    }
+    for i in 0..4 {
+        for q in 0..4 {
+            acc[i * 4 + q] = vaddvq_s32(a[i][q]);
+        }
+    }
+}
+
+fn call_tile(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting dotprod.
+    unsafe { sdot_tile_hoisted(x, w, acc) }
+}
+
+/// An I8MM W4A8 tile whose 2 × 2 result blocks are read transposed (lane
+/// `2i + j` taken as weight row i, activation row j — the operands swapped
+/// in the mind, not in the instruction).
+#[target_feature(enable = "neon,i8mm")]
+fn i8mm_tile_transposed(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 2 && w.len() == 2 && acc.len() == 4);
+    let k = 2 * w[0].len();
+    let mut a = vdupq_n_s32(0);
+    let mut c = 0;
+    while c + 32 <= k {
+        // SAFETY: c + 32 <= k: 16 packed bytes per row and 64 pair bytes lie inside.
+        unsafe {
+            let (b0, b1) = (
+                vreinterpretq_u32_u8(vld1q_u8(w[0].as_ptr().add(c / 2))),
+                vreinterpretq_u32_u8(vld1q_u8(w[1].as_ptr().add(c / 2))),
+            );
+            for (h, t) in [vzip1q_u32(b0, b1), vzip2q_u32(b0, b1)].into_iter().enumerate() {
+                let t = vreinterpretq_u8_u32(t);
+                let (lo, hi) = (vandq_u8(t, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(t));
+                for (s, nib) in [vzip1q_u8(lo, hi), vzip2q_u8(lo, hi)].into_iter().enumerate() {
+                    let xv = vld1q_s8(x[0].as_ptr().add(2 * c + 16 * (2 * h + s)));
+                    asm!("smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) a, a = in(vreg) vreinterpretq_s8_u8(nib), b = in(vreg) xv, options(pure, nomem, nostack));
+                }
+            }
+        }
+        c += 32;
+    }
+    let mut lanes = [0i32; 4];
+    // SAFETY: a 16-byte store into a local array.
+    unsafe { vst1q_s32(lanes.as_mut_ptr(), a) };
+    // right: acc[i * 2 + q] = lanes[2q + i]; the mutant swaps q and i
+    for i in 0..2 {
+        for q in 0..2 {
+            acc[i * 2 + q] = lanes[2 * i + q];
+        }
+    }
+}
+
+fn call_i8mm(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting i8mm.
+    unsafe { i8mm_tile_transposed(x, w, acc) }
+}
+
+mod mutants {
+    use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
+    use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+
+    pub(crate) const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 4), Tile::new(1, 4)];
+    const SDOT_W4A8: Family<TileI8Q4> = Family {
+        shapes: Shapes { tiles: TILES, chunk: 0 },
+        kernels: &{
+            const K: [TileI8Q4; 3] = [super::portable::tile_q4, super::call_tile, super::portable::tile_q4];
+            K
+        },
+        block: 32,
+        layout: Layout::Natural,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    pub(crate) const PAIR_TILES: &[Tile] = &[Tile::ONE, Tile::new(2, 2), Tile::new(1, 2)];
+    /// The pair tiles' leftovers on the pair layout: the first row of each pair.
+    fn pairs_tile(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        for (i, xr) in x.iter().enumerate() {
+            let row: Vec<i8> = xr.chunks(16).flat_map(|c| c[..8].to_vec()).collect();
+            for (q, wr) in w.iter().enumerate() {
+                acc[i * w.len() + q] = qlinear_kernels_scalar::dot_i8_q4_biased(&row, wr);
+            }
+        }
+    }
+    const I8MM_W4A8: Family<TileI8Q4> = Family {
+        shapes: Shapes {
+            tiles: PAIR_TILES,
+            chunk: 0,
+        },
+        kernels: &{
+            const K: [TileI8Q4; 3] = [pairs_tile, super::call_i8mm, pairs_tile];
+            K
+        },
+        block: 32,
+        layout: Layout::Pairs8,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    mod sdot {
+        qlinear_kernels_scalar::frame_gemms! { w4a8: super::SDOT_W4A8 }
+    }
+    mod i8mm {
+        qlinear_kernels_scalar::frame_gemms! { w4a8: super::I8MM_W4A8 }
+    }
+    pub(crate) static SDOT: KernelTable = KernelTable {
+        name: "sdot-mutant",
+        gemm_w4a8: sdot::gemm_w4a8,
+        shapes: GemmShapes {
+            w4a8: SDOT_W4A8.shapes,
+            ..GemmShapes::SINGLE
+        },
+        ..SCALAR
+    };
+    pub(crate) static I8MM: KernelTable = KernelTable {
+        name: "i8mm-mutant",
+        gemm_w4a8: i8mm::gemm_w4a8,
+        shapes: GemmShapes {
+            w4a8: I8MM_W4A8.shapes,
+            ..GemmShapes::SINGLE
+        },
+        ..SCALAR
+    };
+}
+
+fn failing(table: &KernelTable) -> Vec<KernelFamily> {
+    prove_kernel_table(table, &default_census())
+        .iter()
+        .filter(|p| p.mismatch.is_some())
+        .map(|p| p.family)
+        .collect()
+}
+
+#[test]
+fn an_sdot_batch_tile_with_a_hoisted_load_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("dotprod") {
+        eprintln!("skipped: this CPU has no FEAT_DotProd");
+        return;
+    }
+    assert_eq!(failing(&mutants::SDOT), vec![KernelFamily::W4A8]);
+}
+
+#[test]
+fn an_i8mm_tile_read_transposed_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("i8mm") {
+        eprintln!("skipped: this CPU has no FEAT_I8MM");
+        return;
+    }
+    assert_eq!(failing(&mutants::I8MM), vec![KernelFamily::W4A8]);
 }

@@ -98,19 +98,20 @@ macro_rules! int_kernels {
             x: &[&[i8]],
             sums: &[&[i32]],
             w: &[&[u8]],
-            s: &[&[f32]],
+            s: &[f32],
             g: usize,
             out: &mut [f32],
         ) -> usize {
             let kb = x.first().map_or(0, |r| r.len());
-            assert!(x.len() == XR && sums.len() == XR && w.len() == WR && s.len() == WR && out.len() == WR * XR);
+            assert!(x.len() == XR && sums.len() == XR && w.len() == WR && out.len() == WR * XR);
             out.fill(0.0);
             if g == 0 || !g.is_multiple_of(32) {
                 return 0;
             }
             let groups = kb / g;
             assert!(x.iter().all(|r| r.len() == kb) && w.iter().all(|r| r.len() == kb / 2));
-            assert!(sums.iter().all(|r| r.len() >= groups) && s.iter().all(|r| r.len() >= groups));
+            let all = s.len() / WR;
+            assert!(sums.iter().all(|r| r.len() == all) && s.len() == WR * all && groups <= all);
             let mut sum = [[0f32; WR]; XR];
             for gi in 0..groups {
                 let mut a = [[vdupq_n_s32(0); WR]; XR];
@@ -128,7 +129,7 @@ macro_rules! int_kernels {
                 for i in 0..XR {
                     for q in 0..WR {
                         let acc = vaddvq_s32(a[i][q]) - 8 * sums[i][gi];
-                        sum[i][q] += acc as f32 * s[q][gi];
+                        sum[i][q] += acc as f32 * s[q * all + gi];
                     }
                 }
             }

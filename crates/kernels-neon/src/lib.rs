@@ -1,12 +1,14 @@
-//! The aarch64 tiers of qlinear: `Neon` (baseline ASIMD: `smull` + `sadalp`)
-//! and `NeonSdot` (FEAT_DotProd `sdot`), each a complete [`KernelTable`](qlinear_kernels_scalar::KernelTable)
+//! The aarch64 tiers of qlinear: `Neon` (baseline ASIMD: `smull` + `sadalp`),
+//! `NeonSdot` (FEAT_DotProd `sdot`) and `NeonI8mm` (FEAT_I8MM `smmla`, for
+//! the batch families), each a complete [`KernelTable`](qlinear_kernels_scalar::KernelTable)
 //! bit-identical to the scalar tier. Tables are handed out only after
 //! run-time feature detection; the dispatch crate runs the selftest before use.
 //! On other architectures this crate is empty.
 //!
-//! `sdot` is written with `core::arch::asm!` inside a
-//! `#[target_feature(enable = "dotprod")]` function because the `vdotq_s32`
-//! intrinsic is not stable on the pinned toolchain.
+//! `sdot` and `smmla` are written with `core::arch::asm!` inside
+//! `#[target_feature(enable = "dotprod")]` / `"i8mm"` functions because the
+//! `vdotq_s32` and `vmmlaq_s32` intrinsics are not stable on the pinned
+//! toolchain.
 
 #![warn(missing_docs)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
@@ -16,6 +18,7 @@ cfg_if::cfg_if! {
     if #[cfg(target_arch = "aarch64")] {
         #[macro_use]
         mod int;
+        mod i8mm;
         mod neon;
         mod sdot;
 
@@ -30,6 +33,15 @@ cfg_if::cfg_if! {
         pub fn sdot_table() -> Option<&'static KernelTable> {
             (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
                 .then_some(&sdot::TABLE)
+        }
+
+        /// The NEON I8MM table, if this CPU reports FEAT_I8MM (and the
+        /// FEAT_DotProd whose entries it shares).
+        pub fn i8mm_table() -> Option<&'static KernelTable> {
+            (std::arch::is_aarch64_feature_detected!("neon")
+                && std::arch::is_aarch64_feature_detected!("dotprod")
+                && std::arch::is_aarch64_feature_detected!("i8mm"))
+            .then_some(&i8mm::TABLE)
         }
     }
 }

@@ -61,7 +61,7 @@ macro_rules! safe_entries {
         }
     };
     (@one $name:ident, $k:path, tile_grouped) => {
-        pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize {
+        pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
             // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
             unsafe { $k(x, sums, w, s, g, out) }
         }
@@ -79,7 +79,7 @@ macro_rules! safe_entries {
         }
     };
     (@one $name:ident, $k:path, tile_f32q4_grouped) => {
-        pub(crate) fn $name(x: &[&[f32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) {
+        pub(crate) fn $name(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
             // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
             unsafe { $k(x, w, s, g, out) }
         }

@@ -55,7 +55,11 @@ pub struct Shapes {
     /// [`Tile::ONE`], and a `wr = 1` tile for every `xr` it declares, so any
     /// leftover rows have a tile ([`Shapes::validate`]).
     pub tiles: &'static [Tile],
-    /// Weight rows per chunk (cache blocking); 0: the whole range at once.
+    /// Weight rows per chunk: every activation tile passes over a chunk
+    /// before the next, so a chunk that fits a cache level is read from
+    /// memory once per call. 0 takes the whole range as one chunk, which
+    /// for M above the widest activation tile streams the matrix once per
+    /// activation tile.
     pub chunk: usize,
 }
 
@@ -172,6 +176,11 @@ pub enum Layout {
     /// ([`split_even_odd_i8`]): the order in which the low and high nibbles
     /// of `block / 2` packed bytes come out of a register.
     EvenOdd,
+    /// Integer codes of each row interleaved with the next row's (zeros
+    /// after the last row) per 8 columns, `2 · kb` bytes: each 16-byte load
+    /// is the 2 × 8 operand of a matrix-multiply instruction (`smmla`). The
+    /// family's block must be a multiple of 8.
+    Pairs8,
     /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]).
     Chunked,
     /// As [`Layout::Chunked`], each chunk stored as columns
@@ -190,13 +199,13 @@ pub type TileI8I8 = fn(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]);
 /// bytes); writes `acc[i · wr + q]`.
 pub type TileI8Q4 = fn(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]);
 /// W4A8 grouped over a tile from group 0, in increasing group order: writes
-/// `out[i · wr + q] = Σ_g (acc_g as f32) * s[q][g]` with `acc_g = Σ x·b −
-/// 8·sums[i][g]` exact, over the groups it covers, and returns the first
-/// group not added (the same for the whole tile; the frame adds the rest).
-/// `x` is cut to whole blocks in the family's layout, `w` to the same
-/// columns; `sums` and `s` are whole rows.
-pub type TileGroupedQ4 =
-    fn(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]) -> usize;
+/// `out[i · wr + q] = Σ_g (acc_g as f32) * s[q · groups + g]` with `acc_g =
+/// Σ x·b − 8·sums[i][g]` exact, over the groups it covers, and returns the
+/// first group not added (the same for the whole tile; the frame adds the
+/// rest). `x` is cut to whole blocks in the family's layout, `w` to the same
+/// columns; each `sums` row holds the `groups` sums of an activation row,
+/// and `s` the tile's `wr` rows of `groups` f32 scales, one after another.
+pub type TileGroupedQ4 = fn(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize;
 /// The spec's 8-lane partial (§6.2) of `x · q` over whole rows of `k`
 /// columns, codes from int8 rows: `x` holds `xr` rows laid out per the
 /// family ([`Layout::Chunked`] or [`Layout::ChunkedQ4`], the whole row one
@@ -204,10 +213,11 @@ pub type TileGroupedQ4 =
 pub type TileF32Q8 = fn(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]);
 /// As [`TileF32Q8`] for packed biased Q4 rows (code = nibble − 8).
 pub type TileF32Q4 = fn(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]);
-/// W4A16 grouped over a tile: `out[i · wr + q] = Σ_g s[q][g] · partial_g`,
-/// the 8-lane partial of each group, added in increasing g from +0. `x` rows
-/// are laid out per group of `g` columns.
-pub type TileF32Q4Grouped = fn(x: &[&[f32]], w: &[&[u8]], s: &[&[f32]], g: usize, out: &mut [f32]);
+/// W4A16 grouped over a tile: `out[i · wr + q] = Σ_g s[q · groups + g] ·
+/// partial_g`, the 8-lane partial of each group, added in increasing g from
+/// +0 (`groups = s.len() / wr`). `x` rows are laid out per group of `g`
+/// columns.
+pub type TileF32Q4Grouped = fn(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]);
 
 /// One kernel family of one tier on the frame: the micro-kernels, the `i`-th
 /// computing `shapes.tiles[i]`, and what the frame prepares for them.
@@ -234,23 +244,55 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
     }
 }
 
-/// Activation rows in a family's layout, cut to whole blocks.
-fn int_rows(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> (Vec<i8>, usize) {
+/// Activation rows in a family's layout, cut to whole blocks: the buffer,
+/// the columns kept (`kb`) and each row's length in the buffer.
+fn int_rows(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> (Vec<i8>, usize, usize) {
     let kb = x.k / block * block;
-    let mut out = Vec::with_capacity(x.m * kb);
+    assert!(
+        layout != Layout::Pairs8 || block.is_multiple_of(8),
+        "Pairs8 needs blocks of 8"
+    );
+    let len = if layout == Layout::Pairs8 { 2 * kb } else { kb };
+    let mut out = Vec::with_capacity(x.m * len);
     for i in 0..x.m {
+        let row = &x.row(i)[..kb];
         match layout {
-            Layout::Natural => out.extend_from_slice(&x.row(i)[..kb]),
-            Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(&x.row(i)[..kb], block)),
+            Layout::Natural => out.extend_from_slice(row),
+            Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(row, block)),
+            Layout::Pairs8 => {
+                let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
+                for c in (0..kb).step_by(8) {
+                    out.extend_from_slice(&row[c..c + 8]);
+                    match next {
+                        Some(n) => out.extend_from_slice(&n[c..c + 8]),
+                        None => out.extend_from_slice(&[0; 8]),
+                    }
+                }
+            }
             Layout::Chunked | Layout::ChunkedQ4 => panic!("an integer family needs an integer layout"),
         }
     }
-    (out, kb)
+    (out, kb, len)
 }
 
-/// Slices `rows[idx(0)] .. rows[idx(n-1)]` as the first `n` of a stack array.
-fn views<'a, T>(n: usize, at: impl Fn(usize) -> &'a [T]) -> [&'a [T]; MAX_SIDE] {
-    std::array::from_fn(|q| if q < n { at(q) } else { &[] })
+/// The row views a micro-kernel receives, kept across the tiles of one call
+/// so that each tile writes only the entries it uses.
+struct Views<'a, T> {
+    v: [&'a [T]; MAX_SIDE],
+}
+
+impl<'a, T> Views<'a, T> {
+    fn new() -> Self {
+        Views { v: [&[]; MAX_SIDE] }
+    }
+
+    /// The first `n` views, the `d`-th being `at(d)`.
+    fn set(&mut self, n: usize, at: impl Fn(usize) -> &'a [T]) -> &[&'a [T]] {
+        for (d, v) in self.v[..n].iter_mut().enumerate() {
+            *v = at(d);
+        }
+        &self.v[..n]
+    }
 }
 
 /// W8A8 on a tier's micro-kernels: `y = (acc as f32) * (x_scale · w_scale)`
@@ -266,14 +308,15 @@ pub fn gemm_w8a8(
     x.check();
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-    assert!(f.block > 0 && f.layout == Layout::Natural, "W8A8 family layout");
-    let (xs, kb) = int_rows(x, f.block, f.layout);
+    assert!(f.block > 0 && f.layout != Layout::EvenOdd, "W8A8 family layout");
+    let (xs, kb, len) = int_rows(x, f.block, f.layout);
     let s = w.scales();
     let mut acc = [0i32; MAX_TILE];
+    let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
-        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
-        let wv = views(t.wr, |q| &w.row(r0 + q)[..kb]);
-        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &mut acc[..t.wr * t.xr]);
+        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = wv.set(t.wr, |q| &w.row(r0 + q)[..kb]);
+        (f.kernels[f.shapes.index_of(t)])(xv, wv, &mut acc[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
             for q in 0..t.wr {
@@ -304,12 +347,13 @@ pub fn gemm_w4a8(
         "W4A8 shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 family block");
-    let (xs, kb) = int_rows(x, f.block, f.layout);
+    let (xs, kb, len) = int_rows(x, f.block, f.layout);
     let mut acc = [0i32; MAX_TILE];
+    let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
-        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
-        let wv = views(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
-        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &mut acc[..t.wr * t.xr]);
+        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+        (f.kernels[f.shapes.index_of(t)])(xv, wv, &mut acc[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
             let correction = 8 * x.row_sums(i)[0];
@@ -373,7 +417,7 @@ pub fn gemm_w4a8_grouped(
         "W4A8 grouped shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
-    let (xs, kb) = int_rows(x, f.block, f.layout);
+    let (xs, kb, len) = int_rows(x, f.block, f.layout);
     let shapes = Shapes {
         chunk: scale_chunk(&f.shapes),
         ..f.shapes
@@ -381,6 +425,7 @@ pub fn gemm_w4a8_grouped(
     let mut sf = Vec::new();
     let mut out = [0f32; MAX_TILE];
     let mut converted = usize::MAX;
+    let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
     shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
         let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
         if converted != c0 {
@@ -393,26 +438,18 @@ pub fn gemm_w4a8_grouped(
             );
             converted = c0;
         }
-        let sfr = |r: usize| &sf[(r - c0) * groups..(r - c0 + 1) * groups];
-        let xv = views(t.xr, |d| &xs[(i0 + d) * kb..(i0 + d + 1) * kb]);
-        let sv = views(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
-        let wv = views(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
-        let scv = views(t.wr, |q| sfr(r0 + q));
+        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
+        let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+        let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
         let kernel = f.kernels[f.shapes.index_of(t)];
-        let done = kernel(
-            &xv[..t.xr],
-            &sv[..t.xr],
-            &wv[..t.wr],
-            &scv[..t.wr],
-            g,
-            &mut out[..t.wr * t.xr],
-        );
+        let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
             let (xr, sums) = (x.row(i), x.row_sums(i));
             for q in 0..t.wr {
                 let r = r0 + q;
-                let (wr, sr) = (w.row_packed(r), sfr(r));
+                let (wr, sr) = (w.row_packed(r), &sf[(r - c0) * groups..(r - c0 + 1) * groups]);
                 let mut sum = out[d * t.wr + q];
                 for gi in done..groups {
                     let acc =
@@ -455,10 +492,11 @@ fn float_per_channel<'w, W: 'static>(
 ) {
     let (xs, len) = float_rows(x, x.k, layout);
     let mut out = [0f32; MAX_TILE];
+    let (mut xv, mut wv) = (Views::new(), Views::new());
     f_shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
-        let xv = views(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
-        let wv = views(t.wr, |q| w_row(r0 + q));
-        (kernels[f_shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], x.k, &mut out[..t.wr * t.xr]);
+        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = wv.set(t.wr, |q| w_row(r0 + q));
+        (kernels[f_shapes.index_of(t)])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             for q in 0..t.wr {
                 y.set(i0 + d, r0 + q - rows.start, s[r0 + q] * out[d * t.wr + q]);
@@ -522,6 +560,7 @@ pub fn gemm_w4a16_grouped(
     let mut sf = Vec::new();
     let mut out = [0f32; MAX_TILE];
     let mut converted = usize::MAX;
+    let (mut xv, mut wv) = (Views::new(), Views::new());
     shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
         let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
         if converted != c0 {
@@ -534,10 +573,10 @@ pub fn gemm_w4a16_grouped(
             );
             converted = c0;
         }
-        let xv = views(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
-        let wv = views(t.wr, |q| w.row_packed(r0 + q));
-        let scv = views(t.wr, |q| &sf[(r0 + q - c0) * groups..(r0 + q - c0 + 1) * groups]);
-        (f.kernels[f.shapes.index_of(t)])(&xv[..t.xr], &wv[..t.wr], &scv[..t.wr], g, &mut out[..t.wr * t.xr]);
+        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
+        let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
+        (f.kernels[f.shapes.index_of(t)])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             for q in 0..t.wr {
                 y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);

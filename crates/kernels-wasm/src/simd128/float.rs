@@ -110,13 +110,13 @@ fn tile_w4a16<const WR: usize, const XR: usize>(x: &[&[f32]], w: &[&[u8]], k: us
 fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
     x: &[&[f32]],
     w: &[&[u8]],
-    s: &[&[f32]],
+    s: &[f32],
     g: usize,
     out: &mut [f32],
 ) {
-    assert!(w.len() == WR && s.len() == WR && out.len() == WR * XR && g > 0);
-    let groups = s[0].len();
-    assert!(s.iter().all(|r| r.len() == groups) && w.iter().all(|r| 2 * r.len() >= groups * g));
+    assert!(w.len() == WR && out.len() == WR * XR && g > 0 && s.len().is_multiple_of(WR));
+    let groups = s.len() / WR;
+    assert!(w.iter().all(|r| 2 * r.len() >= groups * g));
     let per_group = g.div_ceil(8);
     let mut acc = [[0f32; WR]; XR];
     for gi in 0..groups {
@@ -126,7 +126,7 @@ fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
         });
         for i in 0..XR {
             for q in 0..WR {
-                acc[i][q] += s[q][gi] * p[i][q];
+                acc[i][q] += s[q * groups + gi] * p[i][q];
             }
         }
     }
@@ -136,12 +136,13 @@ fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
 }
 
 /// 4 weight rows in flight for M = 1, 2 × 4 for batches, single rows left over.
+/// (Weight rows in chunks of 4, so the matrix streams once for a batch.)
 const FLOAT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
 
 pub(crate) const W8A16: Family<TileF32Q8> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 0,
+        chunk: 4,
     },
     kernels: &[
         tile_w8a16::<1, 1>,
@@ -156,7 +157,7 @@ pub(crate) const W8A16: Family<TileF32Q8> = Family {
 pub(crate) const W4A16: Family<TileF32Q4> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 0,
+        chunk: 4,
     },
     kernels: &[
         tile_w4a16::<1, 1>,

@@ -52,7 +52,7 @@ const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
         tiles: INT_TILES,
-        chunk: 0,
+        chunk: 16,
     },
     kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8::<4, 4>, tile_i8::<1, 4>],
     block: 16,
@@ -176,19 +176,20 @@ fn tile_grouped<const WR: usize, const XR: usize>(
     x: &[&[i8]],
     sums: &[&[i32]],
     w: &[&[u8]],
-    s: &[&[f32]],
+    s: &[f32],
     g: usize,
     out: &mut [f32],
 ) -> usize {
     let kb = x.first().map_or(0, |r| r.len());
-    assert!(x.len() == XR && sums.len() == XR && w.len() == WR && s.len() == WR && out.len() == WR * XR);
+    assert!(x.len() == XR && sums.len() == XR && w.len() == WR && out.len() == WR * XR);
     out.fill(0.0);
     if g == 0 || !g.is_multiple_of(32) {
         return 0;
     }
     let groups = kb / g;
     assert!(x.iter().all(|r| r.len() == kb) && w.iter().all(|r| r.len() == kb / 2));
-    assert!(sums.iter().all(|r| r.len() >= groups) && s.iter().all(|r| r.len() >= groups));
+    let all = s.len() / WR;
+    assert!(sums.iter().all(|r| r.len() == all) && s.len() == WR * all && groups <= all);
     let mut sum = [[0f32; WR]; XR];
     for gi in 0..groups {
         let mut a = [[i32x4_splat(0); WR]; XR];
@@ -206,7 +207,7 @@ fn tile_grouped<const WR: usize, const XR: usize>(
         for i in 0..XR {
             for q in 0..WR {
                 let acc = hsum(a[i][q]) - 8 * sums[i][gi];
-                sum[i][q] += acc as f32 * s[q][gi];
+                sum[i][q] += acc as f32 * s[q * all + gi];
             }
         }
     }

@@ -243,19 +243,20 @@ pub(crate) fn tile_w4a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[u
 pub(crate) fn tile_w4a16_grouped<const R: usize, const MI: usize>(
     x: &[&[f32]],
     w: &[&[u8]],
-    s: &[&[f32]],
+    s: &[f32],
     g: usize,
     out: &mut [f32],
 ) {
-    assert!(x.len() == MI && w.len() == R && s.len() == R && out.len() == R * MI && g > 0);
-    let k = s[0].len() * g;
+    assert!(x.len() == MI && w.len() == R && s.len().is_multiple_of(R) && out.len() == R * MI && g > 0);
+    let groups = s.len() / R;
+    let k = groups * g;
     let mut acc = [[0f32; R]; MI];
     q4_tile::<R, MI>(
         std::array::from_fn(|i| x[i]),
         std::array::from_fn(|q| w[q]),
         k,
         g,
-        |t, q, gi, p| acc[t][q] += s[q][gi] * p,
+        |t, q, gi, p| acc[t][q] += s[q * groups + gi] * p,
     );
     for i in 0..MI {
         out[i * R..(i + 1) * R].copy_from_slice(&acc[i]);

@@ -58,13 +58,15 @@ mod entry {
     }
 }
 
-/// 4 weight rows sharing each activation load for M = 1; W4A8 batches in
-/// 2 × 4 tiles within 64-row chunks (64 rows of K = 4096 are 128 KiB, in L2
-/// while every tile passes over them).
+/// 4 weight rows sharing each activation load for M = 1; W8A8 batches run
+/// every activation row over one 4-row block before the next (the block
+/// stays in L1, the matrix streams once); W4A8 batches in 2 × 4 tiles within
+/// 64-row chunks (64 rows of K = 4096 are 128 KiB, in L2 while every tile
+/// passes over them).
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
         tiles: &[Tile::ONE, Tile::new(4, 1)],
-        chunk: 0,
+        chunk: 4,
     },
     kernels: &[entry::w8a8_1x1, entry::w8a8_4x1],
     block: 32,
@@ -97,12 +99,12 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
 /// 4 rows × 1 so that 4 independent lane chains are in flight for M = 1
 /// (each output's 8 lanes are one dependent `add` chain by the spec's
 /// order); 2 × 4 for batches, each weight chunk dequantized once for 4
-/// activation rows.
+/// activation rows, over 4-row chunks so the matrix streams once.
 const FLOAT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
 const W8A16: Family<TileF32Q8> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 0,
+        chunk: 4,
     },
     kernels: &[entry::w8a16_1x1, entry::w8a16_4x1, entry::w8a16_2x4, entry::w8a16_1x4],
     block: 8,
@@ -112,7 +114,7 @@ const W8A16: Family<TileF32Q8> = Family {
 const W4A16: Family<TileF32Q4> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 0,
+        chunk: 4,
     },
     kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_2x4, entry::w4a16_1x4],
     block: 8,

@@ -295,19 +295,19 @@ pub(crate) fn tile_w4a8_grouped<const MR: usize>(
     x: &[&[i8]],
     sums: &[&[i32]],
     w: &[&[u8]],
-    s: &[&[f32]],
+    s: &[f32],
     g: usize,
     out: &mut [f32],
 ) -> usize {
-    assert!(x.len() == MR && sums.len() == MR && w.len() == 1 && s.len() == 1 && out.len() == MR);
-    let (kb, groups) = (x[0].len(), s[0].len());
+    assert!(x.len() == MR && sums.len() == MR && w.len() == 1 && out.len() == MR);
+    let (kb, groups) = (x[0].len(), s.len());
     assert!(x.iter().all(|r| r.len() == kb) && w[0].len() == kb / 2 && sums.iter().all(|r| r.len() == groups));
     if g == 32 {
         let (t, gi) = grouped32_steps::<MR>(
             std::array::from_fn(|i| x[i]),
             std::array::from_fn(|i| sums[i]),
             w[0],
-            s[0],
+            s,
             groups,
             kb,
         );
@@ -326,7 +326,7 @@ pub(crate) fn tile_w4a8_grouped<const MR: usize>(
             for b in gi * g / BLOCK..(gi + 1) * g / BLOCK {
                 v = _mm256_add_epi32(v, block_rows::<1>(x[i], [w[0]], b)[0]);
             }
-            sum += (hsum_epi32(v) - 8 * sums[i][gi]) as f32 * s[0][gi];
+            sum += (hsum_epi32(v) - 8 * sums[i][gi]) as f32 * s[gi];
         }
         *o = sum;
     }
