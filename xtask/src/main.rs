@@ -14,6 +14,11 @@
 //! * `test` also runs `cargo publish --dry-run --workspace` and the library
 //!   crates' tests on the declared minimum Rust version.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
+//! * `arm-mca`: the aarch64 micro-kernels' hot loops from the release
+//!   assembly, instructions per weight and llvm-mca's cycle estimates per
+//!   core (`tools/arm_mca.py`; installs Debian's `llvm` when missing).
+//! * `wasm-bench`: W8A8 and W4A8 GEMVs on the SIMD128 tier under Node.js,
+//!   beside the native tiers on the same shapes (`docs/BENCHMARKS.md`).
 
 use qlinear_dispatch::Int8Tier;
 use std::path::{Path, PathBuf};
@@ -33,8 +38,10 @@ fn main() -> ExitCode {
         Some("minilm") => minilm(&args[1..]),
         Some("msrv") => msrv(),
         Some("package") => package(),
+        Some("arm-mca") => arm_mca(),
+        Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };
@@ -505,6 +512,152 @@ fn apt_install(packages: &[&str]) -> Result {
             packages.join(" ")
         ))
     }
+}
+
+/// `cargo xtask wasm-bench`: the one-thread GEMV timings of
+/// `crates/qlinear/examples/gemv_timing.rs`, built natively and for
+/// `wasm32-wasip1` with `+simd128` (run under Node.js), alternated three
+/// times in one sitting; prints the medians and the ratio of each wasm tier
+/// to the fastest native tier on the same case.
+fn wasm_bench() -> Result {
+    ensure_target(WASI)?;
+    if !have("node") {
+        return Err("the wasm timings run under Node.js: install node (>= 20)".into());
+    }
+    let example = ["-p", "qlinear", "--example", "gemv_timing"];
+    run(cargo().args(["build", "--release"]).args(example))?;
+    let wasm_dir = root().join("target/wasm-simd128");
+    run(cargo()
+        .args(["build", "--release", "--target", WASI, "--target-dir"])
+        .arg(&wasm_dir)
+        .args(example)
+        .env("CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS", "-C target-feature=+simd128"))?;
+    let native = root().join("target/release/examples/gemv_timing");
+    let wasm = wasm_dir.join(WASI).join("release/examples/gemv_timing.wasm");
+    // Node 20 here sometimes dies with SIGSEGV while exiting after the
+    // module has written all its lines (about one run in five with this
+    // module's few hundred MiB of linear memory; the test binaries are not
+    // affected): a failed run is repeated, up to three times.
+    let out_file = root().join("target/wasm-bench.out");
+    let capture = |cmd: &mut Command| -> Result<String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            eprintln!("xtask> {cmd:?}");
+            let file = std::fs::File::create(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
+            let status = cmd
+                .current_dir(root())
+                .stdout(file)
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                return std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()));
+            }
+            last = format!("{cmd:?} failed: {status}");
+            eprintln!("xtask: {last}; once more");
+        }
+        Err(last)
+    };
+    // (family, tier, n, k) -> the median of each round
+    type Case = (String, String, String, String);
+    let mut rows: Vec<(Case, Vec<f64>)> = Vec::new();
+    for _ in 0..3 {
+        let a = capture(&mut Command::new(&native))?;
+        let b = capture(
+            Command::new("node")
+                .args(["--no-warnings", "tools/wasi-runner.mjs"])
+                .arg(&wasm),
+        )?;
+        for line in a.lines().map(|l| (l, "")).chain(b.lines().map(|l| (l, " (node)"))) {
+            let f: Vec<&str> = line.0.split_whitespace().collect();
+            let [family, tier, n, k, median, ..] = f[..] else {
+                continue;
+            };
+            let key = (
+                family.to_string(),
+                format!("{tier}{}", line.1),
+                n.to_string(),
+                k.to_string(),
+            );
+            let v: f64 = median.parse().map_err(|_| format!("bad timing line: {}", line.0))?;
+            match rows.iter_mut().find(|(k2, _)| *k2 == key) {
+                Some((_, vs)) => vs.push(v),
+                None => rows.push((key, vec![v])),
+            }
+        }
+    }
+    println!("CPU: {}", cpu_model());
+    println!("| family | tier | n × k | median µs of 3 rounds (range) | vs best native |");
+    println!("|---|---|---|---|---|");
+    let med = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for ((family, tier, n, k), vs) in &rows {
+        let best_native = rows
+            .iter()
+            .filter(|((f, t, n2, k2), _)| f == family && n2 == n && k2 == k && !t.ends_with("(node)"))
+            .map(|(_, v)| med(v))
+            .fold(f64::INFINITY, f64::min);
+        let (lo, hi) = (
+            vs.iter().copied().fold(f64::INFINITY, f64::min),
+            vs.iter().copied().fold(0.0, f64::max),
+        );
+        println!(
+            "| {family} | {tier} | {n} × {k} | {:.0} ({lo:.0}–{hi:.0}) | {:.2}× |",
+            med(vs),
+            med(vs) / best_native
+        );
+    }
+    Ok(())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `cargo xtask arm-mca`: builds the aarch64 kernel crate's release assembly
+/// and prints `tools/arm_mca.py`'s table (instructions per weight of each
+/// micro-kernel's hot loop, llvm-mca's cycles per iteration per core).
+fn arm_mca() -> Result {
+    ensure_target(AARCH64)?;
+    if !have("llvm-mca") {
+        apt_install(&["llvm"])?;
+    }
+    let dir = root().join("target/arm-mca");
+    run(cargo()
+        .args([
+            "rustc",
+            "--release",
+            "--target",
+            AARCH64,
+            "-p",
+            "qlinear-kernels-neon",
+            "--lib",
+        ])
+        .arg("--target-dir")
+        .arg(&dir)
+        .args(["--", "--emit", "asm", "-C", "codegen-units=1"]))?;
+    let deps = dir.join(AARCH64).join("release/deps");
+    let asm = std::fs::read_dir(&deps)
+        .map_err(|e| format!("{}: {e}", deps.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "s")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("qlinear_kernels_neon"))
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .ok_or("no assembly was written for qlinear-kernels-neon")?;
+    run(Command::new("python3").arg("tools/arm_mca.py").arg(asm))
 }
 
 /// Installs what the aarch64 cross tests need when it is missing: the rustup

@@ -6,8 +6,11 @@ use qlinear_kernels_scalar::{KernelTable, SCALAR};
 use crate::DispatchError;
 
 /// An executable int8 dot-product route (an ISA tier). Every tier computes
-/// exactly the scalar tier's bits; only proven tiers are dispatched.
+/// exactly the scalar tier's bits; only proven tiers are dispatched. New
+/// tiers are added over time (hence `non_exhaustive`): iterate
+/// [`Int8Tier::ALL`] rather than matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Int8Tier {
     /// Portable Rust: the reference.
     Scalar,

@@ -6,8 +6,9 @@
 //! over whole blocks, each weight load serving the `XR` rows and each
 //! activation load the `WR` rows.
 //!
-//! Q4 bytes unpack to natural column order with a mask, a shift and a zip
-//! (`zip1`/`zip2` of low and high nibbles), so activations need no relayout.
+//! Q4 bytes unpack with a mask and a shift: the frame splits the activations
+//! even/odd per 32-column block (`Layout::EvenOdd`), so the low nibbles meet
+//! the even columns and the high nibbles the odd ones with no zip.
 
 macro_rules! int_kernels {
     ($feature:literal, $dot16:ident) => {
@@ -22,17 +23,36 @@ macro_rules! int_kernels {
             unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
         }
 
-        /// The 32 biased nibbles of 16 packed bytes at byte `b`, as columns
-        /// `2b .. 2b + 16` and `2b + 16 .. 2b + 32` in natural order.
+        /// The 32 biased nibbles of 16 packed bytes at byte `b`: the low
+        /// nibbles are the block's 16 even columns, the high its 16 odd
+        /// ones — the order of the family's `EvenOdd` activation layout, so
+        /// a mask and a shift are the whole unpack.
         #[inline]
         #[target_feature(enable = $feature)]
         fn nibbles(p: &[u8], b: usize) -> (int8x16_t, int8x16_t) {
             let v = vreinterpretq_u8_s8(load16(p, b));
-            let (lo, hi) = (vandq_u8(v, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(v));
             (
-                vreinterpretq_s8_u8(vzip1q_u8(lo, hi)),
-                vreinterpretq_s8_u8(vzip2q_u8(lo, hi)),
+                vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))),
+                vreinterpretq_s8_u8(vshrq_n_u8::<4>(v)),
             )
+        }
+
+        /// One 32-column block of the W4A8 tile at column `c`.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        fn q4_block<const WR: usize, const XR: usize>(
+            a: &mut [[int32x4_t; WR]; XR],
+            x: &[&[i8]],
+            w: &[&[u8]],
+            c: usize,
+        ) {
+            let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
+            for i in 0..XR {
+                let (even, odd) = (load16(x[i], c), load16(x[i], c + 16));
+                for q in 0..WR {
+                    a[i][q] = $dot16($dot16(a[i][q], nib[q].0, even), nib[q].1, odd);
+                }
+            }
         }
 
         /// W8A8 micro-kernel: `Σ x·w` of `WR` × `XR` rows over whole blocks of 16.
@@ -62,7 +82,8 @@ macro_rules! int_kernels {
         }
 
         /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR`
-        /// rows over whole blocks of 32 columns (16 packed bytes).
+        /// rows over whole blocks of 32 columns (16 packed bytes), the
+        /// activations split even/odd per block; two blocks per step.
         #[inline]
         #[target_feature(enable = $feature)]
         pub(crate) fn tile_q4<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
@@ -71,15 +92,13 @@ macro_rules! int_kernels {
             assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k / 2));
             let mut a = [[vdupq_n_s32(0); WR]; XR];
             let mut c = 0;
-            while c < k {
-                let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
-                for i in 0..XR {
-                    let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
-                    for q in 0..WR {
-                        a[i][q] = $dot16($dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
-                    }
-                }
-                c += 32;
+            while c + 64 <= k {
+                q4_block(&mut a, x, w, c);
+                q4_block(&mut a, x, w, c + 32);
+                c += 64;
+            }
+            if c < k {
+                q4_block(&mut a, x, w, c);
             }
             for i in 0..XR {
                 for q in 0..WR {
@@ -117,13 +136,7 @@ macro_rules! int_kernels {
                 let mut a = [[vdupq_n_s32(0); WR]; XR];
                 let mut c = gi * g;
                 while c < (gi + 1) * g {
-                    let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
-                    for i in 0..XR {
-                        let (x0, x1) = (load16(x[i], c), load16(x[i], c + 16));
-                        for q in 0..WR {
-                            a[i][q] = $dot16($dot16(a[i][q], nib[q].0, x0), nib[q].1, x1);
-                        }
-                    }
+                    q4_block(&mut a, x, w, c);
                     c += 32;
                 }
                 for i in 0..XR {
@@ -156,8 +169,9 @@ macro_rules! int_kernels {
         pub(crate) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
             assert_eq!(p.len(), x.len().div_ceil(2));
             let kb = x.len() / 32 * 32;
+            let split = qlinear_kernels_scalar::layout::split_even_odd_i8(&x[..kb], 32);
             let mut acc = [0];
-            tile_q4::<1, 1>(&[&x[..kb]], &[&p[..kb / 2]], &mut acc);
+            tile_q4::<1, 1>(&[&split], &[&p[..kb / 2]], &mut acc);
             acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
         }
     };
@@ -190,7 +204,7 @@ macro_rules! int_families {
             },
             kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_4x4, entry::w4a8_1x4],
             block: 32,
-            layout: Layout::Natural,
+            layout: Layout::EvenOdd,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
         };
         pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
@@ -205,7 +219,7 @@ macro_rules! int_families {
                 entry::grouped_1x4,
             ],
             block: 32,
-            layout: Layout::Natural,
+            layout: Layout::EvenOdd,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
         };
     };

@@ -119,8 +119,9 @@ impl Shapes {
     }
 
     /// The largest tile that fits `xr_left` activation rows and `wr_left`
-    /// weight rows: most activation rows first, then most weight rows.
-    fn pick(&self, xr_left: usize, wr_left: usize) -> Tile {
+    /// weight rows — most activation rows first, then most weight rows —
+    /// with its index in `tiles`.
+    fn pick(&self, xr_left: usize, wr_left: usize) -> (usize, Tile) {
         let xr = self
             .tiles
             .iter()
@@ -130,10 +131,14 @@ impl Shapes {
             .unwrap_or(1);
         self.tiles
             .iter()
-            .filter(|t| t.xr == xr && t.wr <= wr_left)
-            .max_by_key(|t| t.wr)
             .copied()
-            .unwrap_or(Tile::ONE)
+            .enumerate()
+            .filter(|(_, t)| t.xr == xr && t.wr <= wr_left)
+            .max_by_key(|(_, t)| t.wr)
+            .unwrap_or_else(|| {
+                let one = self.tiles.iter().position(|&t| t == Tile::ONE);
+                (one.expect("declared tiles include 1×1"), Tile::ONE)
+            })
     }
 
     /// Calls `run(tile, r0, i0)` once per tile so that every (activation
@@ -142,27 +147,35 @@ impl Shapes {
     /// largest tiles that fit, each sweeping the chunk's weight rows in the
     /// largest blocks that fit.
     pub fn sweep(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(Tile, usize, usize)) {
+        self.sweep_indexed(m, rows, |_, t, r0, i0| run(t, r0, i0));
+    }
+
+    /// [`Shapes::sweep`], also passing each tile's index in `tiles` (its
+    /// micro-kernel's).
+    fn sweep_indexed(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(usize, Tile, usize, usize)) {
         let chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
         let mut c0 = rows.start;
         while c0 < rows.end {
             let c1 = (c0 + chunk).min(rows.end);
             let mut i0 = 0;
             while i0 < m {
-                let xr = self.pick(m - i0, usize::MAX).xr;
+                let xr = self.pick(m - i0, usize::MAX).1.xr;
+                // the widest tile for this chunk's full blocks, picked once
+                let (wide, wt) = self.pick(xr, usize::MAX);
                 let mut r0 = c0;
                 while r0 < c1 {
-                    let t = self.pick(xr, c1 - r0);
-                    run(t, r0, i0);
+                    let (index, t) = if r0 + wt.wr <= c1 {
+                        (wide, wt)
+                    } else {
+                        self.pick(xr, c1 - r0)
+                    };
+                    run(index, t, r0, i0);
                     r0 += t.wr;
                 }
                 i0 += xr;
             }
             c0 = c1;
         }
-    }
-
-    fn index_of(&self, t: Tile) -> usize {
-        self.tiles.iter().position(|&d| d == t).expect("a declared tile")
     }
 }
 
@@ -244,35 +257,63 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
     }
 }
 
-/// Activation rows in a family's layout, cut to whole blocks: the buffer,
-/// the columns kept (`kb`) and each row's length in the buffer.
-fn int_rows(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> (Vec<i8>, usize, usize) {
-    let kb = x.k / block * block;
-    assert!(
-        layout != Layout::Pairs8 || block.is_multiple_of(8),
-        "Pairs8 needs blocks of 8"
-    );
-    let len = if layout == Layout::Pairs8 { 2 * kb } else { kb };
-    let mut out = Vec::with_capacity(x.m * len);
-    for i in 0..x.m {
-        let row = &x.row(i)[..kb];
-        match layout {
-            Layout::Natural => out.extend_from_slice(row),
-            Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(row, block)),
-            Layout::Pairs8 => {
-                let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
-                for c in (0..kb).step_by(8) {
-                    out.extend_from_slice(&row[c..c + 8]);
-                    match next {
-                        Some(n) => out.extend_from_slice(&n[c..c + 8]),
-                        None => out.extend_from_slice(&[0; 8]),
+/// Integer activation rows in a family's layout: row `i` is
+/// `buf[i · stride ..][.. len]`, cut to the `kb` columns of whole blocks.
+struct IntRows<'a> {
+    buf: std::borrow::Cow<'a, [i8]>,
+    kb: usize,
+    len: usize,
+    stride: usize,
+}
+
+impl<'a> IntRows<'a> {
+    /// The natural layout borrows the caller's codes (a GEMV is called per
+    /// 8-row range: a copy per call would cost more than the kernel's
+    /// bookkeeping); the others are written once per call.
+    fn new(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
+        let kb = x.k / block * block;
+        if layout == Layout::Natural {
+            return IntRows {
+                buf: std::borrow::Cow::Borrowed(x.codes),
+                kb,
+                len: kb,
+                stride: x.k,
+            };
+        }
+        assert!(
+            layout != Layout::Pairs8 || block.is_multiple_of(8),
+            "Pairs8 needs blocks of 8"
+        );
+        let len = if layout == Layout::Pairs8 { 2 * kb } else { kb };
+        let mut out = Vec::with_capacity(x.m * len);
+        for i in 0..x.m {
+            let row = &x.row(i)[..kb];
+            match layout {
+                Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(row, block)),
+                Layout::Pairs8 => {
+                    let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
+                    for c in (0..kb).step_by(8) {
+                        out.extend_from_slice(&row[c..c + 8]);
+                        match next {
+                            Some(n) => out.extend_from_slice(&n[c..c + 8]),
+                            None => out.extend_from_slice(&[0; 8]),
+                        }
                     }
                 }
+                _ => panic!("an integer family needs an integer layout"),
             }
-            Layout::Chunked | Layout::ChunkedQ4 => panic!("an integer family needs an integer layout"),
+        }
+        IntRows {
+            buf: std::borrow::Cow::Owned(out),
+            kb,
+            len,
+            stride: len,
         }
     }
-    (out, kb, len)
+
+    fn row(&self, i: usize) -> &[i8] {
+        &self.buf[i * self.stride..i * self.stride + self.len]
+    }
 }
 
 /// The row views a micro-kernel receives, kept across the tiles of one call
@@ -309,20 +350,25 @@ pub fn gemm_w8a8(
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
     assert!(f.block > 0 && f.layout != Layout::EvenOdd, "W8A8 family layout");
-    let (xs, kb, len) = int_rows(x, f.block, f.layout);
+    let xs = IntRows::new(x, f.block, f.layout);
+    let kb = xs.kb;
     let s = w.scales();
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
-    f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
-        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+    f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
+        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
         let wv = wv.set(t.wr, |q| &w.row(r0 + q)[..kb]);
-        (f.kernels[f.shapes.index_of(t)])(xv, wv, &mut acc[..t.wr * t.xr]);
-        for d in 0..t.xr {
-            let i = i0 + d;
-            for q in 0..t.wr {
+        (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
+        for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
+            let (i, xs) = (i0 + d, x.scales[i0 + d]);
+            for (q, &a) in acc.iter().enumerate() {
                 let r = r0 + q;
-                let a = acc[d * t.wr + q] + dot_i8_i8(&x.row(i)[kb..], &w.row(r)[kb..]);
-                y.set(i, r - rows.start, a as f32 * (x.scales[i] * s[r]));
+                let tail = if kb < x.k {
+                    dot_i8_i8(&x.row(i)[kb..], &w.row(r)[kb..])
+                } else {
+                    0
+                };
+                y.set(i, r - rows.start, (a + tail) as f32 * (xs * s[r]));
             }
         }
     });
@@ -347,19 +393,24 @@ pub fn gemm_w4a8(
         "W4A8 shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 family block");
-    let (xs, kb, len) = int_rows(x, f.block, f.layout);
+    let xs = IntRows::new(x, f.block, f.layout);
+    let kb = xs.kb;
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
-    f.shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
-        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+    f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
+        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
         let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
-        (f.kernels[f.shapes.index_of(t)])(xv, wv, &mut acc[..t.wr * t.xr]);
+        (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
             let correction = 8 * x.row_sums(i)[0];
             for q in 0..t.wr {
                 let r = r0 + q;
-                let tail = dot_i8_q4_biased(&x.row(i)[kb..], &w.row_packed(r)[kb / 2..]);
+                let tail = if kb < x.k {
+                    dot_i8_q4_biased(&x.row(i)[kb..], &w.row_packed(r)[kb / 2..])
+                } else {
+                    0
+                };
                 let a = acc[d * t.wr + q] + tail - correction;
                 y.set(i, r - rows.start, a as f32 * (x.scales[i] * s[r]));
             }
@@ -417,7 +468,8 @@ pub fn gemm_w4a8_grouped(
         "W4A8 grouped shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
-    let (xs, kb, len) = int_rows(x, f.block, f.layout);
+    let xs = IntRows::new(x, f.block, f.layout);
+    let kb = xs.kb;
     let shapes = Shapes {
         chunk: scale_chunk(&f.shapes),
         ..f.shapes
@@ -426,7 +478,7 @@ pub fn gemm_w4a8_grouped(
     let mut out = [0f32; MAX_TILE];
     let mut converted = usize::MAX;
     let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
-    shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+    shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
         if converted != c0 {
             chunk_scales(
@@ -438,11 +490,11 @@ pub fn gemm_w4a8_grouped(
             );
             converted = c0;
         }
-        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
         let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
         let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
         let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
-        let kernel = f.kernels[f.shapes.index_of(t)];
+        let kernel = f.kernels[index];
         let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
@@ -493,10 +545,10 @@ fn float_per_channel<'w, W: 'static>(
     let (xs, len) = float_rows(x, x.k, layout);
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
-    f_shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+    f_shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
         let wv = wv.set(t.wr, |q| w_row(r0 + q));
-        (kernels[f_shapes.index_of(t)])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
+        (kernels[index])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             for q in 0..t.wr {
                 y.set(i0 + d, r0 + q - rows.start, s[r0 + q] * out[d * t.wr + q]);
@@ -561,7 +613,7 @@ pub fn gemm_w4a16_grouped(
     let mut out = [0f32; MAX_TILE];
     let mut converted = usize::MAX;
     let (mut xv, mut wv) = (Views::new(), Views::new());
-    shapes.sweep(x.m, rows.clone(), |t, r0, i0| {
+    shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
         if converted != c0 {
             chunk_scales(
@@ -576,7 +628,7 @@ pub fn gemm_w4a16_grouped(
         let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
         let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
         let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
-        (f.kernels[f.shapes.index_of(t)])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
+        (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
             for q in 0..t.wr {
                 y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);

@@ -1,0 +1,51 @@
+//! One-thread W8A8 and W4A8 GEMV timings (M = 1, hot weights, activations
+//! quantized per call) on every proven tier, for comparing a WebAssembly
+//! build under Node.js with the native build on the same machine
+//! (`cargo xtask wasm-bench`, `docs/BENCHMARKS.md`). The weights and inputs
+//! are the browser page's (`web/src/lib.rs`), so the three agree.
+//!
+//! Prints one line per case: `family tier n k median_us min_us max_us`.
+
+use std::time::Instant;
+
+use qlinear::tiers::Route;
+use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
+
+fn main() {
+    let calls = 31;
+    for (n, k) in [(4096usize, 4096usize), (11008, 4096)] {
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
+        let x: Vec<f32> = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
+        let q8 = QuantizedMatrix::quantize(n, k, &w).expect("finite weights");
+        let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).expect("finite weights");
+        drop(w);
+        let mut y = vec![0f32; n];
+        for tier in selftest_report().proven_tiers() {
+            // one thread: the browser and WASI have no others
+            let route = Route::for_tier(tier)
+                .expect("proven")
+                .with_parallel_threshold(usize::MAX);
+            for family in ["w8a8", "w4a8"] {
+                let mut run = || match family {
+                    "w8a8" => route.linear_q8_dynamic(&x, 1, &q8, &mut y),
+                    _ => route.linear_q4_dynamic(&x, 1, &q4, &mut y),
+                };
+                run().expect("valid shapes");
+                let mut times: Vec<f64> = (0..calls)
+                    .map(|_| {
+                        let t = Instant::now();
+                        run().expect("valid shapes");
+                        t.elapsed().as_secs_f64() * 1e6
+                    })
+                    .collect();
+                times.sort_by(f64::total_cmp);
+                println!(
+                    "{family} {tier} {n} {k} {:.1} {:.1} {:.1}",
+                    times[calls / 2],
+                    times[0],
+                    times[calls - 1]
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""ARM estimates for BENCHMARKS.md: the hot loops of the aarch64 micro-kernels,
+read from the release assembly, with instructions per weight counted and
+cycles per loop iteration estimated by llvm-mca for named cores.
+
+Usage (run by `cargo xtask arm-mca`, which builds the assembly and installs
+Debian's `llvm` for llvm-mca when missing):
+
+    tools/arm_mca.py ASM_FILE [--mca llvm-mca]
+
+For each registered micro-kernel (`<tier>::entry::<family>_<wr>x<xr>`) it finds
+the innermost loop with the most multiply instructions (`sdot`, `smmla`,
+`smull`/`smull2`, `fmul`), counts its instructions, derives the weights one
+iteration consumes from the multiplies (an `sdot` is 16 products, an `smmla`
+32, an `smull`/`smull2` 8, an `fmul` 4; a tile with `xr` activation rows
+makes `xr` products per weight) and asks llvm-mca for the cycles of one
+iteration in steady state on each core. These are estimates from a model of
+the core, not measurements: qemu runs the code but does not time it.
+"""
+
+import re
+import subprocess
+import sys
+
+KERNELS = [
+    # (label, symbol part, activation rows of the tile)
+    ("neon W8A8 4x1", "4neon5entry8w8a8_4x1", 1),
+    ("neon W4A8 4x1", "4neon5entry8w4a8_4x1", 1),
+    ("neon W4A8 4x4", "4neon5entry8w4a8_4x4", 4),
+    ("sdot W8A8 4x1", "4sdot5entry8w8a8_4x1", 1),
+    ("sdot W8A8 4x4", "4sdot5entry8w8a8_4x4", 4),
+    ("sdot W4A8 4x1", "4sdot5entry8w4a8_4x1", 1),
+    ("sdot W4A8 4x4", "4sdot5entry8w4a8_4x4", 4),
+    ("i8mm W8A8 4x8", "4i8mm5entry8w8a8_4x8", 8),
+    ("i8mm W4A8 4x8", "4i8mm5entry8w4a8_4x8", 8),
+    ("neon W8A16 4x1", "5float5entry9w8a16_4x1", 1),
+    ("neon W4A16 4x1", "5float5entry9w4a16_4x1", 1),
+]
+PRODUCTS = {"sdot": 16, "smmla": 32, "smull": 8, "smull2": 8, "fmul": 4}
+CORES = ["cortex-a76", "neoverse-n1", "neoverse-n2", "neoverse-v1"]
+NEEDS = {"smmla": {"neoverse-n2", "neoverse-v1"}, "sdot": {"cortex-a76", "neoverse-n1", "neoverse-n2", "neoverse-v1"}}
+
+
+def functions(asm):
+    """Maps each function symbol to its instruction lines (labels kept)."""
+    out, name, body = {}, None, []
+    for line in asm.splitlines():
+        m = re.match(r"^([A-Za-z_.$][\w.$]*):", line)
+        if m and not m.group(1).startswith(".L"):
+            if name:
+                out[name] = body
+            name, body = m.group(1), []
+            continue
+        if name is not None:
+            body.append(line)
+    if name:
+        out[name] = body
+    return out
+
+
+def instructions(lines):
+    ins = []
+    for line in lines:
+        s = line.split("//")[0].strip()
+        if not s or s.startswith(".") and not s.startswith(".L"):
+            continue
+        ins.append(s)
+    return ins
+
+
+def loops(body):
+    """Innermost loops: the instructions from a label to a backward branch
+    to it, for each such pair that contains no other."""
+    ins = instructions(body)
+    spans = []
+    for j, s in enumerate(ins):
+        m = re.match(r"^b(\.\w+)?\s+(\.L\w+)$|^(cbn?z|tbn?z)\s+.*,\s*(\.L\w+)$", s)
+        if not m:
+            continue
+        target = m.group(2) or m.group(4)
+        if target + ":" in ins[:j]:
+            spans.append((ins.index(target + ":"), j))
+    inner = [(i, j) for (i, j) in spans if not any(i < a and b <= j and (a, b) != (i, j) for (a, b) in spans)]
+    return [(i, [x for x in ins[i + 1 : j + 1] if not x.endswith(":")]) for (i, j) in inner]
+
+
+def products(loop):
+    n = 0
+    for s in loop:
+        op = s.split()[0]
+        if op in PRODUCTS and (op != "fmul" or ".4s" in s):
+            n += PRODUCTS[op]
+    return n
+
+
+def mca(loop, core, tool):
+    text = "\n".join(loop) + "\n"
+    r = subprocess.run(
+        [tool, "-mtriple=aarch64", f"-mcpu={core}", "-iterations=200", "-mattr=+dotprod,+i8mm"],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        return None
+    m = re.search(r"Total Cycles:\s+(\d+)", r.stdout)
+    return int(m.group(1)) / 200 if m else None
+
+
+def main():
+    path = sys.argv[1]
+    tool = sys.argv[sys.argv.index("--mca") + 1] if "--mca" in sys.argv else "llvm-mca"
+    asm = open(path).read()
+    funcs = functions(asm)
+    header = ["kernel", "instr/iter", "weights/iter", "instr/weight"] + [f"{c} cyc/iter" for c in CORES] + [
+        f"{c} weights/cyc" for c in CORES
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for label, part, xr in KERNELS:
+        names = [n for n in funcs if part in n]
+        if not names:
+            print(f"| {label} | (not found) |")
+            continue
+        body = funcs[names[0]]
+        best = max(loops(body), key=lambda lp: products(lp[1]), default=None)
+        if best is None or products(best[1]) == 0:
+            print(f"| {label} | (no multiply loop) |")
+            continue
+        loop = best[1]
+        weights = products(loop) / xr
+        cyc = []
+        for core in CORES:
+            ok = all(core in NEEDS[op] for op in NEEDS if any(s.split()[0] == op for s in loop))
+            cyc.append(mca(loop, core, tool) if ok else None)
+        row = [label, str(len(loop)), f"{weights:g}", f"{len(loop) / weights:.3f}"]
+        row += [f"{c:.2f}" if c else "—" for c in cyc]
+        row += [f"{weights / c:.1f}" if c else "—" for c in cyc]
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
