@@ -4,12 +4,13 @@ read from the release assembly, with instructions per weight counted and
 cycles per loop iteration estimated by llvm-mca for named cores.
 
 Usage (run by `cargo xtask arm-mca`, which builds the assembly and installs
-Debian's `llvm` for llvm-mca when missing):
+Debian 12's `llvm-19` for its llvm-mca when missing: LLVM 14's has no
+Neoverse scheduling models):
 
     tools/arm_mca.py ASM_FILE [--mca llvm-mca]
 
 For each registered micro-kernel (`<tier>::entry::<family>_<wr>x<xr>`) it finds
-the innermost loop with the most multiply instructions (`sdot`, `smmla`,
+(following the entry's tail call) the innermost loop with the most multiply instructions (`sdot`, `smmla`,
 `smull`/`smull2`, `fmul`), counts its instructions, derives the weights one
 iteration consumes from the multiplies (an `sdot` is 16 products, an `smmla`
 32, an `smull`/`smull2` 8, an `fmul` 4; a tile with `xr` activation rows
@@ -37,8 +38,11 @@ KERNELS = [
     ("neon W4A16 4x1", "5float5entry9w4a16_4x1", 1),
 ]
 PRODUCTS = {"sdot": 16, "smmla": 32, "smull": 8, "smull2": 8, "fmul": 4}
-CORES = ["cortex-a76", "neoverse-n1", "neoverse-n2", "neoverse-v1"]
-NEEDS = {"smmla": {"neoverse-n2", "neoverse-v1"}, "sdot": {"cortex-a76", "neoverse-n1", "neoverse-n2", "neoverse-v1"}}
+# Neoverse N1 is the server core built on Cortex-A76's microarchitecture;
+# LLVM (19) has a scheduling model for N1 but none for A76 itself (its
+# `-mcpu=cortex-a76` falls back to Cortex-A57's), so N1 stands for both.
+CORES = ["neoverse-n1", "neoverse-n2", "neoverse-v1"]
+NEEDS = {"smmla": {"neoverse-n2", "neoverse-v1"}, "sdot": {"neoverse-n1", "neoverse-n2", "neoverse-v1"}}
 
 
 def functions(asm):
@@ -96,7 +100,7 @@ def products(loop):
 def mca(loop, core, tool):
     text = "\n".join(loop) + "\n"
     r = subprocess.run(
-        [tool, "-mtriple=aarch64", f"-mcpu={core}", "-iterations=200", "-mattr=+dotprod,+i8mm"],
+        [tool, "-mtriple=aarch64-linux-gnu", f"-mcpu={core}", "-iterations=200", "-mattr=+dotprod,+i8mm"],
         input=text,
         capture_output=True,
         text=True,
@@ -123,6 +127,13 @@ def main():
             print(f"| {label} | (not found) |")
             continue
         body = funcs[names[0]]
+        # a registered entry is a tail call to its micro-kernel: follow it
+        for _ in range(3):
+            ins = instructions(body)
+            target = next((x.split()[1] for x in ins if re.match(r"^b\s+_Z", x)), None)
+            if target is None or target not in funcs or any(x.split()[0] in PRODUCTS for x in ins):
+                break
+            body = funcs[target]
         best = max(loops(body), key=lambda lp: products(lp[1]), default=None)
         if best is None or products(best[1]) == 0:
             print(f"| {label} | (no multiply loop) |")

@@ -16,7 +16,7 @@
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
 //! * `arm-mca`: the aarch64 micro-kernels' hot loops from the release
 //!   assembly, instructions per weight and llvm-mca's cycle estimates per
-//!   core (`tools/arm_mca.py`; installs Debian's `llvm` when missing).
+//!   core (`tools/arm_mca.py`; installs Debian's `llvm-19` when missing).
 //! * `wasm-bench`: W8A8 and W4A8 GEMVs on the SIMD128 tier under Node.js,
 //!   beside the native tiers on the same shapes (`docs/BENCHMARKS.md`).
 
@@ -629,8 +629,12 @@ fn cpu_model() -> String {
 /// micro-kernel's hot loop, llvm-mca's cycles per iteration per core).
 fn arm_mca() -> Result {
     ensure_target(AARCH64)?;
-    if !have("llvm-mca") {
-        apt_install(&["llvm"])?;
+    // LLVM 19 (Debian 12's llvm-19) has Neoverse N1/N2/V1 scheduling
+    // models; the default llvm (14) estimates every one of them as a
+    // Cortex-A57
+    let mca = Path::new("/usr/lib/llvm-19/bin/llvm-mca");
+    if !mca.exists() {
+        apt_install(&["llvm-19"])?;
     }
     let dir = root().join("target/arm-mca");
     run(cargo()
@@ -657,7 +661,11 @@ fn arm_mca() -> Result {
         })
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
         .ok_or("no assembly was written for qlinear-kernels-neon")?;
-    run(Command::new("python3").arg("tools/arm_mca.py").arg(asm))
+    run(Command::new("python3")
+        .arg("tools/arm_mca.py")
+        .arg(asm)
+        .arg("--mca")
+        .arg(mca))
 }
 
 /// Installs what the aarch64 cross tests need when it is missing: the rustup

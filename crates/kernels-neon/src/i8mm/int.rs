@@ -22,11 +22,16 @@ fn mmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     acc
 }
 
+/// 16 bytes of `v` at `at`, unchecked in release builds (the tiles check
+/// their rows' lengths once).
+///
+/// # Safety
+/// `T` is one byte and `at + 16 <= v.len()`.
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
-fn load16<T: Copy>(v: &[T], at: usize) -> int8x16_t {
-    assert!(std::mem::size_of::<T>() == 1 && at + 16 <= v.len());
-    // SAFETY: 16 one-byte elements from `at` lie inside `v` (asserted).
+unsafe fn load16<T: Copy>(v: &[T], at: usize) -> int8x16_t {
+    debug_assert!(std::mem::size_of::<T>() == 1 && at + 16 <= v.len());
+    // SAFETY: the caller guarantees 16 one-byte elements from `at` inside `v`.
     unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
 }
 
@@ -65,7 +70,8 @@ pub(crate) fn tile_w8a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[i8
     while c < k {
         let wz: [(int8x16_t, int8x16_t); WP] = std::array::from_fn(|p| {
             let (w0, w1) = pair(p.min((wr - 1) / 2));
-            let (v0, v1) = (vreinterpretq_s64_s8(load16(w0, c)), vreinterpretq_s64_s8(load16(w1, c)));
+            // SAFETY: c + 16 <= k and every w row holds k codes (asserted above).
+            let (v0, v1) = unsafe { (vreinterpretq_s64_s8(load16(w0, c)), vreinterpretq_s64_s8(load16(w1, c))) };
             (
                 vreinterpretq_s8_s64(vzip1q_s64(v0, v1)),
                 vreinterpretq_s8_s64(vzip2q_s64(v0, v1)),
@@ -73,7 +79,8 @@ pub(crate) fn tile_w8a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[i8
         });
         for j in 0..XP {
             let xp = x[(2 * j).min(xr - 1)];
-            let (xl, xh) = (load16(xp, 2 * c), load16(xp, 2 * c + 16));
+            // SAFETY: 2c + 32 <= 2k, the pair row's length (asserted above).
+            let (xl, xh) = unsafe { (load16(xp, 2 * c), load16(xp, 2 * c + 16)) };
             for p in 0..WP {
                 a[p][j] = mmla(mmla(a[p][j], wz[p].0, xl), wz[p].1, xh);
             }
@@ -100,10 +107,13 @@ pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8
         let wz: [[int8x16_t; 4]; WP] = std::array::from_fn(|p| {
             let p = p.min((wr - 1) / 2);
             let (w0, w1) = (w[2 * p], w[(2 * p + 1).min(wr - 1)]);
-            let (b0, b1) = (
-                vreinterpretq_u32_s8(load16(w0, c / 2)),
-                vreinterpretq_u32_s8(load16(w1, c / 2)),
-            );
+            // SAFETY: c / 2 + 16 <= k / 2, every packed row's length (asserted above).
+            let (b0, b1) = unsafe {
+                (
+                    vreinterpretq_u32_s8(load16(w0, c / 2)),
+                    vreinterpretq_u32_s8(load16(w1, c / 2)),
+                )
+            };
             let mut out = [vdupq_n_s8(0); 4];
             for (h, t) in [vzip1q_u32(b0, b1), vzip2q_u32(b0, b1)].into_iter().enumerate() {
                 let t = vreinterpretq_u8_u32(t);
@@ -116,7 +126,8 @@ pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8
         for j in 0..XP {
             let xp = x[(2 * j).min(xr - 1)];
             for s in 0..4 {
-                let xv = load16(xp, 2 * c + 16 * s);
+                // SAFETY: 2c + 64 <= 2k, the pair row's length (asserted above).
+                let xv = unsafe { load16(xp, 2 * c + 16 * s) };
                 for p in 0..WP {
                     a[p][j] = mmla(a[p][j], wz[p][s], xv);
                 }
