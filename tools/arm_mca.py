@@ -11,11 +11,13 @@ Neoverse scheduling models):
 
 For each registered micro-kernel (`<tier>::entry::<family>_<wr>x<xr>`) it finds
 (following the entry's tail call) the innermost loop with the most multiply instructions (`sdot`, `smmla`,
-`smull`/`smull2`, `fmul`), counts its instructions, derives the weights one
-iteration consumes from the multiplies (an `sdot` is 16 products, an `smmla`
-32, an `smull`/`smull2` 8, an `fmul` 4; a tile with `xr` activation rows
-makes `xr` products per weight) and asks llvm-mca for the cycles of one
-iteration in steady state on each core. These are estimates from a model of
+`smull`/`smull2`, `fmul`), counts its instructions and its products (x·w
+pairs: an `sdot` is 16, an `smmla` 32, an `smull`/`smull2` 8, an `fmul` 4),
+and asks llvm-mca for the cycles of one iteration in steady state on each
+core. Instructions per weight divide by the weights the loop reads, the
+products over the tile's `xr` activation rows (a batch loop may cover fewer
+rows than the tile: the ratio stays right); products per cycle compare tiles
+of different shapes. These are estimates from a model of
 the core, not measurements: qemu runs the code but does not time it.
 """
 
@@ -116,8 +118,8 @@ def main():
     tool = sys.argv[sys.argv.index("--mca") + 1] if "--mca" in sys.argv else "llvm-mca"
     asm = open(path).read()
     funcs = functions(asm)
-    header = ["kernel", "instr/iter", "weights/iter", "instr/weight"] + [f"{c} cyc/iter" for c in CORES] + [
-        f"{c} weights/cyc" for c in CORES
+    header = ["kernel", "instr/iter", "products/iter", "instr/weight"] + [f"{c} cycles/iter" for c in CORES] + [
+        f"{c} products/cycle" for c in CORES
     ]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -139,14 +141,14 @@ def main():
             print(f"| {label} | (no multiply loop) |")
             continue
         loop = best[1]
-        weights = products(loop) / xr
+        prods = products(loop)
         cyc = []
         for core in CORES:
             ok = all(core in NEEDS[op] for op in NEEDS if any(s.split()[0] == op for s in loop))
             cyc.append(mca(loop, core, tool) if ok else None)
-        row = [label, str(len(loop)), f"{weights:g}", f"{len(loop) / weights:.3f}"]
+        row = [label, str(len(loop)), str(prods), f"{len(loop) * xr / prods:.3f}"]
         row += [f"{c:.2f}" if c else "—" for c in cyc]
-        row += [f"{weights / c:.1f}" if c else "—" for c in cyc]
+        row += [f"{prods / c:.1f}" if c else "—" for c in cyc]
         print("| " + " | ".join(row) + " |")
 
 

@@ -117,7 +117,9 @@ macro_rules! int_kernels {
             let mut xp: [*const i8; XR] = std::array::from_fn(|i| x[i].as_ptr());
             let mask = vdupq_n_u8(0x0F);
             let mut c = 0;
-            while c + 64 <= k {
+            // (batch tiles keep 32-column blocks: 16 accumulators, 8 nibble
+            // and 2 activation registers fit the 32; 64 columns would spill)
+            while XR == 1 && c + 64 <= k {
                 // SAFETY: c + 64 <= k: each w pointer is c / 2 bytes into a row
                 // of k / 2 and each x pointer c codes into a row of k
                 // (asserted above), so the 32 and 64 bytes read lie inside.
@@ -145,9 +147,10 @@ macro_rules! int_kernels {
                 }
                 c += 64;
             }
-            if c < k {
+            while c < k {
                 // SAFETY: c + 32 <= k (k is a multiple of 32), rows asserted above.
                 unsafe { q4_block(&mut a, x, w, c) };
+                c += 32;
             }
             for i in 0..XR {
                 for q in 0..WR {
