@@ -43,7 +43,7 @@ impl Tile {
 }
 
 /// The largest `wr · xr` a micro-kernel may declare (the frame's stack tile).
-pub const MAX_TILE: usize = 64;
+pub const MAX_TILE: usize = 128;
 /// The largest `wr` or `xr` a micro-kernel may declare.
 pub const MAX_SIDE: usize = 16;
 

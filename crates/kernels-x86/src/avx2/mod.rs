@@ -30,8 +30,11 @@ mod entry {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
-        w8a8_1x1 => q8::tile_w8a8::<1>: tile_i8,
-        w8a8_4x1 => q8::tile_w8a8::<4>: tile_i8,
+        w8a8_1x1 => q8::tile_w8a8::<0, 1>: tile_i8,
+        w8a8_4x1 => q8::tile_w8a8::<1, 1>: tile_i8,
+        w8a8_16x1 => q8::tile_w8a8::<4, 1>: tile_i8,
+        w8a8_16x8 => q8::tile_w8a8::<4, 8>: tile_i8,
+        w8a8_1x8 => q8::tile_w8a8::<0, 8>: tile_i8,
         w4a8_1x1 => q4::tile_w4a8_rows::<1>: tile_q4,
         w4a8_4x1 => q4::tile_w4a8_rows::<4>: tile_q4,
         w4a8_2x4 => q4::tile_w4a8_batch::<2, 4>: tile_q4,
@@ -58,17 +61,29 @@ mod entry {
     }
 }
 
-/// 4 weight rows sharing each activation load for M = 1; W8A8 batches run
-/// every activation row over one 4-row block before the next (the block
-/// stays in L1, the matrix streams once); W4A8 batches in 2 × 4 tiles within
+/// W8A8: 4 weight rows sharing each activation load, four such blocks per
+/// call, and for batches each 4-row block run over 8 activation rows while
+/// it is in L1 (16-row chunks: the matrix streams once); W4A8 batches in 2 × 4 tiles within
 /// 64-row chunks (64 rows of K = 4096 are 128 KiB, in L2 while every tile
 /// passes over them).
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
-        tiles: &[Tile::ONE, Tile::new(4, 1)],
-        chunk: 4,
+        tiles: &[
+            Tile::ONE,
+            Tile::new(4, 1),
+            Tile::new(16, 1),
+            Tile::new(16, 8),
+            Tile::new(1, 8),
+        ],
+        chunk: 16,
     },
-    kernels: &[entry::w8a8_1x1, entry::w8a8_4x1],
+    kernels: &[
+        entry::w8a8_1x1,
+        entry::w8a8_4x1,
+        entry::w8a8_16x1,
+        entry::w8a8_16x8,
+        entry::w8a8_1x8,
+    ],
     block: 32,
     layout: Layout::Natural,
     scales_to_f32: entry::scales_to_f32,
