@@ -418,31 +418,61 @@ pub fn gemm_w4a8(
     });
 }
 
-/// Group scales of the weight rows of one chunk as f32, one row after another.
-fn chunk_scales(
-    f_conv: fn(&[f16], &mut [f32]),
-    scales: &[f16],
+/// The f32 group scales of the weight-row chunk being swept, converted once
+/// per chunk (the grouped families' sweeps take a chunk of 16 rows when the
+/// family declares none).
+struct ChunkScales<'a> {
+    conv: fn(&[f16], &mut [f32]),
+    scales: &'a [f16],
     groups: usize,
-    chunk: Range<usize>,
-    out: &mut Vec<f32>,
-) {
-    out.clear();
-    out.resize(chunk.len() * groups, 0.0);
-    for (d, r) in chunk.enumerate() {
-        f_conv(
-            &scales[r * groups..(r + 1) * groups],
-            &mut out[d * groups..(d + 1) * groups],
-        );
-    }
+    rows: Range<usize>,
+    chunk: usize,
+    start: usize,
+    buf: Vec<f32>,
 }
 
-/// The weight-row chunks a grouped family converts its scales for: the
-/// declared chunk, or 16 rows when it declares none.
-fn scale_chunk(shapes: &Shapes) -> usize {
-    if shapes.chunk == 0 {
-        16
-    } else {
-        shapes.chunk
+impl<'a> ChunkScales<'a> {
+    fn new(
+        f_conv: fn(&[f16], &mut [f32]),
+        scales: &'a [f16],
+        groups: usize,
+        rows: Range<usize>,
+        shapes: &Shapes,
+    ) -> Self {
+        let chunk = if shapes.chunk == 0 { 16 } else { shapes.chunk };
+        ChunkScales {
+            conv: f_conv,
+            scales,
+            groups,
+            rows,
+            chunk,
+            start: usize::MAX,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The shapes to sweep with: the family's, with this chunk.
+    fn shapes(&self, shapes: &Shapes) -> Shapes {
+        Shapes {
+            chunk: self.chunk,
+            ..*shapes
+        }
+    }
+
+    /// The scales of weight rows `r0 .. r0 + n` (inside one chunk), one
+    /// row of `groups` after another; converts the chunk on first use.
+    fn rows(&mut self, r0: usize, n: usize) -> &[f32] {
+        let c0 = self.rows.start + (r0 - self.rows.start) / self.chunk * self.chunk;
+        if self.start != c0 {
+            let (g, end) = (self.groups, (c0 + self.chunk).min(self.rows.end));
+            self.buf.clear();
+            self.buf.resize((end - c0) * g, 0.0);
+            for (d, r) in (c0..end).enumerate() {
+                (self.conv)(&self.scales[r * g..(r + 1) * g], &mut self.buf[d * g..(d + 1) * g]);
+            }
+            self.start = c0;
+        }
+        &self.buf[(r0 - c0) * self.groups..(r0 - c0 + n) * self.groups]
     }
 }
 
@@ -470,48 +500,33 @@ pub fn gemm_w4a8_grouped(
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
     let xs = IntRows::new(x, f.block, f.layout);
     let kb = xs.kb;
-    let shapes = Shapes {
-        chunk: scale_chunk(&f.shapes),
-        ..f.shapes
-    };
-    let mut sf = Vec::new();
+    let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
-    let mut converted = usize::MAX;
     let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
-    shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
-        if converted != c0 {
-            chunk_scales(
-                f.scales_to_f32,
-                scales,
-                groups,
-                c0..(c0 + shapes.chunk).min(rows.end),
-                &mut sf,
-            );
-            converted = c0;
-        }
-        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
-        let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
-        let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
-        let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
-        let kernel = f.kernels[index];
-        let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
-        for d in 0..t.xr {
-            let i = i0 + d;
-            let (xr, sums) = (x.row(i), x.row_sums(i));
-            for q in 0..t.wr {
-                let r = r0 + q;
-                let (wr, sr) = (w.row_packed(r), &sf[(r - c0) * groups..(r - c0 + 1) * groups]);
-                let mut sum = out[d * t.wr + q];
-                for gi in done..groups {
-                    let acc =
-                        dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2]) - 8 * sums[gi];
-                    sum += acc as f32 * sr[gi];
+    sf.shapes(&f.shapes)
+        .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
+            let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+            let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
+            let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+            let st = sf.rows(r0, t.wr);
+            let kernel = f.kernels[index];
+            let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
+            for d in 0..t.xr {
+                let i = i0 + d;
+                let (xr, sums) = (x.row(i), x.row_sums(i));
+                for q in 0..t.wr {
+                    let r = r0 + q;
+                    let (wr, sr) = (w.row_packed(r), &st[q * groups..(q + 1) * groups]);
+                    let mut sum = out[d * t.wr + q];
+                    for gi in done..groups {
+                        let acc = dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2])
+                            - 8 * sums[gi];
+                        sum += acc as f32 * sr[gi];
+                    }
+                    y.set(i, r - rows.start, sum * x.scales[i]);
                 }
-                y.set(i, r - rows.start, sum * x.scales[i]);
             }
-        }
-    });
+        });
 }
 
 /// f32 activation rows laid out per group of `group` columns.
@@ -605,36 +620,21 @@ pub fn gemm_w4a16_grouped(
     let (g, groups) = (*group, w.k() / *group);
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
     let (xs, len) = float_rows(x, g, f.layout);
-    let shapes = Shapes {
-        chunk: scale_chunk(&f.shapes),
-        ..f.shapes
-    };
-    let mut sf = Vec::new();
+    let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
-    let mut converted = usize::MAX;
     let (mut xv, mut wv) = (Views::new(), Views::new());
-    shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let c0 = rows.start + (r0 - rows.start) / shapes.chunk * shapes.chunk;
-        if converted != c0 {
-            chunk_scales(
-                f.scales_to_f32,
-                scales,
-                groups,
-                c0..(c0 + shapes.chunk).min(rows.end),
-                &mut sf,
-            );
-            converted = c0;
-        }
-        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
-        let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
-        let st = &sf[(r0 - c0) * groups..(r0 - c0 + t.wr) * groups];
-        (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
-        for d in 0..t.xr {
-            for q in 0..t.wr {
-                y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);
+    sf.shapes(&f.shapes)
+        .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
+            let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+            let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
+            let st = sf.rows(r0, t.wr);
+            (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
+            for d in 0..t.xr {
+                for q in 0..t.wr {
+                    y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);
+                }
             }
-        }
-    });
+        });
 }
 
 #[cfg(test)]
