@@ -59,7 +59,7 @@ macro_rules! int_kernels {
             w: &[&[u8]],
             c: usize,
         ) {
-            // SAFETY (the loads): the caller's bounds.
+            // SAFETY: the loads stay inside the rows by the caller's bounds (see `# Safety`).
             let nib: [(int8x16_t, int8x16_t); WR] = std::array::from_fn(|q| unsafe { nibbles(w[q], c / 2) });
             for i in 0..XR {
                 // SAFETY: the caller's bounds.
@@ -80,8 +80,8 @@ macro_rules! int_kernels {
             let mut a = [[vdupq_n_s32(0); WR]; XR];
             let mut c = 0;
             while c < k {
-                // SAFETY (the loads): c + 16 <= k (k is a multiple of 16) and
-                // every row holds k codes (asserted above).
+                // c + 16 <= k (k is a multiple of 16), and every row holds k codes (asserted above).
+                // SAFETY: so each 16-byte load at c lies inside its row.
                 let wv: [int8x16_t; WR] = std::array::from_fn(|q| unsafe { load16(w[q], c) });
                 for i in 0..XR {
                     // SAFETY: as above.
@@ -120,9 +120,9 @@ macro_rules! int_kernels {
             // (batch tiles keep 32-column blocks: 16 accumulators, 8 nibble
             // and 2 activation registers fit the 32; 64 columns would spill)
             while XR == 1 && c + 64 <= k {
-                // SAFETY: c + 64 <= k: each w pointer is c / 2 bytes into a row
-                // of k / 2 and each x pointer c codes into a row of k
-                // (asserted above), so the 32 and 64 bytes read lie inside.
+                // c + 64 <= k: each w pointer is c / 2 bytes into a row of k / 2
+                // and each x pointer c codes into a row of k (asserted above).
+                // SAFETY: so the 32 and 64 bytes read at them lie inside the rows.
                 unsafe {
                     let nib: [[int8x16_t; 4]; WR] = std::array::from_fn(|q| {
                         let b = vld1q_u8_x2(wp[q]);
