@@ -225,3 +225,80 @@ fn a_shared_correction_in_the_batch_tile_fails_the_proof() {
     )
     .expect("one row's correction applied to the tile must fail");
 }
+
+/// W4A16 with AVX2's in-lane unpack (each lane shifts its own nibble out of
+/// the broadcast 4 bytes, then `0x4B00_0000 | n` less `2^23 + 8`) done
+/// wrong: the shifts take each byte's high nibble as the earlier column,
+/// the classic nibble-order slip. Activations in column order, as the real
+/// tier lays them out.
+#[target_feature(enable = "avx2")]
+fn w4a16_high_nibble_first(x: &[f32], w: &[u8], k: usize) -> f32 {
+    let shifts = _mm256_setr_epi32(4, 0, 12, 8, 20, 16, 28, 24);
+    let mut acc = _mm256_setzero_ps();
+    for c in 0..k.div_ceil(8) {
+        let mut word = [0x88u8; 4];
+        let bytes = &w[c * 4..w.len().min(c * 4 + 4)];
+        word[..bytes.len()].copy_from_slice(bytes);
+        let n = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(i32::from_le_bytes(word)), shifts),
+            _mm256_set1_epi32(0x0F),
+        );
+        let codes = _mm256_sub_ps(
+            _mm256_castsi256_ps(_mm256_or_si256(n, _mm256_set1_epi32(0x4B00_0000))),
+            _mm256_set1_ps(8_388_616.0),
+        );
+        let chunk = &x[c * 8..c * 8 + 8];
+        // SAFETY: `chunk` holds exactly 8 floats.
+        let xv = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(xv, codes));
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: a 32-byte store into a local [f32; 8].
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+    qlinear_kernels_scalar::lane_tree(lanes)
+}
+
+fn tile_w4a16_high_nibble_first(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    assert!(
+        std::arch::is_x86_feature_detected!("avx2"),
+        "the test checks for AVX2 first"
+    );
+    for (i, xr) in x.iter().enumerate() {
+        for (q, wr) in w.iter().enumerate() {
+            // SAFETY: AVX2 is present (asserted above).
+            out[i * w.len() + q] = unsafe { w4a16_high_nibble_first(xr, wr, k) };
+        }
+    }
+}
+
+mod w4a16_mutant {
+    use super::*;
+    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4};
+    pub(crate) const W4A16: Family<TileF32Q4> = Family {
+        shapes: Shapes {
+            tiles: &[Tile::ONE],
+            chunk: 1,
+        },
+        kernels: &[tile_w4a16_high_nibble_first],
+        block: 8,
+        layout: Layout::Chunked,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16 }
+}
+
+#[test]
+fn a_nibble_order_slip_in_the_w4a16_unpack_fails_the_proof() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("no AVX2: the mutant cannot run here");
+        return;
+    }
+    first_failure(
+        &KernelTable {
+            gemm_w4a16: w4a16_mutant::gemm_w4a16,
+            ..SCALAR
+        },
+        KernelFamily::W4A16,
+    )
+    .expect("codes unpacked high nibble first must fail");
+}

@@ -133,7 +133,7 @@ const W4A16: Family<TileF32Q4> = Family {
     },
     kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_2x4, entry::w4a16_1x4],
     block: 8,
-    layout: Layout::ChunkedQ4,
+    layout: Layout::Chunked,
     scales_to_f32: entry::scales_to_f32,
 };
 const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
@@ -148,7 +148,7 @@ const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
         entry::w4a16g_1x4,
     ],
     block: 8,
-    layout: Layout::ChunkedQ4,
+    layout: Layout::Chunked,
     scales_to_f32: entry::scales_to_f32,
 };
 
@@ -206,15 +206,4 @@ pub(crate) fn lane_tree(v: __m256) -> f32 {
     let h = _mm256_hadd_ps(v, v); // [l0+l1, l2+l3, ·, · | l4+l5, l6+l7, ·, ·]
     let h = _mm256_hadd_ps(h, h); // [(l0+l1)+(l2+l3), · | (l4+l5)+(l6+l7), ·]
     _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h)))
-}
-
-/// The same tree for an accumulator in Q4 order: elements hold lanes
-/// `[l0, l2, l4, l6, l1, l3, l5, l7]`, so adding the two halves forms the
-/// tree's first level `[l0+l1, l2+l3, l4+l5, l6+l7]` directly.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn lane_tree_q4(v: __m256) -> f32 {
-    let p = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let p = _mm_hadd_ps(p, p); // [(l0+l1)+(l2+l3), (l4+l5)+(l6+l7), ·, ·]
-    _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)))
 }

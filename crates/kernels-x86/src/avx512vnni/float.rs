@@ -7,18 +7,17 @@
 //! directly (it reads only an index's low 4 bits, so no mask, subtract or
 //! convert). `mul` then `add`, never FMA: bit for bit the scalar sum.
 //!
-//! Activations use the AVX2 layout
-//! ([`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in Q4
-//! order): each chunk's 4 even and 4 odd columns are broadcast to the 4 rows.
+//! Activations are laid out by [`chunked_f32`] in Q4 order: each chunk's 4
+//! even and 4 odd columns are broadcast to the 4 rows.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
+use qlinear_kernels_scalar::layout::chunked_f32;
 use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
-use qlinear_quant_recipe::QuantizedMatrixQ4;
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 use super::SweepPrefetch;
-use crate::avx2::float::{w4a16_grouped_prologue, w4a16_prologue, GroupedW4A16};
 use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
@@ -319,4 +318,69 @@ pub(crate) fn gemm_w4a16_grouped(
         },
         |row| w.row_packed(row)
     );
+}
+
+/// What the per-channel W4A16 kernel does first: checks the shapes, and
+/// returns the row scales with the activations laid out by [`chunked_f32`] in
+/// Q4 order (`per_row` floats per activation row) — or `None` when K = 0,
+/// after writing the outputs (`scale · 0`).
+pub(crate) fn w4a16_prologue<'w>(
+    x: &ActivationsF32<'_>,
+    w: &'w QuantizedMatrixQ4,
+    rows: &Range<usize>,
+    y: &mut OutputTile<'_>,
+) -> Option<(&'w [f32], Vec<f32>, usize)> {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::PerChannel(s) = w.scales() else {
+        panic!("gemm_w4a16 needs per-channel scales")
+    };
+    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
+    let k = x.k;
+    if k == 0 {
+        for i in 0..x.m {
+            for r in rows.clone() {
+                y.set(i, r - rows.start, s[r] * 0.0);
+            }
+        }
+        return None;
+    }
+    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
+    Some((s, xc, k.div_ceil(8) * 8))
+}
+
+/// What the grouped W4A16 kernel starts from: the group size, the f16
+/// scales (`groups` per row) and the activations chunked per group in Q4
+/// order, `per_row` floats per activation row.
+pub(crate) struct GroupedW4A16<'w> {
+    pub(crate) g: usize,
+    pub(crate) groups: usize,
+    pub(crate) scales: &'w [half::f16],
+    pub(crate) xc: Vec<f32>,
+    pub(crate) per_row: usize,
+}
+
+/// The grouped counterpart of [`w4a16_prologue`]: checks the shapes and lays
+/// out the activations.
+pub(crate) fn w4a16_grouped_prologue<'w>(
+    x: &ActivationsF32<'_>,
+    w: &'w QuantizedMatrixQ4,
+    rows: &Range<usize>,
+    y: &mut OutputTile<'_>,
+) -> GroupedW4A16<'w> {
+    x.check();
+    y.check(x.m, rows.len());
+    let Q4Scales::Grouped { group, scales } = w.scales() else {
+        panic!("gemm_w4a16_grouped needs group scales")
+    };
+    let (g, k) = (*group, x.k);
+    assert!(rows.end <= w.n() && w.k() == k, "W4A16 grouped shapes");
+    let groups = k / g;
+    GroupedW4A16 {
+        g,
+        groups,
+        scales,
+        xc: (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect(),
+        per_row: groups * g.div_ceil(8) * 8,
+    }
 }
