@@ -302,3 +302,93 @@ fn a_nibble_order_slip_in_the_w4a16_unpack_fails_the_proof() {
     )
     .expect("codes unpacked high nibble first must fail");
 }
+
+/// The 8 lane trees of a W4A16 grouped batch tile done the common `hsum`
+/// way: the two 128-bit halves added first, then two `hadd`s, which forms
+/// `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))` instead of the spec's tree.
+#[target_feature(enable = "avx2")]
+fn trees_halves_first(lanes: &[[f32; 8]]) -> Vec<f32> {
+    lanes
+        .iter()
+        .map(|l| {
+            // SAFETY: `l` holds exactly 8 floats.
+            let v = unsafe { _mm256_loadu_ps(l.as_ptr()) };
+            let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let h = _mm_hadd_ps(h, h);
+            _mm_cvtss_f32(_mm_hadd_ps(h, h))
+        })
+        .collect()
+}
+
+/// W4A16 grouped over any tile: the spec's lanes in plain Rust, the trees by
+/// [`trees_halves_first`].
+fn tile_w4a16_grouped_halves_first(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+    assert!(
+        std::arch::is_x86_feature_detected!("avx2"),
+        "the test checks for AVX2 first"
+    );
+    let groups = s.len() / w.len();
+    let per_group = g.div_ceil(8) * 8;
+    out.fill(0.0);
+    for gi in 0..groups {
+        let mut lanes = vec![[0f32; 8]; x.len() * w.len()];
+        for (i, xr) in x.iter().enumerate() {
+            for (q, wr) in w.iter().enumerate() {
+                for c in 0..g {
+                    let col = gi * g + c;
+                    let nibble = (wr[col / 2] >> (4 * (col % 2))) & 0x0F;
+                    let code = f32::from(nibble) - 8.0;
+                    let l = &mut lanes[i * w.len() + q][c % 8];
+                    *l += xr[gi * per_group + c] * code;
+                }
+            }
+        }
+        // SAFETY: AVX2 is present (asserted above).
+        let trees = unsafe { trees_halves_first(&lanes) };
+        for (j, t) in trees.iter().enumerate() {
+            out[j] += s[(j % w.len()) * groups + gi] * t;
+        }
+    }
+}
+
+mod w4a16_grouped_mutant {
+    use super::*;
+    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
+    pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+        shapes: Shapes {
+            tiles: BATCH_TILES,
+            chunk: 16,
+        },
+        kernels: &{
+            const K: [TileF32Q4Grouped; 4] = [tile_w4a16_grouped_halves_first; 4];
+            K
+        },
+        block: 8,
+        layout: Layout::Chunked,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
+}
+
+#[test]
+fn a_halves_first_tree_in_the_w4a16_grouped_tile_fails_the_proof() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("no AVX2: the mutant cannot run here");
+        return;
+    }
+    first_failure(
+        &KernelTable {
+            gemm_w4a16_grouped: w4a16_grouped_mutant::gemm_w4a16_grouped,
+            shapes: GemmShapes {
+                w4a16_grouped: Shapes {
+                    tiles: BATCH_TILES,
+                    chunk: 16,
+                },
+                ..GemmShapes::SINGLE
+            },
+            ..SCALAR
+        },
+        KernelFamily::W4A16Grouped,
+    )
+    .expect("a tree in another order must fail");
+}

@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lane_tree;
+use super::{lane_tree, lane_trees};
 
 /// Bytes ahead of the current load that each W8A16 weight row is prefetched
 /// (past the row's end: into the row that takes its place in the next block
@@ -141,8 +141,8 @@ pub(crate) fn tile_w8a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[i
 }
 
 /// The per-group partials of `R` rows × `MI` activation rows (activations laid
-/// out by [`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in column order); `emit(t, q, g, partial)` receives each,
-/// groups in increasing order.
+/// out by [`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in column order); `emit(g, partials)` receives each group's, in
+/// increasing g, with `partials[t · R + q]` for activation row `t`, weight row `q`.
 ///
 /// Within a group, the whole chunks (4 packed bytes) run in a loop with no
 /// tail test, keeping the accumulators in registers; a last partial chunk
@@ -154,8 +154,12 @@ fn q4_tile<const R: usize, const MI: usize>(
     w: [&[u8]; R],
     k: usize,
     g: usize,
-    mut emit: impl FnMut(usize, usize, usize, f32),
+    mut emit: impl FnMut(usize, &[f32]),
 ) {
+    // the tiles registered are at most 8 outputs; no allocation per call
+    const { assert!(R * MI <= 16) };
+    let mut buf = [0f32; 16];
+    let partials = &mut buf[..R * MI];
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     let stride = k.div_ceil(2);
@@ -193,11 +197,8 @@ fn q4_tile<const R: usize, const MI: usize>(
             let wv: [__m256; R] = std::array::from_fn(|q| q4_chunk(w[q], (col0 + c * 8) / 2, end));
             fma_free_tile::<R, MI>(&mut acc, xs, x0 + c * 8, &wv);
         }
-        for t in 0..MI {
-            for q in 0..R {
-                emit(t, q, gi, lane_tree(acc[t][q]));
-            }
-        }
+        lane_trees(acc.as_flattened(), partials);
+        emit(gi, partials);
     }
 }
 
@@ -217,7 +218,7 @@ pub(crate) fn tile_w4a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[u
         std::array::from_fn(|q| w[q]),
         k,
         k,
-        |t, q, _, p| out[t * R + q] = p,
+        |_, p| out.copy_from_slice(p),
     );
 }
 
@@ -235,15 +236,16 @@ pub(crate) fn tile_w4a16_grouped<const R: usize, const MI: usize>(
     assert!(x.len() == MI && w.len() == R && s.len().is_multiple_of(R) && out.len() == R * MI && g > 0);
     let groups = s.len() / R;
     let k = groups * g;
-    let mut acc = [[0f32; R]; MI];
+    out.fill(0.0);
     q4_tile::<R, MI>(
         std::array::from_fn(|i| x[i]),
         std::array::from_fn(|q| w[q]),
         k,
         g,
-        |t, q, gi, p| acc[t][q] += s[q * groups + gi] * p,
+        |gi, p| {
+            for (j, (o, p)) in out.iter_mut().zip(p).enumerate() {
+                *o += s[(j % R) * groups + gi] * p;
+            }
+        },
     );
-    for i in 0..MI {
-        out[i * R..(i + 1) * R].copy_from_slice(&acc[i]);
-    }
 }
