@@ -194,11 +194,9 @@ pub enum Layout {
     /// is the 2 × 8 operand of a matrix-multiply instruction (`smmla`). The
     /// family's block must be a multiple of 8.
     Pairs8,
-    /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]).
+    /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]),
+    /// in column order.
     Chunked,
-    /// As [`Layout::Chunked`], each chunk stored as columns
-    /// `[0, 2, 4, 6, 1, 3, 5, 7]` (4 packed bytes' low, then high nibbles).
-    ChunkedQ4,
 }
 
 /// `Σ a·w` over a tile, exact in i32: `x` holds the tile's `xr` activation
@@ -221,8 +219,8 @@ pub type TileI8Q4 = fn(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]);
 pub type TileGroupedQ4 = fn(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize;
 /// The spec's 8-lane partial (§6.2) of `x · q` over whole rows of `k`
 /// columns, codes from int8 rows: `x` holds `xr` rows laid out per the
-/// family ([`Layout::Chunked`] or [`Layout::ChunkedQ4`], the whole row one
-/// group); writes `out[i · wr + q]`, the frame multiplies by the scale.
+/// family ([`Layout::Chunked`], the whole row one group);
+/// writes `out[i · wr + q]`, the frame multiplies by the scale.
 pub type TileF32Q8 = fn(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]);
 /// As [`TileF32Q8`] for packed biased Q4 rows (code = nibble − 8).
 pub type TileF32Q4 = fn(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]);
@@ -531,12 +529,9 @@ pub fn gemm_w4a8_grouped(
 
 /// f32 activation rows laid out per group of `group` columns.
 fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> (Vec<f32>, usize) {
-    let q4 = match layout {
-        Layout::Chunked => false,
-        Layout::ChunkedQ4 => true,
-        _ => panic!("a float family needs a chunked layout"),
-    };
-    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4)).collect();
+    // a table's registration, fixed at compile time, not an input
+    assert_eq!(layout, Layout::Chunked, "a float family needs the chunked layout");
+    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, false)).collect();
     let len = rows.first().map_or(0, Vec::len);
     (rows.concat(), len)
 }

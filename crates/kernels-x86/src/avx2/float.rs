@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{lane_tree, lane_trees};
+use super::{lane_tree, lane_trees, lane_trees_vec};
 
 /// Bytes ahead of the current load that each W8A16 weight row is prefetched
 /// (past the row's end: into the row that takes its place in the next block
@@ -69,25 +69,22 @@ fn q4_chunk(p: &[u8], b: usize, end: usize) -> __m256 {
     q4_codes(i32::from_le_bytes(buf))
 }
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn load8(x: &[f32], at: usize) -> __m256 {
-    assert!(at + 8 <= x.len());
-    // SAFETY: bounded by the assert.
-    unsafe { _mm256_loadu_ps(x.as_ptr().add(at)) }
-}
-
 /// `acc[i][q] += x_i(chunk) · w_q(chunk)` for one weight chunk per row.
+///
+/// # Safety
+/// `at + 8 <= xs[i].len()` for every `i` (the callers assert the rows'
+/// lengths once, not on every chunk of the hot loop).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fma_free_tile<const R: usize, const MI: usize>(
+unsafe fn fma_free_tile<const R: usize, const MI: usize>(
     acc: &mut [[__m256; R]; MI],
     xs: [&[f32]; MI],
     at: usize,
     wv: &[__m256; R],
 ) {
     for i in 0..MI {
-        let xv = load8(xs[i], at);
+        // SAFETY: at + 8 <= xs[i].len() (this function's contract).
+        let xv = unsafe { _mm256_loadu_ps(xs[i].as_ptr().add(at)) };
         for q in 0..R {
             acc[i][q] = _mm256_add_ps(acc[i][q], _mm256_mul_ps(xv, wv[q]));
         }
@@ -120,11 +117,14 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
             let v = unsafe { _mm_loadl_epi64(w[q].as_ptr().add(c * 8).cast()) };
             wv[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
         }
-        fma_free_tile::<R, MI>(&mut acc, xs, c * 8, &wv);
+        // SAFETY: c * 8 + 8 <= k <= every activation row's length (asserted).
+        unsafe { fma_free_tile::<R, MI>(&mut acc, xs, c * 8, &wv) };
     }
     if whole * 8 < k {
         let wv: [__m256; R] = std::array::from_fn(|q| q8_chunk(w[q], whole * 8));
-        fma_free_tile::<R, MI>(&mut acc, xs, whole * 8, &wv);
+        // SAFETY: whole * 8 + 8 = k.div_ceil(8) * 8 <= every activation row's
+        // length (asserted).
+        unsafe { fma_free_tile::<R, MI>(&mut acc, xs, whole * 8, &wv) };
     }
     std::array::from_fn(|i| std::array::from_fn(|q| lane_tree(acc[i][q])))
 }
@@ -140,13 +140,58 @@ pub(crate) fn tile_w8a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[i
     }
 }
 
-/// The per-group partials of `R` rows × `MI` activation rows (activations laid
-/// out by [`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32) in column order); `emit(g, partials)` receives each group's, in
-/// increasing g, with `partials[t · R + q]` for activation row `t`, weight row `q`.
+/// `n` whole chunks (4 packed bytes each) from byte `byte0` of every weight
+/// row against the activation chunks from float `x0`, added to `acc`.
 ///
-/// Within a group, the whole chunks (4 packed bytes) run in a loop with no
-/// tail test, keeping the accumulators in registers; a last partial chunk
-/// follows.
+/// # Safety
+/// `byte0 + 4n <= w[q].len()` and `x0 + 8n <= xs[i].len()` for every row.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn q4_chunks<const R: usize, const MI: usize>(
+    acc: &mut [[__m256; R]; MI],
+    xs: [&[f32]; MI],
+    w: [&[u8]; R],
+    byte0: usize,
+    x0: usize,
+    n: usize,
+) {
+    for c in 0..n {
+        let wv: [__m256; R] = std::array::from_fn(|q| {
+            // SAFETY: byte0 + 4c + 4 <= w[q].len() (this function's contract).
+            q4_codes(unsafe { w[q].as_ptr().add(byte0 + c * 4).cast::<i32>().read_unaligned() })
+        });
+        // SAFETY: x0 + 8c + 8 <= xs[i].len() (this function's contract).
+        unsafe { fma_free_tile::<R, MI>(acc, xs, x0 + c * 8, &wv) };
+    }
+}
+
+/// Prefetches each weight row `PREFETCH_Q4` bytes past byte `b` (past the
+/// row's end: into the row that takes its place in the next block of `R`
+/// rows, `stride` bytes per row).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn prefetch_q4<const R: usize>(w: [&[u8]; R], b: usize, stride: usize) {
+    let ahead = b + PREFETCH_Q4;
+    let ahead = if ahead < stride {
+        ahead
+    } else {
+        ahead - stride + R * stride
+    };
+    for row in w {
+        // A hint: an address past the matrix is harmless.
+        _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(ahead).cast());
+    }
+}
+
+/// The per-group lanes of `R` rows × `MI` activation rows (activations laid
+/// out by [`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32), in
+/// column order): `emit(g, acc)` receives each group's accumulators, in
+/// increasing g.
+///
+/// Groups of 32 (the common size) take a path whose 4 chunks are a
+/// constant, so the loop unrolls; other sizes run their whole chunks in runs
+/// that end at a 64-byte line of the packed rows (one prefetch test per run),
+/// then a last partial chunk.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn q4_tile<const R: usize, const MI: usize>(
@@ -154,51 +199,57 @@ fn q4_tile<const R: usize, const MI: usize>(
     w: [&[u8]; R],
     k: usize,
     g: usize,
-    mut emit: impl FnMut(usize, &[f32]),
+    mut emit: impl FnMut(usize, &[[__m256; R]; MI]),
 ) {
-    // the tiles registered are at most 8 outputs; no allocation per call
-    const { assert!(R * MI <= 16) };
-    let mut buf = [0f32; 16];
-    let partials = &mut buf[..R * MI];
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     let stride = k.div_ceil(2);
-    assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
+    assert!(w.iter().all(|w| w.len() >= stride) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
+    if g == 32 && k.is_multiple_of(32) {
+        for gi in 0..groups {
+            if gi % 4 == 0 {
+                prefetch_q4(w, gi * 16, stride);
+            }
+            let mut acc = [[_mm256_setzero_ps(); R]; MI];
+            // SAFETY: group gi's 16 bytes end at 16(gi + 1) <= k / 2 = stride
+            // and its 32 floats at 32(gi + 1) <= every activation row's length.
+            unsafe { q4_chunks::<R, MI>(&mut acc, xs, w, gi * 16, gi * 32, 4) };
+            emit(gi, &acc);
+        }
+        return;
+    }
     for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
         let end = col_end.div_ceil(2);
         let x0 = gi * chunks_per_group * 8;
         let whole = (col_end - col0) / 8;
         let mut acc = [[_mm256_setzero_ps(); R]; MI];
-        for c in 0..whole {
+        let mut c = 0;
+        while c < whole {
             let b = col0 / 2 + c * 4;
             if b % 64 == 0 {
-                // one prefetch per row per 64-byte line; past the row's end,
-                // into the row that takes its place in the next block of R
-                let ahead = b + PREFETCH_Q4;
-                let ahead = if ahead < stride {
-                    ahead
-                } else {
-                    ahead - stride + R * stride
-                };
-                for row in w {
-                    // A hint: an address past the matrix is harmless.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(ahead).cast());
-                }
+                prefetch_q4(w, b, stride);
             }
-            let wv: [__m256; R] = std::array::from_fn(|q| {
-                // SAFETY: col0 is even (g is) and col0 + 8c + 8 <= col_end <= k,
-                // so the 4 bytes at col0 / 2 + 4c lie within the row's ceil(k / 2).
-                q4_codes(unsafe { w[q].as_ptr().add(col0 / 2 + c * 4).cast::<i32>().read_unaligned() })
-            });
-            fma_free_tile::<R, MI>(&mut acc, xs, x0 + c * 8, &wv);
+            let run = (whole - c).min((64 - b % 64) / 4);
+            // The run's bytes end at (col0 + 8(c + run)) / 2 <= col_end / 2 <=
+            // stride (col0 is even, as g is), and its floats at x0 + 8(c + run)
+            // <= (gi + 1) · chunks_per_group · 8 (asserted); in fours where it
+            // can, since a constant count unrolls.
+            let fours = run / 4 * 4;
+            for f in (0..fours).step_by(4) {
+                // SAFETY: chunks c + f .. c + f + 4 lie within the run (above).
+                unsafe { q4_chunks::<R, MI>(&mut acc, xs, w, b + f * 4, x0 + (c + f) * 8, 4) };
+            }
+            // SAFETY: chunks c + fours .. c + run lie within the run (above).
+            unsafe { q4_chunks::<R, MI>(&mut acc, xs, w, b + fours * 4, x0 + (c + fours) * 8, run - fours) };
+            c += run;
         }
         for c in whole..chunks_per_group {
             let wv: [__m256; R] = std::array::from_fn(|q| q4_chunk(w[q], (col0 + c * 8) / 2, end));
-            fma_free_tile::<R, MI>(&mut acc, xs, x0 + c * 8, &wv);
+            // SAFETY: x0 + 8c + 8 <= (gi + 1) · chunks_per_group · 8 (asserted).
+            unsafe { fma_free_tile::<R, MI>(&mut acc, xs, x0 + c * 8, &wv) };
         }
-        lane_trees(acc.as_flattened(), partials);
-        emit(gi, partials);
+        emit(gi, &acc);
     }
 }
 
@@ -218,12 +269,16 @@ pub(crate) fn tile_w4a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[u
         std::array::from_fn(|q| w[q]),
         k,
         k,
-        |_, p| out.copy_from_slice(p),
+        |_, acc| lane_trees(acc.as_flattened(), out),
     );
 }
 
 /// W4A16-grouped micro-kernel (frame tile `R` × `MI`): `Σ_g s_g · partial_g`
 /// in increasing g from +0, with the f32 scales of the tile's rows.
+///
+/// The running sums of the tile's (at most 8) outputs are the lanes of one
+/// vector, output `t · R + q` in lane `t · R + q`: one `mul` and one `add`
+/// per group advance all of them, each lane in the spec's order.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn tile_w4a16_grouped<const R: usize, const MI: usize>(
@@ -233,19 +288,33 @@ pub(crate) fn tile_w4a16_grouped<const R: usize, const MI: usize>(
     g: usize,
     out: &mut [f32],
 ) {
+    const { assert!(R * MI <= 8) };
     assert!(x.len() == MI && w.len() == R && s.len().is_multiple_of(R) && out.len() == R * MI && g > 0);
     let groups = s.len() / R;
     let k = groups * g;
-    out.fill(0.0);
+    let mut sums = _mm256_setzero_ps();
     q4_tile::<R, MI>(
         std::array::from_fn(|i| x[i]),
         std::array::from_fn(|q| w[q]),
         k,
         g,
-        |gi, p| {
-            for (j, (o, p)) in out.iter_mut().zip(p).enumerate() {
-                *o += s[(j % R) * groups + gi] * p;
-            }
+        |gi, acc| {
+            let scale = |j: usize| if j < R * MI { s[(j % R) * groups + gi] } else { 0.0 };
+            let sv = _mm256_setr_ps(
+                scale(0),
+                scale(1),
+                scale(2),
+                scale(3),
+                scale(4),
+                scale(5),
+                scale(6),
+                scale(7),
+            );
+            sums = _mm256_add_ps(sums, _mm256_mul_ps(sv, lane_trees_vec(acc.as_flattened())));
         },
     );
+    let mut lanes = [0f32; 8];
+    // SAFETY: a 32-byte store into a local [f32; 8].
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
+    out.copy_from_slice(&lanes[..R * MI]);
 }

@@ -208,14 +208,14 @@ pub(crate) fn lane_tree(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h)))
 }
 
-/// [`lane_tree`] of each accumulator, `out[j] = lane_tree(v[j])` bit for bit:
-/// 4 or 8 accumulators share their `hadd`s (one `hadd` adds pairs of two
-/// vectors; the last level adds the two 128-bit halves), 9 instructions for
-/// 8 trees where one at a time takes 40. Other counts go one at a time.
+/// [`lane_tree`] of each of at most 8 accumulators, in the lanes of one
+/// vector (`lane j = lane_tree(v[j])` bit for bit, lanes past `v.len()`
+/// zero): 4 or 8 accumulators share their `hadd`s (one `hadd` adds pairs of
+/// two vectors; the last level adds the two 128-bit halves), 9 instructions
+/// for 8 trees where one at a time takes 40. Other counts go one at a time.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn lane_trees(v: &[__m256], out: &mut [f32]) {
-    assert_eq!(v.len(), out.len());
+pub(crate) fn lane_trees_vec(v: &[__m256]) -> __m256 {
     match v.len() {
         8 => {
             // [a0+a1, a2+a3, b0+b1, b2+b3 | a4+a5, a6+a7, b4+b5, b6+b7], …
@@ -225,20 +225,32 @@ pub(crate) fn lane_trees(v: &[__m256], out: &mut [f32]) {
             let (abcd, efgh) = (_mm256_hadd_ps(ab, cd), _mm256_hadd_ps(ef, gh));
             let lo = _mm256_permute2f128_ps::<0x20>(abcd, efgh);
             let hi = _mm256_permute2f128_ps::<0x31>(abcd, efgh);
-            let trees = _mm256_add_ps(lo, hi);
-            // SAFETY: out.len() == 8 (asserted); an unaligned 32-byte store.
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), trees) };
+            _mm256_add_ps(lo, hi)
         }
         4 => {
             let abcd = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
             let trees = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd));
-            // SAFETY: out.len() == 4 (asserted); an unaligned 16-byte store.
-            unsafe { _mm_storeu_ps(out.as_mut_ptr(), trees) };
+            _mm256_zextps128_ps256(trees)
         }
-        _ => {
-            for (o, &a) in out.iter_mut().zip(v) {
-                *o = lane_tree(a);
+        n => {
+            assert!(n <= 8, "at most 8 accumulators");
+            let mut lanes = [0f32; 8];
+            for (l, &a) in lanes.iter_mut().zip(v) {
+                *l = lane_tree(a);
             }
+            // SAFETY: a 32-byte load of a local [f32; 8].
+            unsafe { _mm256_loadu_ps(lanes.as_ptr()) }
         }
     }
+}
+
+/// [`lane_trees_vec`] written to `out` (`out.len() == v.len() <= 8`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn lane_trees(v: &[__m256], out: &mut [f32]) {
+    assert_eq!(v.len(), out.len());
+    let mut lanes = [0f32; 8];
+    // SAFETY: a 32-byte store into a local [f32; 8].
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), lane_trees_vec(v)) };
+    out.copy_from_slice(&lanes[..out.len()]);
 }
