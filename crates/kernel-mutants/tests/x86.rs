@@ -320,13 +320,34 @@ fn trees_halves_first(lanes: &[[f32; 8]]) -> Vec<f32> {
         .collect()
 }
 
-/// W4A16 grouped over any tile: the spec's lanes in plain Rust, the trees by
-/// [`trees_halves_first`].
 fn tile_w4a16_grouped_halves_first(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
     assert!(
         std::arch::is_x86_feature_detected!("avx2"),
         "the test checks for AVX2 first"
     );
+    // SAFETY: AVX2 is present (asserted above).
+    w4a16_grouped_with(x, w, s, g, out, |l| unsafe { trees_halves_first(l) }, |j, wr, _| j % wr)
+}
+
+/// The AVX2 tile's running sums with each output's scale read from the
+/// transposed lane (output `t · wr + q` scaled by row `j / xr` instead of
+/// `j % wr`): right on single rows and square tiles, wrong on 2 × 4.
+fn tile_w4a16_grouped_scales_transposed(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+    let spec = |l: &[[f32; 8]]| l.iter().map(|l| qlinear_kernels_scalar::lane_tree(*l)).collect();
+    w4a16_grouped_with(x, w, s, g, out, spec, |j, _, xr| j / xr)
+}
+
+/// W4A16 grouped over any tile: the spec's lanes in plain Rust, the trees by
+/// `trees`, output `j`'s scale from weight row `row(j, wr, xr)`.
+fn w4a16_grouped_with(
+    x: &[&[f32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+    trees: impl Fn(&[[f32; 8]]) -> Vec<f32>,
+    row: impl Fn(usize, usize, usize) -> usize,
+) {
     let groups = s.len() / w.len();
     let per_group = g.div_ceil(8) * 8;
     out.fill(0.0);
@@ -343,10 +364,8 @@ fn tile_w4a16_grouped_halves_first(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usiz
                 }
             }
         }
-        // SAFETY: AVX2 is present (asserted above).
-        let trees = unsafe { trees_halves_first(&lanes) };
-        for (j, t) in trees.iter().enumerate() {
-            out[j] += s[(j % w.len()) * groups + gi] * t;
+        for (j, t) in trees(&lanes).iter().enumerate() {
+            out[j] += s[row(j, w.len(), x.len()) * groups + gi] * t;
         }
     }
 }
@@ -391,4 +410,46 @@ fn a_halves_first_tree_in_the_w4a16_grouped_tile_fails_the_proof() {
         KernelFamily::W4A16Grouped,
     )
     .expect("a tree in another order must fail");
+}
+
+mod w4a16_grouped_scales_mutant {
+    use super::*;
+    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
+    pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+        shapes: Shapes {
+            tiles: BATCH_TILES,
+            chunk: 16,
+        },
+        kernels: &{
+            const K: [TileF32Q4Grouped; 4] = [tile_w4a16_grouped_scales_transposed; 4];
+            K
+        },
+        block: 8,
+        layout: Layout::Chunked,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
+}
+
+#[test]
+fn transposed_scales_in_the_w4a16_grouped_tile_fail_the_proof() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("no AVX2: the mutant cannot run here");
+        return;
+    }
+    first_failure(
+        &KernelTable {
+            gemm_w4a16_grouped: w4a16_grouped_scales_mutant::gemm_w4a16_grouped,
+            shapes: GemmShapes {
+                w4a16_grouped: Shapes {
+                    tiles: BATCH_TILES,
+                    chunk: 16,
+                },
+                ..GemmShapes::SINGLE
+            },
+            ..SCALAR
+        },
+        KernelFamily::W4A16Grouped,
+    )
+    .expect("scales read from the transposed lane must fail");
 }
