@@ -370,86 +370,62 @@ fn w4a16_grouped_with(
     }
 }
 
-mod w4a16_grouped_mutant {
-    use super::*;
-    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
-    pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
-        shapes: Shapes {
-            tiles: BATCH_TILES,
-            chunk: 16,
-        },
-        kernels: &{
-            const K: [TileF32Q4Grouped; 4] = [tile_w4a16_grouped_halves_first; 4];
-            K
-        },
-        block: 8,
-        layout: Layout::Chunked,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-    };
-    qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
-}
-
-#[test]
-fn a_halves_first_tree_in_the_w4a16_grouped_tile_fails_the_proof() {
-    if !std::arch::is_x86_feature_detected!("avx2") {
-        eprintln!("no AVX2: the mutant cannot run here");
-        return;
-    }
-    first_failure(
-        &KernelTable {
-            gemm_w4a16_grouped: w4a16_grouped_mutant::gemm_w4a16_grouped,
-            shapes: GemmShapes {
-                w4a16_grouped: Shapes {
-                    tiles: BATCH_TILES,
-                    chunk: 16,
+/// A W4A16 grouped table on the frame whose every tile is `$tile`, over the
+/// batch tiles (so the proof's rows reach the 2 × 4 tile), as the test `$test`
+/// that expects the proof to fail with `$why`.
+macro_rules! grouped_w4a16_mutant {
+    ($module:ident, $tile:ident, $test:ident, $why:literal) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
+            pub(crate) const SHAPES: Shapes = Shapes {
+                tiles: BATCH_TILES,
+                chunk: 16,
+            };
+            pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+                shapes: SHAPES,
+                kernels: &{
+                    const K: [TileF32Q4Grouped; 4] = [$tile; 4];
+                    K
                 },
-                ..GemmShapes::SINGLE
-            },
-            ..SCALAR
-        },
-        KernelFamily::W4A16Grouped,
-    )
-    .expect("a tree in another order must fail");
-}
+                block: 8,
+                layout: Layout::Chunked,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
+        }
 
-mod w4a16_grouped_scales_mutant {
-    use super::*;
-    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
-    pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
-        shapes: Shapes {
-            tiles: BATCH_TILES,
-            chunk: 16,
-        },
-        kernels: &{
-            const K: [TileF32Q4Grouped; 4] = [tile_w4a16_grouped_scales_transposed; 4];
-            K
-        },
-        block: 8,
-        layout: Layout::Chunked,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-    };
-    qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
-}
-
-#[test]
-fn transposed_scales_in_the_w4a16_grouped_tile_fail_the_proof() {
-    if !std::arch::is_x86_feature_detected!("avx2") {
-        eprintln!("no AVX2: the mutant cannot run here");
-        return;
-    }
-    first_failure(
-        &KernelTable {
-            gemm_w4a16_grouped: w4a16_grouped_scales_mutant::gemm_w4a16_grouped,
-            shapes: GemmShapes {
-                w4a16_grouped: Shapes {
-                    tiles: BATCH_TILES,
-                    chunk: 16,
+        #[test]
+        fn $test() {
+            if !std::arch::is_x86_feature_detected!("avx2") {
+                eprintln!("no AVX2: the mutant cannot run here");
+                return;
+            }
+            first_failure(
+                &KernelTable {
+                    gemm_w4a16_grouped: $module::gemm_w4a16_grouped,
+                    shapes: GemmShapes {
+                        w4a16_grouped: $module::SHAPES,
+                        ..GemmShapes::SINGLE
+                    },
+                    ..SCALAR
                 },
-                ..GemmShapes::SINGLE
-            },
-            ..SCALAR
-        },
-        KernelFamily::W4A16Grouped,
-    )
-    .expect("scales read from the transposed lane must fail");
+                KernelFamily::W4A16Grouped,
+            )
+            .expect($why);
+        }
+    };
 }
+
+grouped_w4a16_mutant!(
+    halves_first,
+    tile_w4a16_grouped_halves_first,
+    a_halves_first_tree_in_the_w4a16_grouped_tile_fails_the_proof,
+    "a tree in another order must fail"
+);
+grouped_w4a16_mutant!(
+    scales_transposed,
+    tile_w4a16_grouped_scales_transposed,
+    transposed_scales_in_the_w4a16_grouped_tile_fail_the_proof,
+    "scales read from the transposed lane must fail"
+);
