@@ -185,3 +185,18 @@ fn batch_tiles_across_k_chunks_equal_scalar() {
         }
     }
 }
+
+/// Groups whose packed bytes start mid-line (g / 2 odd): W4A16's whole-chunk
+/// runs end at a 64-byte line, and a group starting 61–63 bytes into a line
+/// must still make progress. g = 10 reaches byte 61 at group 25 (K = 640),
+/// g = 42 and 26 cross lines inside a group.
+#[test]
+fn groups_starting_mid_line_equal_scalar() {
+    for (m, n, k, g) in [(1usize, 9usize, 640usize, 10usize), (5, 9, 1344, 42), (9, 5, 650, 26)] {
+        let c = fixed_case(m, n, k, g);
+        let scalar = outputs(&Route::for_tier(Int8Tier::Scalar).unwrap(), &c);
+        for route in proven() {
+            assert_eq!(outputs(&route, &c), scalar, "tier {} at K = {k}, g = {g}", route.tier());
+        }
+    }
+}

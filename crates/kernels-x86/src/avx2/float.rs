@@ -230,7 +230,9 @@ fn q4_tile<const R: usize, const MI: usize>(
             if b % 64 == 0 {
                 prefetch_q4(w, b, stride);
             }
-            let run = (whole - c).min((64 - b % 64) / 4);
+            // at least one chunk: a group of g / 2 odd bytes can start 61–63
+            // bytes into a line (the run then ends just past it)
+            let run = (whole - c).min((64 - b % 64).div_ceil(4));
             // The run's bytes end at (col0 + 8(c + run)) / 2 <= col_end / 2 <=
             // stride (col0 is even, as g is), and its floats at x0 + 8(c + run)
             // <= (gi + 1) · chunks_per_group · 8 (asserted); in fours where it
