@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{lane_tree, lane_trees, lane_trees_vec};
+use super::{lane_trees, lane_trees_vec};
 
 /// Bytes ahead of the current load that each W8A16 weight row is prefetched
 /// (past the row's end: into the row that takes its place in the next block
@@ -91,13 +91,14 @@ unsafe fn fma_free_tile<const R: usize, const MI: usize>(
     }
 }
 
-/// W8A16 for `R` rows × `MI` activation rows: returns `w_scale · tree(lanes)`.
+/// W8A16 for `R` rows × `MI` activation rows: writes `out[t · R + q]`, the
+/// tree of each output's lanes (the frame applies the scale).
 ///
 /// The whole chunks run in a loop with no tail test, so the `R × MI`
 /// accumulators stay in registers; the padded last chunk (k % 8 != 0) follows.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], k: usize) -> [[f32; R]; MI] {
+fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], k: usize, out: &mut [f32]) {
     let whole = k / 8;
     assert!(w.iter().all(|w| w.len() >= k) && xs.iter().all(|x| x.len() >= k.div_ceil(8) * 8));
     let mut acc = [[_mm256_setzero_ps(); R]; MI];
@@ -126,18 +127,17 @@ fn w8a16_tile<const R: usize, const MI: usize>(xs: [&[f32]; MI], w: [&[i8]; R], 
         // length (asserted).
         unsafe { fma_free_tile::<R, MI>(&mut acc, xs, whole * 8, &wv) };
     }
-    std::array::from_fn(|i| std::array::from_fn(|q| lane_tree(acc[i][q])))
+    lane_trees(acc.as_flattened(), out);
 }
 
 /// W8A16 micro-kernel (frame tile `R` × `MI`): the partials of whole rows.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn tile_w8a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
+    // the trees of at most 8 outputs share one vector
+    const { assert!(R * MI <= 8) };
     assert!(x.len() == MI && w.len() == R && out.len() == R * MI);
-    let p = w8a16_tile::<R, MI>(std::array::from_fn(|i| x[i]), std::array::from_fn(|q| w[q]), k);
-    for i in 0..MI {
-        out[i * R..(i + 1) * R].copy_from_slice(&p[i]);
-    }
+    w8a16_tile::<R, MI>(std::array::from_fn(|i| x[i]), std::array::from_fn(|q| w[q]), k, out);
 }
 
 /// `n` whole chunks (4 packed bytes each) from byte `byte0` of every weight
@@ -260,6 +260,8 @@ fn q4_tile<const R: usize, const MI: usize>(
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn tile_w4a16<const R: usize, const MI: usize>(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    // the trees of at most 8 outputs share one vector
+    const { assert!(R * MI <= 8) };
     assert!(x.len() == MI && w.len() == R && out.len() == R * MI);
     if k == 0 {
         // no lanes: every partial is the tree of +0 lanes
