@@ -180,10 +180,20 @@ fn profile(fname: &str, n: usize, k: usize, m: usize, calls: usize) {
     let mut y = vec![0f32; m * n];
     let route = Route::planned(family, m).unwrap();
     eprintln!("profiling {fname} on {} ({calls} calls, M={m}, {n}x{k})", route.tier());
-    for i in 0..calls {
-        run_family(&route, family, &w, &x, m, &mut y, i);
-    }
+    let mut us: Vec<f64> = (0..calls)
+        .map(|i| {
+            let t = Instant::now();
+            run_family(&route, family, &w, &x, m, &mut y, i);
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
     println!("checksum {}", y.iter().sum::<f32>());
+    // the fastest call is the least disturbed by a noisy machine: a
+    // same-binary-pair A/B compares minima of alternated runs
+    us.sort_by(f64::total_cmp);
+    if let (Some(min), Some(max)) = (us.first(), us.last()) {
+        println!("µs per call: min {min:.1} median {:.1} max {max:.1}", us[us.len() / 2]);
+    }
 }
 
 /// One measured configuration: its labels and a runner that returns the
