@@ -158,7 +158,7 @@ fn grouped_tile_tree_sum(
     }
 }
 
-const GROUPED_TILES: &[Tile] = &[Tile::ONE, Tile::new(1, 8)];
+const GROUPED_TILES: &[Tile] = &[Tile::ONE, Tile::new(1, 8), Tile::new(16, 8)];
 
 #[test]
 fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
@@ -429,3 +429,148 @@ grouped_w4a16_mutant!(
     transposed_scales_in_the_w4a16_grouped_tile_fail_the_proof,
     "scales read from the transposed lane must fail"
 );
+
+/// The AVX2 W4A8-grouped batch tile (16 × 8, groups of 32) in plain Rust on
+/// the frame's even/odd layout, with output (activation row `i`, weight row
+/// `q`, group `gi`) corrected by `8 · sums[ci][cg]` where `(ci, cg) =
+/// corr(i, gi)` and scaled by weight row `scale_row(q)`'s scale. Other group
+/// sizes are left to the frame.
+#[allow(clippy::too_many_arguments)]
+fn grouped32_tile_with(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+    corr: impl Fn(usize, usize) -> (usize, usize),
+    scale_row: impl Fn(usize) -> usize,
+) -> usize {
+    out.fill(0.0);
+    if g != 32 {
+        return 0;
+    }
+    let (wr, groups) = (w.len(), sums[0].len());
+    // whole eights of groups, as the tile does
+    let done = (x[0].len() / 32).min(groups) / 8 * 8;
+    for (i, xr) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            let mut sum = 0f32;
+            for gi in 0..done {
+                let (blk, half) = (gi / 2, gi % 2);
+                let mut acc = 0i32;
+                for j in half * 16..half * 16 + 16 {
+                    let b = wq[blk * 32 + j];
+                    acc += i32::from(b & 0x0F) * i32::from(xr[blk * 64 + j]);
+                    acc += i32::from(b >> 4) * i32::from(xr[blk * 64 + 32 + j]);
+                }
+                let (ci, cg) = corr(i, gi);
+                sum += (acc - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi];
+            }
+            out[i * wr + q] = sum;
+        }
+    }
+    done
+}
+
+/// Corrections read from the untransposed block of sums: output row `i`,
+/// group `8c + j` corrected by row `j`'s sum of group `8c + i` (the 8 × 8
+/// transpose left out). Right on the decode tile, wrong on 8-row tiles.
+fn grouped32_untransposed_corrections(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    let xr = x.len();
+    let corr = |i: usize, gi: usize| {
+        if xr == 8 {
+            (gi % 8, gi / 8 * 8 + i)
+        } else {
+            (i, gi)
+        }
+    };
+    grouped32_tile_with(x, sums, w, s, g, out, corr, |q| q)
+}
+
+/// Every weight row of the tile scaled by the first row's group scales (a
+/// scale pointer not advanced per weight row): right on 1-row tiles only.
+fn grouped32_first_row_scales(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |_| 0)
+}
+
+/// A W4A8-grouped family on the frame whose every tile is `$tile`, over
+/// AVX2's grouped tiles (so the proof's rows reach the 16 × 8 tile), in
+/// module `$module`.
+macro_rules! grouped_w4a8_on_frame {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::{Family, Layout, TileGroupedQ4};
+            const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+                shapes: Shapes {
+                    tiles: GROUPED_TILES,
+                    chunk: 16,
+                },
+                kernels: &[$tile, $tile, $tile],
+                block: 64,
+                layout: Layout::EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED }
+
+            /// The first mismatch of the proof of W4A8 grouped on this family.
+            pub(crate) fn first_mismatch() -> Option<Mismatch> {
+                first_failure(
+                    &KernelTable {
+                        gemm_w4a8_grouped,
+                        shapes: GemmShapes {
+                            w4a8_grouped: W4A8_GROUPED.shapes,
+                            ..GemmShapes::SINGLE
+                        },
+                        ..SCALAR
+                    },
+                    KernelFamily::W4A8Grouped,
+                )
+            }
+        }
+    };
+}
+
+grouped_w4a8_on_frame!(untransposed, grouped32_untransposed_corrections);
+grouped_w4a8_on_frame!(first_row_scales, grouped32_first_row_scales);
+grouped_w4a8_on_frame!(right_grouped, grouped32_right);
+
+#[test]
+fn untransposed_corrections_in_the_w4a8_grouped_tile_fail_the_proof() {
+    let m = untransposed::first_mismatch().expect("corrections from the untransposed sums must fail");
+    assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
+}
+
+#[test]
+fn first_row_scales_in_the_w4a8_grouped_tile_fail_the_proof() {
+    let m = first_row_scales::first_mismatch().expect("one weight row's scales for the whole tile must fail");
+    assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
+}
+
+/// The harness itself is right: the same plain-Rust tile with the right
+/// corrections and scales passes the proof, so the two mutants above fail
+/// for their mistake alone.
+fn grouped32_right(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
+    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |q| q)
+}
+
+#[test]
+fn the_plain_rust_grouped_tile_passes_the_proof() {
+    let m = right_grouped::first_mismatch();
+    assert!(m.is_none(), "{m:?}");
+}

@@ -165,87 +165,55 @@ fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
     _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
 }
 
-/// The 8-group steps (groups of 32) of `MR` outputs that share one weight
-/// row: each 64-column block's nibbles are unpacked once for all `MR`
-/// activation rows, and the `MR` f32 sums run as independent chains, so
-/// their additions overlap instead of waiting on one another. Each output's
-/// arithmetic is exactly the scalar form's: `acc_g` the exact i32, one
-/// conversion, one product, added in increasing `g` from 0. Returns the sums
-/// and the first group not yet added (the same for every row).
+/// The 8-group steps (groups of 32) of one output, the decode tile: each
+/// output's arithmetic is exactly the scalar form's: `acc_g` the exact i32,
+/// one conversion, one product, added in increasing `g` from +0. Returns
+/// the sum and the first group not yet added.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn grouped32_steps<const MR: usize>(
-    xs: [&[i8]; MR],
-    sums: [&[i32]; MR],
-    w: &[u8],
-    sf: &[f32],
-    groups: usize,
-    full_cols: usize,
-) -> ([f32; MR], usize) {
+fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize, full_cols: usize) -> (f32, usize) {
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
-    let mut total = [0f32; MR];
-    // with MR = 8 the chains are the lanes of one vector, from +0 as the
-    // scalar sum
-    let mut chains = _mm256_setzero_ps();
+    let mut total = 0f32;
     let mut gi = 0;
     while gi + 8 <= groups && (gi + 8) * 32 <= full_cols {
         let b0 = gi / 2;
         assert!(
             w.len() >= (b0 + 4) * BLOCK / 2
                 && sf.len() >= gi + 8
-                && xs.iter().all(|x| x.len() >= (b0 + 4) * BLOCK)
-                && sums.iter().all(|s| s.len() >= gi + 8)
+                && xs.len() >= (b0 + 4) * BLOCK
+                && sums.len() >= gi + 8
         );
-        let mut v = [[_mm256_setzero_si256(); 4]; MR];
-        for (j, blk) in (b0..b0 + 4).enumerate() {
+        let v: [__m256i; 4] = std::array::from_fn(|j| {
+            let blk = b0 + j;
             // SAFETY: the assert above bounds every load; unaligned loads.
             unsafe {
                 _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
                 let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
                 let lo = _mm256_and_si256(b, mask);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-                for i in 0..MR {
-                    let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
-                    let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
-                    // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-                    let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-                    v[i][j] = _mm256_madd_epi16(p, ones);
-                }
+                let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
+                let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
+                // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+                let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+                _mm256_madd_epi16(p, ones)
             }
-        }
-        // SAFETY: bounded by the assert above; unaligned loads.
-        let f8 = unsafe { _mm256_loadu_ps(sf.as_ptr().add(gi)) };
-        // the products of groups gi..gi+8, one vector per output
-        let prod: [__m256; MR] = std::array::from_fn(|i| {
-            // SAFETY: bounded by the assert above; unaligned load.
-            let s8 = unsafe { _mm256_loadu_si256(sums[i].as_ptr().add(gi).cast()) };
-            let acc = _mm256_sub_epi32(eight_groups_of_32(v[i]), _mm256_slli_epi32::<3>(s8));
-            _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)
         });
-        if MR == 8 {
-            // transposed, lane i holds output i: one vector addition per
-            // group adds group g to every output's chain, in increasing g
-            for c in transpose8(std::array::from_fn(|i| prod[i])) {
-                chains = _mm256_add_ps(chains, c);
-            }
-        } else {
-            for (i, v) in prod.iter().enumerate() {
-                let mut p = [0f32; 8];
-                // SAFETY: an 8-float store into a local array.
-                unsafe { _mm256_storeu_ps(p.as_mut_ptr(), *v) };
-                for q in p {
-                    total[i] += q;
-                }
-            }
+        // SAFETY: bounded by the assert above; unaligned loads.
+        let (f8, s8) = unsafe {
+            (
+                _mm256_loadu_ps(sf.as_ptr().add(gi)),
+                _mm256_loadu_si256(sums.as_ptr().add(gi).cast()),
+            )
+        };
+        let acc = _mm256_sub_epi32(eight_groups_of_32(v), _mm256_slli_epi32::<3>(s8));
+        let mut p = [0f32; 8];
+        // SAFETY: an 8-float store into a local array.
+        unsafe { _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)) };
+        for q in p {
+            total += q;
         }
         gi += 8;
-    }
-    if MR == 8 {
-        let mut t = [0f32; 8];
-        // SAFETY: an 8-float store into a local array.
-        unsafe { _mm256_storeu_ps(t.as_mut_ptr(), chains) };
-        total.copy_from_slice(&t[..MR]);
     }
     (total, gi)
 }
@@ -283,15 +251,119 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
-/// W4A8-grouped micro-kernel (frame tile 1 × `MR`): one weight row against
-/// `MR` split activation rows. Groups of 32 go eight at a time through
-/// [`grouped32_steps`]; groups that are whole 64-column blocks accumulate a
-/// vector per group; either way `acc_g` is the exact i32 and each output's
-/// sum is `Σ_g (acc_g as f32) * s_g` from +0 in increasing g. Returns the
-/// first group not added (the frame adds the rest in the same order).
+/// The `Σ x·b` of 8 activation rows over one 64-column block, reduced to
+/// the block's two groups of 32 with the rows in the lanes: `(first group,
+/// second group)`, lane i for row i. `p[i]` is row i's i16 pair sums (the
+/// low 128 bits the first group's 8, the high the second's, each at most
+/// 7620 in magnitude). Integer sums: any order is exact.
+///
+/// Each level of the tree is `packs` (two rows side by side; the sums it
+/// packs are at most 30480, so it never saturates) then `madd` with ones
+/// (adjacent pairs): one shuffle and one multiply-pipe µop per two rows.
+/// `vphaddd` would be 3 µops with a 2-cycle throughput on Zen 3, and
+/// shuffle-and-add pairs were turned into `vphaddd` by LLVM.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn groups_of_8_rows(p: [__m256i; 8]) -> (__m256i, __m256i) {
+    let ones = _mm256_set1_epi16(1);
+    let pair = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+    // row sums of 8 columns, at most 15240
+    let v: [__m256i; 8] = std::array::from_fn(|i| _mm256_madd_epi16(p[i], ones));
+    // [r0 (0+1), r0 (2+3), r1 (0+1), r1 (2+3) | r0 (4+5), r0 (6+7), r1 …], at most 30480
+    let (t01, t23, t45, t67) = (pair(v[0], v[1]), pair(v[2], v[3]), pair(v[4], v[5]), pair(v[6], v[7]));
+    // [r0 A, r1 A, r2 A, r3 A | r0 B, r1 B, r2 B, r3 B]
+    let (t03, t47) = (pair(t01, t23), pair(t45, t67));
+    (
+        _mm256_permute2x128_si256::<0x20>(t03, t47),
+        _mm256_permute2x128_si256::<0x31>(t03, t47),
+    )
+}
+
+/// Groups of 32 for `WR` weight rows against 8 activation rows, eight groups
+/// (4 blocks) at a time: each block's 8 row sums are reduced to its two
+/// groups with the rows in the lanes ([`groups_of_8_rows`]), corrected by
+/// the rows' `8·Σx` (transposed once per eight groups for all `WR` weight
+/// rows), converted, scaled by the weight row's group scale and added to
+/// that weight row's running sums, one vector for the 8 outputs. Each
+/// output's arithmetic is the scalar form's: `acc_g` exact in i32, one
+/// conversion, one product, added in increasing g from +0. Writes
+/// `out[i · WR + q]` and returns the first group not added.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-pub(crate) fn tile_w4a8_grouped<const MR: usize>(
+fn grouped32_rows<const WR: usize>(
+    xs: [&[i8]; 8],
+    sums: [&[i32]; 8],
+    w: [&[u8]; WR],
+    sf: &[f32],
+    groups: usize,
+    full_cols: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(out.len() == 8 * WR && sf.len() == WR * groups);
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut chains = [_mm256_setzero_ps(); WR];
+    let mut gi = 0;
+    while gi + 8 <= groups && (gi + 8) * 32 <= full_cols {
+        let b0 = gi / 2;
+        assert!(
+            w.iter().all(|w| w.len() >= (b0 + 4) * BLOCK / 2)
+                && xs.iter().all(|x| x.len() >= (b0 + 4) * BLOCK)
+                && sums.iter().all(|s| s.len() >= gi + 8)
+        );
+        // lane i of corr[j]: 8·sums[i][gi + j]
+        let corr = transpose8(std::array::from_fn(|i| {
+            // SAFETY: bounded by the assert above; unaligned load.
+            let s8 = unsafe { _mm256_loadu_si256(sums[i].as_ptr().add(gi).cast()) };
+            _mm256_castsi256_ps(_mm256_slli_epi32::<3>(s8))
+        }))
+        .map(|c| _mm256_castps_si256(c));
+        for (q, chain) in chains.iter_mut().enumerate() {
+            let s = &sf[q * groups + gi..q * groups + gi + 8];
+            for j in 0..4 {
+                let blk = b0 + j;
+                // SAFETY: the assert above bounds every load; unaligned loads.
+                let v: [__m256i; 8] = unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                    let b = _mm256_loadu_si256(w[q].as_ptr().add(blk * BLOCK / 2).cast());
+                    let lo = _mm256_and_si256(b, mask);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+                    std::array::from_fn(|i| {
+                        let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
+                        let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
+                        // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo))
+                    })
+                };
+                let (a, b) = groups_of_8_rows(v);
+                let a = _mm256_sub_epi32(a, corr[2 * j]);
+                let b = _mm256_sub_epi32(b, corr[2 * j + 1]);
+                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_set1_ps(s[2 * j])));
+                *chain = _mm256_add_ps(
+                    *chain,
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(s[2 * j + 1])),
+                );
+            }
+        }
+        gi += 8;
+    }
+    for (q, chain) in chains.iter().enumerate() {
+        let mut t = [0f32; 8];
+        // SAFETY: an 8-float store into a local array.
+        unsafe { _mm256_storeu_ps(t.as_mut_ptr(), *chain) };
+        for (i, v) in t.iter().enumerate() {
+            out[i * WR + q] = *v;
+        }
+    }
+    gi
+}
+
+/// W4A8-grouped batch micro-kernel (frame tile `WR` × 8): groups of 32
+/// through [`grouped32_rows`], other group sizes one weight row at a time
+/// through [`grouped_whole_blocks`]. Same contract as
+/// [`tile_w4a8_grouped`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn tile_w4a8_grouped_rows<const WR: usize>(
     x: &[&[i8]],
     sums: &[&[i32]],
     w: &[&[u8]],
@@ -299,32 +371,81 @@ pub(crate) fn tile_w4a8_grouped<const MR: usize>(
     g: usize,
     out: &mut [f32],
 ) -> usize {
-    assert!(x.len() == MR && sums.len() == MR && w.len() == 1 && out.len() == MR);
-    let (kb, groups) = (x[0].len(), s.len());
-    assert!(x.iter().all(|r| r.len() == kb) && w[0].len() == kb / 2 && sums.iter().all(|r| r.len() == groups));
+    assert!(x.len() == 8 && sums.len() == 8 && w.len() == WR && out.len() == 8 * WR);
+    let (kb, groups) = (x[0].len(), sums[0].len());
+    assert!(
+        x.iter().all(|r| r.len() == kb)
+            && w.iter().all(|r| r.len() == kb / 2)
+            && sums.iter().all(|r| r.len() == groups)
+            && s.len() == WR * groups
+    );
     if g == 32 {
-        let (t, gi) = grouped32_steps::<MR>(
+        return grouped32_rows::<WR>(
             std::array::from_fn(|i| x[i]),
             std::array::from_fn(|i| sums[i]),
-            w[0],
+            std::array::from_fn(|q| w[q]),
             s,
             groups,
             kb,
+            out,
         );
-        out.copy_from_slice(&t);
+    }
+    let mut done = 0;
+    let mut row = [0f32; 8];
+    for q in 0..WR {
+        done = grouped_whole_blocks(x, sums, w[q], &s[q * groups..(q + 1) * groups], g, &mut row);
+        for (i, v) in row.iter().enumerate() {
+            out[i * WR + q] = *v;
+        }
+    }
+    done
+}
+
+/// W4A8-grouped decode micro-kernel (frame tile 1 × 1): groups of 32 eight
+/// at a time through [`grouped32_steps`], groups that are whole 64-column
+/// blocks through [`grouped_whole_blocks`]; either way `acc_g` is the exact
+/// i32 and the sum is `Σ_g (acc_g as f32) * s_g` from +0 in increasing g.
+/// Returns the first group not added (the frame adds the rest in the same
+/// order).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn tile_w4a8_grouped(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == 1 && sums.len() == 1 && w.len() == 1 && out.len() == 1);
+    let (kb, groups) = (x[0].len(), s.len());
+    assert!(w[0].len() == kb / 2 && sums[0].len() == groups);
+    if g == 32 {
+        let (t, gi) = grouped32_steps(x[0], sums[0], w[0], s, groups, kb);
+        out[0] = t;
         return gi;
     }
+    grouped_whole_blocks(x, sums, w[0], s, g, out)
+}
+
+/// Groups that are whole 64-column blocks (`g` a multiple of 64) of one
+/// weight row against each row of `x`: one vector per group, `out[i] =
+/// Σ_g (acc_g as f32) * s[g]` from +0 in increasing g. Returns the groups
+/// added: none for other `g` (the frame adds them all).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn grouped_whole_blocks(x: &[&[i8]], sums: &[&[i32]], w: &[u8], s: &[f32], g: usize, out: &mut [f32]) -> usize {
     out.fill(0.0);
     if g == 0 || !g.is_multiple_of(BLOCK) {
         return 0;
     }
-    let whole = kb / g;
+    let whole = x[0].len() / g;
     for (i, o) in out.iter_mut().enumerate() {
         let mut sum = 0f32;
         for gi in 0..whole {
             let mut v = _mm256_setzero_si256();
             for b in gi * g / BLOCK..(gi + 1) * g / BLOCK {
-                v = _mm256_add_epi32(v, block_rows::<1>(x[i], [w[0]], b)[0]);
+                v = _mm256_add_epi32(v, block_rows::<1>(x[i], [w], b)[0]);
             }
             sum += (hsum_epi32(v) - 8 * sums[i][gi]) as f32 * s[gi];
         }
