@@ -574,3 +574,115 @@ fn the_plain_rust_grouped_tile_passes_the_proof() {
     let m = right_grouped::first_mismatch();
     assert!(m.is_none(), "{m:?}");
 }
+
+/// The 16-row decode tiles (W8A8 and W4A8, rows one after another) done
+/// wrong: the last row of the tile is dotted with the row before it (a loop
+/// bound one short, the last slot filled from the previous pointer). Right
+/// on 1- and 4-row tiles, so only a proof whose rows reach the 16-row tile
+/// can fail it.
+fn w8a8_seq_last_row_repeated(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    for (q, a) in acc.iter_mut().enumerate() {
+        let r = if w.len() == 16 && q == 15 { 14 } else { q };
+        *a = (SCALAR.dot_i8_i8)(x[0], w[r]);
+    }
+}
+
+/// As [`w8a8_seq_last_row_repeated`], for W4A8 on the even/odd layout.
+fn w4a8_seq_last_row_repeated(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_seq_rows(x, w, acc, true)
+}
+
+/// The same tile done right (the harness check).
+fn w4a8_seq_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_seq_rows(x, w, acc, false)
+}
+
+fn w4a8_seq_rows(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], repeat_last: bool) {
+    for (q, a) in acc.iter_mut().enumerate() {
+        let r = if repeat_last && w.len() == 16 && q == 15 { 14 } else { q };
+        // the split layout: byte j of a 64-column block holds columns 2j, 2j + 1
+        *a = x[0]
+            .chunks_exact(64)
+            .zip(w[r].chunks_exact(32))
+            .map(|(xb, wb)| {
+                (0..32)
+                    .map(|j| i32::from(wb[j] & 0x0F) * i32::from(xb[j]) + i32::from(wb[j] >> 4) * i32::from(xb[32 + j]))
+                    .sum::<i32>()
+            })
+            .sum();
+    }
+}
+
+const DECODE_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
+
+mod seq_w8a8 {
+    use super::*;
+    use qlinear_kernels_scalar::frame::{Family, Layout, TileI8I8};
+    pub(crate) const W8A8: Family<TileI8I8> = Family {
+        shapes: Shapes {
+            tiles: DECODE_TILES,
+            chunk: 16,
+        },
+        kernels: &[w8a8_seq_last_row_repeated as TileI8I8; 3],
+        block: 32,
+        layout: Layout::Natural,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
+}
+
+/// A W4A8 family on the frame whose every decode tile is `$tile`.
+macro_rules! seq_w4a8_on_frame {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::{Family, Layout, TileI8Q4};
+            pub(crate) const W4A8: Family<TileI8Q4> = Family {
+                shapes: Shapes {
+                    tiles: DECODE_TILES,
+                    chunk: 64,
+                },
+                kernels: &[$tile as TileI8Q4; 3],
+                block: 64,
+                layout: Layout::EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+
+            pub(crate) fn table() -> KernelTable {
+                KernelTable {
+                    gemm_w4a8,
+                    shapes: GemmShapes {
+                        w4a8: W4A8.shapes,
+                        ..GemmShapes::SINGLE
+                    },
+                    ..SCALAR
+                }
+            }
+        }
+    };
+}
+
+seq_w4a8_on_frame!(seq_w4a8, w4a8_seq_last_row_repeated);
+seq_w4a8_on_frame!(seq_w4a8_right, w4a8_seq_right);
+
+#[test]
+fn a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof() {
+    first_failure(
+        &KernelTable {
+            gemm_w8a8: seq_w8a8::gemm_w8a8,
+            shapes: GemmShapes {
+                w8a8: seq_w8a8::W8A8.shapes,
+                ..GemmShapes::SINGLE
+            },
+            ..SCALAR
+        },
+        KernelFamily::W8A8,
+    )
+    .expect("the W8A8 16-row tile with its last row repeated must fail");
+    first_failure(&seq_w4a8::table(), KernelFamily::W4A8)
+        .expect("the W4A8 16-row tile with its last row repeated must fail");
+    // and the harness is right: the same plain-Rust tile without the slip passes
+    let right = first_failure(&seq_w4a8_right::table(), KernelFamily::W4A8);
+    assert!(right.is_none(), "{right:?}");
+}

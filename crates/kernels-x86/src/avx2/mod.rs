@@ -32,11 +32,12 @@ mod entry {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
         w8a8_1x1 => q8::tile_w8a8::<0, 1>: tile_i8,
         w8a8_4x1 => q8::tile_w8a8::<1, 1>: tile_i8,
-        w8a8_16x1 => q8::tile_w8a8::<4, 1>: tile_i8,
+        w8a8_16x1 => q8::tile_w8a8_seq::<16>: tile_i8,
         w8a8_16x8 => q8::tile_w8a8::<4, 8>: tile_i8,
         w8a8_1x8 => q8::tile_w8a8::<0, 8>: tile_i8,
         w4a8_1x1 => q4::tile_w4a8_rows::<1>: tile_q4,
         w4a8_4x1 => q4::tile_w4a8_rows::<4>: tile_q4,
+        w4a8_16x1 => q4::tile_w4a8_seq::<16>: tile_q4,
         w4a8_2x4 => q4::tile_w4a8_batch::<2, 4>: tile_q4,
         w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
         grouped_1x1 => q4::tile_w4a8_grouped: tile_grouped,
@@ -62,11 +63,15 @@ mod entry {
     }
 }
 
-/// W8A8: 4 weight rows sharing each activation load, four such blocks per
-/// call, and for batches each 4-row block run over 8 activation rows while
-/// it is in L1 (16-row chunks: the matrix streams once); W4A8 batches in 2 × 4 tiles within
-/// 64-row chunks (64 rows of K = 4096 are 128 KiB, in L2 while every tile
-/// passes over them).
+/// Decode (M = 1), W8A8 and W4A8: 16 weight rows per call, one after
+/// another, so that the weights stream as one sequential run: 4 rows read
+/// in lockstep (sharing each activation load) left the hardware prefetcher
+/// behind, at 55–70 % of the bandwidth probe against 85–100 % for one row
+/// at a time on a Zen 3 EPYC (BENCHMARKS.md). W8A8 batches run each 4-row
+/// block over 8 activation rows while it is in L1 (16-row chunks: the
+/// matrix streams once); W4A8 batches in 2 × 4 tiles within 64-row chunks
+/// (64 rows of K = 4096 are 128 KiB, in L2 while every tile passes over
+/// them).
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
         tiles: &[
@@ -91,10 +96,22 @@ const W8A8: Family<TileI8I8> = Family {
 };
 const W4A8: Family<TileI8Q4> = Family {
     shapes: Shapes {
-        tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)],
+        tiles: &[
+            Tile::ONE,
+            Tile::new(4, 1),
+            Tile::new(16, 1),
+            Tile::new(2, 4),
+            Tile::new(1, 4),
+        ],
         chunk: 64,
     },
-    kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_2x4, entry::w4a8_1x4],
+    kernels: &[
+        entry::w4a8_1x1,
+        entry::w4a8_4x1,
+        entry::w4a8_16x1,
+        entry::w4a8_2x4,
+        entry::w4a8_1x4,
+    ],
     block: q4::BLOCK,
     layout: Layout::EvenOdd,
     scales_to_f32: entry::scales_to_f32,

@@ -110,6 +110,18 @@ pub(crate) fn tile_w4a8_rows<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut
     acc.copy_from_slice(&dot_rows_biased::<R>(x[0], x[0], std::array::from_fn(|q| w[q])));
 }
 
+/// W4A8 decode micro-kernel (frame tile `R` × 1): `R` packed weight rows
+/// against one split activation row, one row after another, so that the
+/// weights stream as one sequential run (the activation row stays in L1).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn tile_w4a8_seq<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
+    for (a, w) in acc.iter_mut().zip(w) {
+        *a = dot_rows_biased::<1>(x[0], x[0], [*w])[0];
+    }
+}
+
 /// W4A8 batch micro-kernel (frame tile `WR` × `XR`, through [`tile_biased`]).
 #[inline]
 #[target_feature(enable = "avx2")]

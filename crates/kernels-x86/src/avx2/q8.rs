@@ -45,6 +45,20 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
     dot_rows::<1>(a, [b])[0]
 }
 
+/// W8A8 decode micro-kernel (frame tile `R` × 1): `R` weight rows against
+/// one activation row, one row after another, so that the weights stream as
+/// one sequential run (the activation row stays in L1); the loop over rows
+/// is here so that the frame's per-tile work is paid once per `R` rows.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R);
+    assert!(w.iter().all(|r| r.len() == x[0].len()));
+    for (a, w) in acc.iter_mut().zip(w) {
+        *a = dot_rows::<1>(x[0], [*w])[0];
+    }
+}
+
 /// W8A8 micro-kernel (frame tile `4B` × `XR`): `B` blocks of 4 weight rows,
 /// each block sharing every load of one activation row, run over the `XR`
 /// activation rows while the block is in L1 (`B = 0`: one weight row). The
