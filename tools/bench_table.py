@@ -2,12 +2,22 @@
 """Renders target/qlinear-bench.json (written by `cargo xtask bench`) as the
 Markdown tables of docs/BENCHMARKS.md, so no figure there is copied by hand.
 
-Usage: bench_table.py [JSON]
+Usage: bench_table.py [JSON] [--goals]
+
+--candle prints, instead of the tables, each candle row against the plan's
+row of the same bytes class in the same run (W4A8 grouped 32 against
+Q4_0, W8A8 against Q8_0).
+
+--goals prints, instead of the tables, the ratios behind issue 17's goals
+(each from the same run: decode share of the probe, W4A16 and W8A16
+against W4A8 and W8A8, grouped against per channel at M = 16, prefill
+against f32) for both shapes of a `--quick` run.
 """
 import json
 import sys
 
-path = sys.argv[1] if len(sys.argv) > 1 else "target/qlinear-bench.json"
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+path = args[0] if args else "target/qlinear-bench.json"
 data = json.load(open(path))
 rows = data["rows"]
 if "bandwidth_gbps" in data:
@@ -48,16 +58,85 @@ def table(title, keep):
     print()
 
 
+
+
+def goals():
+    def get(family, tier, m, n, t, cache):
+        for r in rows:
+            if (r["family"], r["tier"], r["m"], r["n"], r["k"], r["threads"], r["cache"]) == (
+                family, tier, m, n, 4096, t, cache):
+                return r
+        return None
+
+    def us(r):
+        return f"{r['median_us']:.1f} ({r['min_us']:.1f}–{r['max_us']:.1f}) µs"
+
+    plan = "plan:avx2"
+    print("| shape | what | figure |")
+    print("|---|---|---|")
+    for n in (11008, 4096):
+        shape = f"{n}×4096"
+        for fam in ("w8a8", "w4a8", "w4a8_g32"):
+            r = get(fam, plan, 1, n, 2, "cold")
+            if r:
+                # bytes of one call, then each repeat's share of its own probe
+                nbytes = r["gbps"] * r["median_us"] * 1e3
+                per = ", ".join(f"{100 * nbytes / (rep['median_us'] * 1e3) / rep['probe_gbps']:.1f}"
+                                for rep in r.get("repeats", []))
+                print(f"| {shape} | {fam} M = 1 cold 2 t, % of probe | {r['pct_bw']:.1f} {('(' + per + ')') if per else ''}; {us(r)} |")
+        for fl, it in (("w8a16", "w8a8"), ("w4a16", "w4a8")):
+            for cache, t in (("cold", 2), ("cold", 1), ("hot", 2)):
+                a, b = get(fl, plan, 1, n, t, cache), get(it, plan, 1, n, t, cache)
+                if a and b:
+                    print(f"| {shape} | {fl} / {it}, M = 1 {cache} {t} t | {a['median_us'] / b['median_us']:.2f}× |")
+        for cache in ("hot", "cold"):
+            for t in (1, 2):
+                g, f = get("w4a16_g32", plan, 16, n, t, cache), get("f32", "gemm", 16, n, t, cache)
+                if g and f:
+                    print(f"| {shape} | w4a16_g32 speed × f32, M = 16 {cache} {t} t | {f['median_us'] / g['median_us']:.2f}× |")
+        for cache in ("hot", "cold"):
+            for t in (1, 2):
+                g, p = get("w4a8_g32", plan, 16, n, t, cache), get("w4a8", plan, 16, n, t, cache)
+                if g and p:
+                    print(f"| {shape} | w4a8_g32 / w4a8, M = 16 {cache} {t} t | {g['median_us'] / p['median_us']:.2f}× |")
+        for m in (64, 256):
+            for t in (1, 2):
+                f = get("f32", "gemm", m, n, t, "hot")
+                for fam in ("w4a8", "w8a8", "w4a8_g32"):
+                    r = get(fam, plan, m, n, t, "hot")
+                    if f and r:
+                        print(f"| {shape} | {fam} speed × f32, M = {m} hot {t} t | {f['median_us'] / r['median_us']:.2f}× |")
+
+
 big = lambda r: (r["n"], r["k"]) == (11008, 4096)
 mid = lambda r: (r["n"], r["k"]) == (4096, 4096)
 small = lambda r: (r["n"], r["k"]) == (2048, 2048)
-table("Decode targets: M = 1, 11008×4096, cold, 2 threads",
-      lambda r: big(r) and r["m"] == 1 and r["cache"] == "cold" and r["threads"] == 2)
-table("Batch: M = 16, 11008×4096, 2 threads",
-      lambda r: big(r) and r["m"] == 16 and r["threads"] == 2)
-table("M = 1, 4096×4096 (hot and cold, 1 and 2 threads)", lambda r: mid(r) and r["m"] == 1)
-table("M = 16, 4096×4096", lambda r: mid(r) and r["m"] == 16)
-table("Prefill: M = 64 and 256, 11008×4096", lambda r: big(r) and r["m"] in (64, 256))
-table("Prefill: M = 64 and 256, 4096×4096", lambda r: mid(r) and r["m"] in (64, 256))
-table("M = 1, 11008×4096, the rest", lambda r: big(r) and r["m"] == 1 and not (r["cache"] == "cold" and r["threads"] == 2))
-table("2048×2048", small)
+def candle():
+    print("| family vs peer | M | N×K | cache | qlinear µs (range) | candle µs (range) | candle / qlinear |")
+    print("|---|--:|---|---|--:|--:|--:|")
+    for c in rows:
+        if not c["tier"].startswith("candle:") or c["threads"] != 2:
+            continue
+        q = next((r for r in rows if r["tier"].startswith("plan:") and all(
+            r[f] == c[f] for f in ("family", "m", "n", "k", "threads", "cache"))), None)
+        if q:
+            span = lambda r: f"{r['median_us']:.1f} ({r['min_us']:.1f}–{r['max_us']:.1f})"
+            print(f"| {c['family']} vs {c['tier']} | {c['m']} | {c['n']}×{c['k']} | {c['cache']} | "
+                  f"{span(q)} | {span(c)} | {c['median_us'] / q['median_us']:.2f} |")
+
+
+if "--goals" in sys.argv:
+    goals()
+elif "--candle" in sys.argv:
+    candle()
+else:
+    table("Decode targets: M = 1, 11008×4096, cold, 2 threads",
+          lambda r: big(r) and r["m"] == 1 and r["cache"] == "cold" and r["threads"] == 2)
+    table("Batch: M = 16, 11008×4096, 2 threads",
+          lambda r: big(r) and r["m"] == 16 and r["threads"] == 2)
+    table("M = 1, 4096×4096 (hot and cold, 1 and 2 threads)", lambda r: mid(r) and r["m"] == 1)
+    table("M = 16, 4096×4096", lambda r: mid(r) and r["m"] == 16)
+    table("Prefill: M = 64 and 256, 11008×4096", lambda r: big(r) and r["m"] in (64, 256))
+    table("Prefill: M = 64 and 256, 4096×4096", lambda r: mid(r) and r["m"] in (64, 256))
+    table("M = 1, 11008×4096, the rest", lambda r: big(r) and r["m"] == 1 and not (r["cache"] == "cold" and r["threads"] == 2))
+    table("2048×2048", small)
