@@ -430,6 +430,19 @@ grouped_w4a16_mutant!(
     "scales read from the transposed lane must fail"
 );
 
+/// `Σ x·b` (biased nibbles, uncorrected) over packed bytes `bytes` of
+/// 64-column block `blk`, the activations in the frame's even/odd layout:
+/// byte j holds column 2j (low nibble, at `x[64·blk + j]`) and 2j + 1 (high
+/// nibble, at `x[64·blk + 32 + j]`).
+fn evenodd_dot(x: &[i8], w: &[u8], blk: usize, bytes: std::ops::Range<usize>) -> i32 {
+    bytes
+        .map(|j| {
+            let b = w[32 * blk + j];
+            i32::from(b & 0x0F) * i32::from(x[64 * blk + j]) + i32::from(b >> 4) * i32::from(x[64 * blk + 32 + j])
+        })
+        .sum()
+}
+
 /// The AVX2 W4A8-grouped batch tile (16 × 8, groups of 32) in plain Rust on
 /// the frame's even/odd layout, with output (activation row `i`, weight row
 /// `q`, group `gi`) corrected by `8 · sums[ci][cg]` where `(ci, cg) =
@@ -457,13 +470,8 @@ fn grouped32_tile_with(
         for (q, wq) in w.iter().enumerate() {
             let mut sum = 0f32;
             for gi in 0..done {
-                let (blk, half) = (gi / 2, gi % 2);
-                let mut acc = 0i32;
-                for j in half * 16..half * 16 + 16 {
-                    let b = wq[blk * 32 + j];
-                    acc += i32::from(b & 0x0F) * i32::from(xr[blk * 64 + j]);
-                    acc += i32::from(b >> 4) * i32::from(xr[blk * 64 + 32 + j]);
-                }
+                let half = 16 * (gi % 2);
+                let acc = evenodd_dot(xr, wq, gi / 2, half..half + 16);
                 let (ci, cg) = corr(i, gi);
                 sum += (acc - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi];
             }
@@ -600,15 +608,8 @@ fn w4a8_seq_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 fn w4a8_seq_rows(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], repeat_last: bool) {
     for (q, a) in acc.iter_mut().enumerate() {
         let r = if repeat_last && w.len() == 16 && q == 15 { 14 } else { q };
-        // the split layout: byte j of a 64-column block holds columns 2j, 2j + 1
-        *a = x[0]
-            .chunks_exact(64)
-            .zip(w[r].chunks_exact(32))
-            .map(|(xb, wb)| {
-                (0..32)
-                    .map(|j| i32::from(wb[j] & 0x0F) * i32::from(xb[j]) + i32::from(wb[j] >> 4) * i32::from(xb[32 + j]))
-                    .sum::<i32>()
-            })
+        *a = (0..x[0].len() / 64)
+            .map(|blk| evenodd_dot(x[0], w[r], blk, 0..32))
             .sum();
     }
 }

@@ -324,8 +324,8 @@ fn grouped32_rows<const WR: usize>(
     // lane i of corr[e][j]: 8·sums[i][8e + j], for the whole row at once, so
     // that each weight row is read start to end in one visit: the tile's 16
     // rows then stream as one sequential run of memory, which the hardware
-    // prefetcher follows (16 rows read in lockstep, a few lines each, ran
-    // at 0.6–0.8× once the matrix outgrew L2)
+    // prefetcher follows (16 rows read in lockstep, 128 bytes each per
+    // step, ran at 0.63–0.96× of this at 11008 × 4096, BENCHMARKS.md)
     let corr: Vec<[__m256i; 8]> = (0..eights)
         .map(|e| {
             transpose8(std::array::from_fn(|i| {
