@@ -1,23 +1,31 @@
-// Runs while the page loads: instantiates qlinear_web.wasm (inlined as base64
-// by qlinear_web.js; plain C-ABI exports, no JS glue), runs the selftest,
-// times the GEMVs with performance.now(), and writes a RESULT line that
-// `cargo xtask browser` reads back from the DOM.
+// Runs while the page loads: instantiates one of the two builds of
+// qlinear_web.wasm (inlined as base64 by qlinear_web.js; plain C-ABI exports,
+// no JS glue): the relaxed-SIMD build where this browser validates it, else
+// the SIMD128 build. Runs the selftest, times the GEMVs with
+// performance.now(), and writes a RESULT line that `cargo xtask browser`
+// reads back from the DOM.
 (function () {
   const $ = (id) => document.getElementById(id);
   try {
-    const bytes = Uint8Array.from(atob(QLINEAR_WASM_BASE64), (c) => c.charCodeAt(0));
+    const decode = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const relaxedBytes = decode(QLINEAR_WASM_RELAXED_BASE64);
+    const relaxed = WebAssembly.validate(relaxedBytes);
+    const bytes = relaxed ? relaxedBytes : decode(QLINEAR_WASM_BASE64);
+    const build = relaxed ? "relaxed-simd" : "simd128";
     const q = new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
     const text = () => new TextDecoder().decode(new Uint8Array(q.memory.buffer, q.qlinear_output_ptr(), q.qlinear_output_len()));
 
     const proven = q.qlinear_selftest() === 1;
     const report = text();
-    $("selftest").textContent = report;
+    $("selftest").textContent = `build: ${build}\n${report}`;
 
     const rows = [];
     const [n, k] = [4096, 4096];
     for (const [family, name] of [[0, "w8a8"], [1, "w4a8"]]) {
-      for (const [simd, tier] of [[0, "scalar"], [1, "wasm-simd128"]]) {
-        if (q.qlinear_gemv_setup(family, simd, n, k) !== 1) {
+      const tiers = [[0, "scalar"], [1, "wasm-simd128"]];
+      if (relaxed) tiers.push([2, "wasm-relaxed-simd"]);
+      for (const [index, tier] of tiers) {
+        if (q.qlinear_gemv_setup(family, index, n, k) !== 1) {
           rows.push(`${name} ${tier}: not dispatchable`);
           continue;
         }
@@ -34,8 +42,9 @@
     }
     $("timings").textContent = rows.join("\n");
     const simdProven = /wasm-simd128\s+ok/.test(report);
-    const ok = proven && simdProven;
-    $("result").textContent = `RESULT: ${ok ? "PASS" : "FAIL"} (all present tiers proven: ${proven}, simd128 proven: ${simdProven})`;
+    const relaxedProven = /wasm-relaxed-simd\s+ok/.test(report);
+    const ok = proven && simdProven && (!relaxed || relaxedProven);
+    $("result").textContent = `RESULT: ${ok ? "PASS" : "FAIL"} build ${build} (all present tiers proven: ${proven}, simd128 proven: ${simdProven}, relaxed-simd proven: ${relaxedProven})`;
   } catch (e) {
     $("result").textContent = `RESULT: FAIL ${e}`;
   }

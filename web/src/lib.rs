@@ -1,7 +1,10 @@
-//! The browser build of qlinear (`wasm32-unknown-unknown`, `+simd128`): plain
-//! C-ABI exports, no JavaScript glue, for `web/index.html`. The page runs the
-//! selftest (the proof table and the plan, as text in linear memory) and times
-//! W8A8 / W4A8 GEMVs on the scalar and SIMD128 tiers with `performance.now()`.
+//! The browser build of qlinear (`wasm32-unknown-unknown`, built twice: with
+//! `+simd128`, and with `+simd128,+relaxed-simd` for browsers that have
+//! relaxed SIMD): plain C-ABI exports, no JavaScript glue, for
+//! `web/index.html`. The page loads the relaxed build where the browser
+//! validates it, runs the selftest (the proof table and the plan, as text in
+//! linear memory) and times W8A8 / W4A8 GEMVs on each tier of the build with
+//! `performance.now()`.
 
 use std::sync::Mutex;
 
@@ -48,16 +51,18 @@ pub extern "C" fn qlinear_output_len() -> usize {
     OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
-/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `simd` 0 = scalar tier,
-/// 1 = SIMD128 tier) of an `[n, k]` weight. Returns 1 on success, 0 if the
-/// tier is not dispatchable or the shape is refused.
+/// The tiers the page can time, by index: 0 scalar, 1 SIMD128, 2 relaxed SIMD.
+const PAGE_TIERS: [Int8Tier; 3] = [Int8Tier::Scalar, Int8Tier::WasmSimd128, Int8Tier::WasmRelaxedSimd];
+
+/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `tier` an index of
+/// `PAGE_TIERS`: 0 scalar, 1 SIMD128, 2 relaxed SIMD) of an `[n, k]` weight.
+/// Returns 1 on success, 0 if the tier is not dispatchable in this build or
+/// the shape is refused.
 #[no_mangle]
-pub extern "C" fn qlinear_gemv_setup(family: u32, simd: u32, n: u32, k: u32) -> u32 {
+pub extern "C" fn qlinear_gemv_setup(family: u32, tier: u32, n: u32, k: u32) -> u32 {
     let (n, k) = (n as usize, k as usize);
-    let tier = if simd == 1 {
-        Int8Tier::WasmSimd128
-    } else {
-        Int8Tier::Scalar
+    let Some(&tier) = PAGE_TIERS.get(tier as usize) else {
+        return 0;
     };
     let Ok(route) = Route::for_tier(tier) else { return 0 };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();

@@ -17,7 +17,7 @@
 //! * `arm-mca`: the aarch64 micro-kernels' hot loops from the release
 //!   assembly, instructions per weight and llvm-mca's cycle estimates per
 //!   core (`tools/arm_mca.py`; installs Debian's `llvm-19` when missing).
-//! * `wasm-bench`: W8A8 and W4A8 GEMVs on the SIMD128 tier under Node.js,
+//! * `wasm-bench`: W8A8 and W4A8 GEMVs on the SIMD128 and relaxed-SIMD tiers under Node.js,
 //!   beside the native tiers on the same shapes (`docs/BENCHMARKS.md`).
 
 use qlinear_dispatch::Int8Tier;
@@ -132,20 +132,24 @@ fn test() -> Result {
             "--all-targets",
         ])
         .args(["--", "-D", "warnings"]))?;
-    run(cargo()
-        .args([
-            "clippy",
-            "--target",
-            "wasm32-wasip1",
-            "--target-dir",
-            "target/wasm-simd128",
-            "-p",
-            "qlinear-kernels-wasm",
-            "-p",
-            "qlinear-dispatch",
-        ])
-        .args(["--", "-D", "warnings"])
-        .env("CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS", "-C target-feature=+simd128"))?;
+    for tier in Int8Tier::of_arch("wasm32") {
+        run(cargo()
+            .args(["clippy", "--target", WASI, "--target-dir"])
+            .arg(format!("target/{tier}"))
+            .args([
+                "-p",
+                "qlinear-kernels-wasm",
+                "-p",
+                "qlinear-dispatch",
+                "-p",
+                "qlinear-kernel-mutants",
+            ])
+            .args(["--all-targets", "--", "-D", "warnings"])
+            .env(
+                "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
+                format!("-C target-feature={}", tier.build_features()),
+            ))?;
+    }
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
@@ -516,7 +520,8 @@ fn apt_install(packages: &[&str]) -> Result {
 
 /// `cargo xtask wasm-bench`: the one-thread GEMV timings of
 /// `crates/qlinear/examples/gemv_timing.rs`, built natively and for
-/// `wasm32-wasip1` with `+simd128` (run under Node.js), alternated three
+/// `wasm32-wasip1` with every wasm tier (`+simd128,+relaxed-simd`: the
+/// scalar, SIMD128 and relaxed-SIMD tiers, run under Node.js), alternated three
 /// times in one sitting; prints the medians and the ratio of each wasm tier
 /// to the fastest native tier on the same case.
 fn wasm_bench() -> Result {
@@ -526,12 +531,17 @@ fn wasm_bench() -> Result {
     }
     let example = ["-p", "qlinear", "--example", "gemv_timing"];
     run(cargo().args(["build", "--release"]).args(example))?;
-    let wasm_dir = root().join("target/wasm-simd128");
+    // the build with every wasm tier (each contains the ones before it)
+    let top = *Int8Tier::of_arch("wasm32").last().ok_or("no wasm tier")?;
+    let wasm_dir = root().join(format!("target/{top}"));
     run(cargo()
         .args(["build", "--release", "--target", WASI, "--target-dir"])
         .arg(&wasm_dir)
         .args(example)
-        .env("CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS", "-C target-feature=+simd128"))?;
+        .env(
+            "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
+            format!("-C target-feature={}", top.build_features()),
+        ))?;
     let native = root().join("target/release/examples/gemv_timing");
     let wasm = wasm_dir.join(WASI).join("release/examples/gemv_timing.wasm");
     // Node 20 here sometimes dies with SIGSEGV while exiting after the
@@ -743,10 +753,13 @@ fn aarch64_tests() -> Result {
 const WASI: &str = "wasm32-wasip1";
 
 /// The kernel, dispatch and facade suites for `wasm32-wasip1` under Node.js
-/// (the runner in `.cargo/config.toml`): built with `+simd128` (the SIMD128
-/// tier proven, and forced), then without it (the tier reported absent and
-/// the scalar fallback carrying everything). Each flavour has its own target
-/// directory so neither rebuilds the other.
+/// (the runner in `.cargo/config.toml`), once per WebAssembly build: with
+/// each wasm tier's target features ([`Int8Tier::build_features`]: `+simd128`,
+/// then `+simd128,+relaxed-simd`), where that tier and the ones before it are
+/// proven and the rest reported absent, and once without `+simd128` (every
+/// wasm tier absent, the scalar fallback carrying everything). The last
+/// build also runs the dispatch and facade suites with each wasm tier forced.
+/// Each build has its own target directory so none rebuilds another.
 fn wasm_tests() -> Result {
     ensure_target(WASI)?;
     if !have("node") {
@@ -765,38 +778,37 @@ fn wasm_tests() -> Result {
         "-p",
         "qlinear",
     ];
-    let flags = "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS";
-    let test = |simd: bool| {
+    let test = |dir: &str, features: &str| {
         let mut c = cargo();
-        let dir = root().join(if simd {
-            "target/wasm-simd128"
-        } else {
-            "target/wasm-scalar"
-        });
-        c.args(["test", "--release", "--target", WASI, "--target-dir"]).arg(dir);
+        c.args(["test", "--release", "--target", WASI, "--target-dir"])
+            .arg(root().join(dir));
         c.env(
-            flags,
-            if simd {
-                "-C target-feature=+simd128"
-            } else {
-                "-C target-feature=-simd128"
-            },
+            "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
+            format!("-C target-feature={features}"),
         );
         c
     };
-    let wasm = names(Int8Tier::of_arch("wasm32"));
-    let mut all = vec!["scalar"];
-    all.extend(wasm.iter().copied());
-    run(test(true).args(packages).env("QLINEAR_EXPECT_PROVEN", all.join(",")))?;
-    for tier in &wasm {
-        run(test(true)
-            .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
-            .env("QLINEAR_INT8_TIER", tier))?;
+    let wasm = Int8Tier::of_arch("wasm32");
+    for (i, tier) in wasm.iter().enumerate() {
+        let dir = format!("target/{tier}");
+        let mut proven = vec!["scalar"];
+        proven.extend(names(wasm[..=i].iter().copied()));
+        run(test(&dir, tier.build_features())
+            .args(packages)
+            .env("QLINEAR_EXPECT_PROVEN", proven.join(","))
+            .env("QLINEAR_EXPECT_ABSENT", names(wasm[i + 1..].iter().copied()).join(",")))?;
+        if i + 1 == wasm.len() {
+            for forced in &wasm {
+                run(test(&dir, tier.build_features())
+                    .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+                    .env("QLINEAR_INT8_TIER", forced.name()))?;
+            }
+        }
     }
-    run(test(false)
+    run(test("target/wasm-scalar", "-simd128")
         .args(packages)
         .env("QLINEAR_EXPECT_PROVEN", "scalar")
-        .env("QLINEAR_EXPECT_ABSENT", wasm.join(",")))
+        .env("QLINEAR_EXPECT_ABSENT", names(wasm.iter().copied()).join(",")))
 }
 
 /// `cargo xtask fuzz [SECONDS]`: both fuzz targets (`fuzz/`) under
@@ -833,40 +845,52 @@ fn fuzz(args: &[String]) -> Result {
     Ok(())
 }
 
-/// `cargo xtask browser`: builds the `wasm32-unknown-unknown` page module with
-/// `+simd128`, serves `web/` on 127.0.0.1, loads it in headless Chromium
-/// (Debian's `chromium`, installed when missing) and reads the proof table
-/// and GEMV timings back from the DOM; fails unless every proof passed.
+/// `cargo xtask browser`: builds the `wasm32-unknown-unknown` page module
+/// once per wasm tier's target features (`+simd128`, `+simd128,+relaxed-simd`),
+/// serves `web/` on 127.0.0.1, loads it in headless Chromium (Debian's
+/// `chromium`, installed when missing) and reads the proof table and GEMV
+/// timings back from the DOM; fails unless every proof passed and the page
+/// chose the relaxed-SIMD build (Chromium has had relaxed SIMD since 114).
 fn browser() -> Result {
     const WEB: &str = "wasm32-unknown-unknown";
     ensure_target(WEB)?;
     if !have("chromium") {
         apt_install(&["chromium"])?;
     }
-    run(cargo()
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--target",
-            WEB,
-            "--target-dir",
-            "target/web",
-            "-p",
-            "qlinear-web",
-        ])
-        .env(
-            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
-            "-C target-feature=+simd128",
-        ))?;
-    let wasm = std::fs::read(root().join(format!("target/web/{WEB}/release/qlinear_web.wasm")))
-        .map_err(|e| format!("qlinear_web.wasm: {e}"))?;
+    // one module per wasm tier, each with the tiers before it: the page
+    // takes the last one its browser validates
+    let mut modules = Vec::new();
+    for tier in Int8Tier::of_arch("wasm32") {
+        let dir = format!("target/web-{tier}");
+        run(cargo()
+            .args(["build", "--quiet", "--release", "--target", WEB, "--target-dir"])
+            .arg(&dir)
+            .args(["-p", "qlinear-web"])
+            .env(
+                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
+                format!("-C target-feature={}", tier.build_features()),
+            ))?;
+        let path = root().join(format!("{dir}/{WEB}/release/qlinear_web.wasm"));
+        modules.push(std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    let [simd128, relaxed] = &modules[..] else {
+        return Err(format!(
+            "the page knows two wasm builds, the registry has {}",
+            modules.len()
+        ));
+    };
+    let script = format!(
+        "const QLINEAR_WASM_BASE64 = \"{}\";\nconst QLINEAR_WASM_RELAXED_BASE64 = \"{}\";\n",
+        base64(simd128),
+        base64(relaxed)
+    )
+    .into_bytes();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let web = root().join("web");
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let _ = serve(stream, &web, &wasm);
+            let _ = serve(stream, &web, &script);
         }
     });
     let profile = std::env::temp_dir().join(format!("qlinear-chromium-{}", std::process::id()));
@@ -903,7 +927,7 @@ fn browser() -> Result {
     );
     let result = section("result").unwrap_or_else(|| "RESULT: no page result".into());
     println!("{result}");
-    if result.starts_with("RESULT: PASS") {
+    if result.starts_with("RESULT: PASS build relaxed-simd") {
         Ok(())
     } else {
         Err(format!(
@@ -930,17 +954,15 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Answers one HTTP GET for the page's files (the module, inlined, from memory).
-fn serve(mut stream: std::net::TcpStream, web: &Path, wasm: &[u8]) -> std::io::Result<()> {
+/// Answers one HTTP GET for the page's files (`qlinear_web.js`, the modules
+/// inlined as base64, from memory).
+fn serve(mut stream: std::net::TcpStream, web: &Path, script: &[u8]) -> std::io::Result<()> {
     use std::io::{BufRead, BufReader, Write};
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/');
     let (body, kind) = match path {
-        "qlinear_web.js" => (
-            format!("const QLINEAR_WASM_BASE64 = \"{}\";\n", base64(wasm)).into_bytes(),
-            "text/javascript",
-        ),
+        "qlinear_web.js" => (script.to_vec(), "text/javascript"),
         "index.html" | "" => (std::fs::read(web.join("index.html"))?, "text/html"),
         "main.js" => (std::fs::read(web.join("main.js"))?, "text/javascript"),
         _ => (b"not found".to_vec(), "text/plain"),

@@ -340,7 +340,7 @@ fn forcing_a_tier_by_environment() {
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(
         err.contains(
-            "unknown int8 tier \"sse9\"; valid tiers: scalar, avx2, avx512-vnni, neon, neon-sdot, neon-i8mm, wasm-simd128"
+            "unknown int8 tier \"sse9\"; valid tiers: scalar, avx2, avx512-vnni, neon, neon-sdot, neon-i8mm, wasm-simd128, wasm-relaxed-simd"
         ),
         "{err}"
     );

@@ -230,11 +230,12 @@ impl fmt::Display for KernelPlanV0 {
             None if !clock::AVAILABLE => writeln!(f, "plan: no clock on this platform: the most specific proven tier")?,
             None => writeln!(f, "plan: measured in {:.1} ms", self.elapsed.as_secs_f64() * 1e3)?,
         }
-        writeln!(f, "{:<14} {:>14} {:>14}", "family", "decode (M=1)", "batch (M=16)")?;
+        let w = crate::tier::NAME_WIDTH;
+        writeln!(f, "{:<14} {:>w$} {:>w$}", "family", "decode (M=1)", "batch (M=16)")?;
         for family in KernelFamily::GEMM {
             writeln!(
                 f,
-                "{:<14} {:>14} {:>14}",
+                "{:<14} {:>w$} {:>w$}",
                 family.to_string(),
                 self.tier_for(family, 1).name(),
                 self.tier_for(family, 16).name()
@@ -245,7 +246,7 @@ impl fmt::Display for KernelPlanV0 {
             for t in &self.timings {
                 writeln!(
                     f,
-                    "  {:<14} {:<12} M={:<2} N={} K={}: {:.1}",
+                    "  {:<14} {:<w$} M={:<2} N={} K={}: {:.1}",
                     t.family.to_string(),
                     t.tier.name(),
                     t.m,

@@ -139,13 +139,14 @@ impl fmt::Display for SelftestReport {
             self.census.len(),
             self.elapsed.as_secs_f64() * 1e3
         )?;
-        write!(f, "{:<14}", "tier")?;
+        let w = crate::tier::NAME_WIDTH;
+        write!(f, "{:<w$}", "tier")?;
         for fam in KernelFamily::ALL {
             write!(f, " {:>13}", fam.to_string())?;
         }
         writeln!(f)?;
         for t in &self.tiers {
-            write!(f, "{:<14}", t.tier.name())?;
+            write!(f, "{:<w$}", t.tier.name())?;
             match &t.status {
                 TierStatus::Absent(why) => writeln!(f, " absent: {why}")?,
                 TierStatus::Proven(p) | TierStatus::Failed(p) => {

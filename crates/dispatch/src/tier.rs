@@ -26,11 +26,15 @@ pub enum Int8Tier {
     NeonI8mm,
     /// WebAssembly SIMD128.
     WasmSimd128,
+    /// WebAssembly relaxed SIMD (`i16x8.relaxed_dot_i8x16_i7x16_s` for
+    /// W4A8), on top of `WasmSimd128`: a build with `+relaxed-simd`, for
+    /// engines that have it.
+    WasmRelaxedSimd,
 }
 
 impl Int8Tier {
     /// Every tier, in order of preference when timings tie.
-    pub const ALL: [Int8Tier; 7] = [
+    pub const ALL: [Int8Tier; 8] = [
         Self::Scalar,
         Self::Avx2,
         Self::Avx512Vnni,
@@ -38,11 +42,12 @@ impl Int8Tier {
         Self::NeonSdot,
         Self::NeonI8mm,
         Self::WasmSimd128,
+        Self::WasmRelaxedSimd,
     ];
 
     /// The tier's name (`scalar`, `avx2`, `avx512-vnni`, `neon`, `neon-sdot`,
-    /// `neon-i8mm`, `wasm-simd128`).
-    pub fn name(self) -> &'static str {
+    /// `neon-i8mm`, `wasm-simd128`, `wasm-relaxed-simd`).
+    pub const fn name(self) -> &'static str {
         match self {
             Self::Scalar => "scalar",
             Self::Avx2 => "avx2",
@@ -51,6 +56,7 @@ impl Int8Tier {
             Self::NeonSdot => "neon-sdot",
             Self::NeonI8mm => "neon-i8mm",
             Self::WasmSimd128 => "wasm-simd128",
+            Self::WasmRelaxedSimd => "wasm-relaxed-simd",
         }
     }
 
@@ -62,7 +68,7 @@ impl Int8Tier {
             Self::Scalar => "any",
             Self::Avx2 | Self::Avx512Vnni => "x86_64",
             Self::Neon | Self::NeonSdot | Self::NeonI8mm => "aarch64",
-            Self::WasmSimd128 => "wasm32",
+            Self::WasmSimd128 | Self::WasmRelaxedSimd => "wasm32",
         }
     }
 
@@ -70,12 +76,25 @@ impl Int8Tier {
     /// while having the baseline of its architecture: where the test runner
     /// shows the tier reported absent and never used. Empty for tiers every
     /// CPU of their architecture has, and for x86 and WebAssembly (the wasm
-    /// runner builds without `+simd128` instead). `-cpu max` has them all.
+    /// runner builds without `+simd128`, and without `+relaxed-simd`,
+    /// instead). `-cpu max` has them all.
     pub fn emulated_without(self) -> &'static [&'static str] {
         match self {
             Self::NeonSdot => &["cortex-a72"],
             Self::NeonI8mm => &["cortex-a72", "neoverse-n1"],
             _ => &[],
+        }
+    }
+
+    /// The `-C target-feature` list a build needs to contain the tier, for
+    /// WebAssembly, which has no run-time detection (each wasm tier's list
+    /// contains the one before it); empty for the tiers detected at run time.
+    /// The test runner builds the wasm suites once per list.
+    pub fn build_features(self) -> &'static str {
+        match self {
+            Self::WasmSimd128 => "+simd128",
+            Self::WasmRelaxedSimd => "+simd128,+relaxed-simd",
+            _ => "",
         }
     }
 
@@ -119,9 +138,34 @@ impl Int8Tier {
             Self::WasmSimd128 => Err("this build lacks +simd128 (WebAssembly has no run-time detection)".into()),
             #[cfg(not(target_arch = "wasm32"))]
             Self::WasmSimd128 => Err(format!("{self} is wasm32 with +simd128 only")),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
+            Self::WasmRelaxedSimd => qlinear_kernels_wasm::relaxed_simd_table().ok_or_else(|| "not compiled in".into()),
+            #[cfg(all(
+                target_arch = "wasm32",
+                not(all(target_feature = "simd128", target_feature = "relaxed-simd"))
+            ))]
+            Self::WasmRelaxedSimd => {
+                Err("this build lacks +simd128,+relaxed-simd (WebAssembly has no run-time detection)".into())
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Self::WasmRelaxedSimd => Err(format!("{self} is wasm32 with +simd128,+relaxed-simd only")),
         }
     }
 }
+
+/// The width of the longest tier name, for the reports' columns.
+pub(crate) const NAME_WIDTH: usize = {
+    let mut w = 0;
+    let mut i = 0;
+    while i < Int8Tier::ALL.len() {
+        let n = Int8Tier::ALL[i].name().len();
+        if n > w {
+            w = n;
+        }
+        i += 1;
+    }
+    w
+};
 
 pub(crate) fn tier_list(tiers: impl IntoIterator<Item = Int8Tier>) -> String {
     tiers.into_iter().map(Int8Tier::name).collect::<Vec<_>>().join(", ")
@@ -160,6 +204,9 @@ pub fn cpu_features() -> Vec<&'static str> {
             probe!("neon", "dotprod", "i8mm");
         } else if #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))] {
             seen.push("simd128");
+            if cfg!(target_feature = "relaxed-simd") {
+                seen.push("relaxed-simd");
+            }
         }
     }
     seen
@@ -194,6 +241,11 @@ mod checklist {
                 "{tier}: qemu CPUs are aarch64's"
             );
             assert!(Int8Tier::of_arch(tier.arch()).contains(&tier));
+            assert_eq!(
+                tier.build_features().is_empty(),
+                tier.arch() != "wasm32",
+                "{tier}: wasm tiers, and only they, are chosen at build time"
+            );
             // a tier is available exactly where it is compiled for
             let here = cfg!(target_arch = "x86_64") && tier.arch() == "x86_64"
                 || cfg!(target_arch = "aarch64") && tier.arch() == "aarch64"
@@ -202,6 +254,17 @@ mod checklist {
             assert!(here || !tier.is_available(), "{tier} available off its architecture");
         }
         assert!(Int8Tier::Scalar.is_available());
+        // each wasm build contains the tiers before it (the runner's expectations rely on it)
+        let wasm = Int8Tier::of_arch("wasm32");
+        for pair in wasm.windows(2) {
+            let (before, after) = (pair[0].build_features(), pair[1].build_features());
+            assert!(
+                before.split(',').all(|f| after.split(',').any(|g| g == f)),
+                "{} must build on {}",
+                pair[1],
+                pair[0]
+            );
+        }
     }
 
     #[test]

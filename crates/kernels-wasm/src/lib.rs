@@ -1,9 +1,9 @@
-//! The WebAssembly SIMD128 tier of qlinear, a complete
-//! [`KernelTable`](qlinear_kernels_scalar::KernelTable) bit-identical to the
-//! scalar tier. WebAssembly has no run-time feature detection: the island is
-//! compiled in (`-C target-feature=+simd128`) or not, and the dispatch crate
-//! proves it with the selftest at start-up like every other tier. Elsewhere
-//! this crate is empty.
+//! The WebAssembly tiers of qlinear, SIMD128 and relaxed SIMD: complete
+//! [`KernelTable`](qlinear_kernels_scalar::KernelTable)s bit-identical to the
+//! scalar tier. WebAssembly has no run-time feature detection: each island is
+//! compiled in (`-C target-feature=+simd128`, and `+relaxed-simd` for the
+//! second) or not, and the dispatch crate proves it with the selftest at
+//! start-up like every other tier. Elsewhere this crate is empty.
 
 #![warn(missing_docs)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
@@ -16,6 +16,20 @@ cfg_if::cfg_if! {
         /// The SIMD128 table (this build has `+simd128`).
         pub fn simd128_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
             Some(&simd128::TABLE)
+        }
+    }
+}
+
+cfg_if::cfg_if! {
+    if #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))] {
+        mod relaxed;
+
+        /// The relaxed-SIMD table (this build has `+simd128,+relaxed-simd`):
+        /// SIMD128 with W4A8's nibble products on
+        /// `i16x8.relaxed_dot_i8x16_i7x16_s`, exact for qlinear's operands
+        /// (`docs/NUMERICS.md`).
+        pub fn relaxed_simd_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+            Some(&relaxed::TABLE)
         }
     }
 }

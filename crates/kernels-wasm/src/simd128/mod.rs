@@ -7,7 +7,9 @@
 //! activation load, 4 × 4 for batches, single rows for what is left.
 //!
 //! The whole build has `+simd128`, so the kernels are ordinary safe
-//! functions and register as they are.
+//! functions and register as they are. The W4A8 tiles are generic over how
+//! 16 nibbles meet 16 codes ([`NibbleDot`]), so that the relaxed-SIMD tier
+//! (`crate::relaxed`) is this tier with one instruction swapped.
 
 use std::arch::wasm32::*;
 
@@ -30,13 +32,16 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
     shapes: GemmShapes {
         w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
+        w4a8: INT4_SHAPES,
+        w4a8_grouped: INT4_GROUPED_SHAPES,
         w8a16: float::W8A16.shapes,
         w4a16: float::W4A16.shapes,
         w4a16_grouped: float::W4A16_GROUPED.shapes,
     },
 };
+
+const W4A8: Family<TileI8Q4> = Int4::<ExtMul>::W4A8;
+const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<ExtMul>::W4A8_GROUPED;
 
 mod gemm {
     use super::float::{W4A16, W4A16_GROUPED, W8A16};
@@ -59,31 +64,65 @@ const W8A8: Family<TileI8I8> = Family {
     layout: Layout::Natural,
     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
 };
-const W4A8: Family<TileI8Q4> = Family {
-    shapes: Shapes {
-        tiles: INT_TILES,
-        chunk: 64,
-    },
-    kernels: &[tile_q4::<1, 1>, tile_q4::<4, 1>, tile_q4::<4, 4>, tile_q4::<1, 4>],
-    block: 32,
-    layout: Layout::EvenOdd,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+const INT4_SHAPES: Shapes = Shapes {
+    tiles: INT_TILES,
+    chunk: 64,
 };
-const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
-    shapes: Shapes {
-        tiles: INT_TILES,
-        chunk: 16,
-    },
-    kernels: &[
-        tile_grouped::<1, 1>,
-        tile_grouped::<4, 1>,
-        tile_grouped::<4, 4>,
-        tile_grouped::<1, 4>,
-    ],
-    block: 32,
-    layout: Layout::EvenOdd,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+const INT4_GROUPED_SHAPES: Shapes = Shapes {
+    tiles: INT_TILES,
+    chunk: 16,
 };
+
+/// How a tier multiplies 16 biased nibbles by 16 activation codes.
+pub(crate) trait NibbleDot {
+    /// Eight i16 lanes that together hold the 16 exact products of
+    /// `nibbles` (0..15) and `x` (codes, |x| <= 127), two per lane (which
+    /// two is the implementation's choice: the caller only adds all the
+    /// lanes). A lane is at most 2·15·127 = 3810 in magnitude.
+    fn pairs(nibbles: v128, x: v128) -> v128;
+}
+
+/// SIMD128's widening multiplies: lane j holds the products at bytes j
+/// and j + 8.
+pub(crate) struct ExtMul;
+
+impl NibbleDot for ExtMul {
+    #[inline]
+    fn pairs(nibbles: v128, x: v128) -> v128 {
+        i16x8_add(i16x8_extmul_low_i8x16(nibbles, x), i16x8_extmul_high_i8x16(nibbles, x))
+    }
+}
+
+/// The W4A8 families with the nibble products of `D`: the same tiles, chunks
+/// and layout for every `D`.
+pub(crate) struct Int4<D>(std::marker::PhantomData<D>);
+
+impl<D: NibbleDot> Int4<D> {
+    pub(crate) const W4A8: Family<TileI8Q4> = Family {
+        shapes: INT4_SHAPES,
+        kernels: &[
+            tile_q4::<1, 1, D>,
+            tile_q4::<4, 1, D>,
+            tile_q4::<4, 4, D>,
+            tile_q4::<1, 4, D>,
+        ],
+        block: 32,
+        layout: Layout::EvenOdd,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+    pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+        shapes: INT4_GROUPED_SHAPES,
+        kernels: &[
+            tile_grouped::<1, 1, D>,
+            tile_grouped::<4, 1, D>,
+            tile_grouped::<4, 4, D>,
+            tile_grouped::<1, 4, D>,
+        ],
+        block: 32,
+        layout: Layout::EvenOdd,
+        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    };
+}
 
 /// 16 bytes of `v` at `at`.
 #[inline]
@@ -119,17 +158,22 @@ fn nibbles(p: &[u8], b: usize) -> (v128, v128) {
 
 /// One 32-column block of the W4A8 tile at column `c`. A nibble (0..15)
 /// times a code (|x| <= 127) is at most 1905 in magnitude, so the block's
-/// four i16 product vectors add in i16 exactly (at most 7620) and widen
-/// once: 9 operations per block and pair of rows, where two `dot16` take 12.
+/// two i16 pair vectors ([`NibbleDot::pairs`], at most 3810 a lane) add in
+/// i16 exactly (at most 7620) and widen once: with [`ExtMul`], 9 operations
+/// per block and pair of rows, where two `dot16` take 12.
 #[inline]
-fn q4_block<const WR: usize, const XR: usize>(a: &mut [[v128; WR]; XR], x: &[&[i8]], w: &[&[u8]], c: usize) {
+fn q4_block<const WR: usize, const XR: usize, D: NibbleDot>(
+    a: &mut [[v128; WR]; XR],
+    x: &[&[i8]],
+    w: &[&[u8]],
+    c: usize,
+) {
     let nib: [(v128, v128); WR] = std::array::from_fn(|q| nibbles(w[q], c / 2));
     for i in 0..XR {
         let (even, odd) = (load16(x[i], c), load16(x[i], c + 16));
         for q in 0..WR {
             let (lo, hi) = nib[q];
-            let e = i16x8_add(i16x8_extmul_low_i8x16(lo, even), i16x8_extmul_high_i8x16(lo, even));
-            let o = i16x8_add(i16x8_extmul_low_i8x16(hi, odd), i16x8_extmul_high_i8x16(hi, odd));
+            let (e, o) = (D::pairs(lo, even), D::pairs(hi, odd));
             a[i][q] = i32x4_add(a[i][q], i32x4_extadd_pairwise_i16x8(i16x8_add(e, o)));
         }
     }
@@ -161,14 +205,14 @@ fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut
 
 /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR` rows
 /// over whole blocks of 32 columns, the activations split even/odd per block.
-fn tile_q4<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+fn tile_q4<const WR: usize, const XR: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     let k = x.first().map_or(0, |r| r.len());
     assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(32));
     assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k / 2));
     let mut a = [[i32x4_splat(0); WR]; XR];
     let mut c = 0;
     while c < k {
-        q4_block(&mut a, x, w, c);
+        q4_block::<WR, XR, D>(&mut a, x, w, c);
         c += 32;
     }
     for i in 0..XR {
@@ -182,7 +226,7 @@ fn tile_q4<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut
 /// exact `acc_g` of each output, then `sum += (acc_g − 8·Σx_g) as f32 * s_g`
 /// in increasing g from +0. Covers the groups inside the whole blocks; other
 /// group sizes cover none.
-fn tile_grouped<const WR: usize, const XR: usize>(
+fn tile_grouped<const WR: usize, const XR: usize, D: NibbleDot>(
     x: &[&[i8]],
     sums: &[&[i32]],
     w: &[&[u8]],
@@ -205,7 +249,7 @@ fn tile_grouped<const WR: usize, const XR: usize>(
         let mut a = [[i32x4_splat(0); WR]; XR];
         let mut c = gi * g;
         while c < (gi + 1) * g {
-            q4_block(&mut a, x, w, c);
+            q4_block::<WR, XR, D>(&mut a, x, w, c);
             c += 32;
         }
         for i in 0..XR {
@@ -230,10 +274,15 @@ fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
 }
 
 fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
+    dot_i8_q4_with::<ExtMul>(x, p)
+}
+
+/// `dot_i8_q4` (the scalar tier's contract) on the nibble products of `D`.
+pub(crate) fn dot_i8_q4_with<D: NibbleDot>(x: &[i8], p: &[u8]) -> i32 {
     assert_eq!(p.len(), x.len().div_ceil(2));
     let kb = x.len() / 32 * 32;
     let split = qlinear_kernels_scalar::layout::split_even_odd_i8(&x[..kb], 32);
     let mut acc = [0];
-    tile_q4::<1, 1>(&[&split], &[&p[..kb / 2]], &mut acc);
+    tile_q4::<1, 1, D>(&[&split], &[&p[..kb / 2]], &mut acc);
     acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
 }

@@ -1,0 +1,66 @@
+//! The relaxed-SIMD tier: the SIMD128 tier with W4A8's nibble products on
+//! `i16x8.relaxed_dot_i8x16_i7x16_s`, one instruction where SIMD128 spends
+//! two widening multiplies and an add (a `pmaddubsw` on x86, an `sdot`-class
+//! sequence on ARM).
+//!
+//! Relaxed instructions may differ between engines, and this one is
+//! deterministic only on part of its domain (`docs/NUMERICS.md`, "Relaxed
+//! SIMD"): the second operand's bytes may be read as signed or unsigned,
+//! and a pair sum may saturate or wrap in i16. Here the second operand is
+//! always a biased nibble (0..15, top bit clear: the same value either way)
+//! and the first an activation code (|x| <= 127), so a pair sum is at most
+//! 2·15·127 = 3810: no engine can saturate, wrap or reinterpret anything,
+//! and every lane is the exact sum of its two products. Which two products
+//! share a lane does differ from [`ExtMul`](crate::simd128::ExtMul)'s, and
+//! the tiles add all lanes, so the result is the same exact integer. The
+//! selftest proves it on the running engine like every tier.
+//!
+//! The build needs `-C target-feature=+simd128,+relaxed-simd` and an
+//! engine that has relaxed SIMD (Chromium 114 on; Node.js 20 with
+//! `--experimental-wasm-relaxed-simd`, which `tools/wasi-runner.mjs` sets);
+//! an engine without it refuses the whole module, which is why this is a
+//! second build and not a run-time choice.
+
+use std::arch::wasm32::*;
+
+use qlinear_kernels_scalar::frame::{Family, TileGroupedQ4, TileI8Q4};
+use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+
+use crate::simd128::{dot_i8_q4_with, Int4, NibbleDot};
+
+/// `i16x8.relaxed_dot_i8x16_i7x16_s` with the codes as the signed operand
+/// and the nibbles as the 7-bit one: lane j holds the products at bytes 2j
+/// and 2j + 1, exactly (see the module's argument).
+pub(crate) struct RelaxedDot;
+
+impl NibbleDot for RelaxedDot {
+    #[inline]
+    fn pairs(nibbles: v128, x: v128) -> v128 {
+        i16x8_relaxed_dot_i8x16_i7x16(x, nibbles)
+    }
+}
+
+const W4A8: Family<TileI8Q4> = Int4::<RelaxedDot>::W4A8;
+const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<RelaxedDot>::W4A8_GROUPED;
+
+mod gemm {
+    use super::{W4A8, W4A8_GROUPED};
+    qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
+}
+
+fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
+    dot_i8_q4_with::<RelaxedDot>(x, p)
+}
+
+pub(crate) static TABLE: KernelTable = KernelTable {
+    name: "wasm-relaxed-simd",
+    dot_i8_q4,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    shapes: GemmShapes {
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
+        ..crate::simd128::TABLE.shapes
+    },
+    ..crate::simd128::TABLE
+};
