@@ -87,6 +87,80 @@ fn the_real_simd128_table_passes() {
     assert!(proofs.iter().all(|p| p.mismatch.is_none()), "{proofs:?}");
 }
 
+/// `Σ x·b` (biased nibbles, uncorrected) of one split activation row (even
+/// columns then odd, per 32) against one packed row, in plain Rust.
+fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
+    let mut sum = 0;
+    for (c, xs) in x.chunks(32).enumerate() {
+        for (j, &p) in w[c * 16..c * 16 + 16].iter().enumerate() {
+            sum += i32::from(xs[j]) * i32::from(p & 0x0F) + i32::from(xs[16 + j]) * i32::from(p >> 4);
+        }
+    }
+    sum
+}
+
+/// The 16-row W4A8 decode tile (rows one after another) done wrong: the
+/// last row dotted with the row before it (a loop bound one short). Right on
+/// the 1- and 4-row tiles, so only a proof whose rows reach the 16-row tile
+/// fails it; `repeat_last = false` is the same tile done right.
+fn w4a8_seq_rows(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], repeat_last: bool) {
+    for (q, a) in acc.iter_mut().enumerate() {
+        let r = if repeat_last && w.len() == 16 && q == 15 { 14 } else { q };
+        *a = evenodd_dot(x[0], w[r]);
+    }
+}
+
+macro_rules! seq_w4a8 {
+    ($name:ident, $repeat:expr) => {
+        mod $name {
+            use super::*;
+            use qlinear_kernels_scalar::frame::TileI8Q4;
+            const W4A8: Family<TileI8Q4> = Family {
+                shapes: Shapes {
+                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)],
+                    chunk: 64,
+                },
+                kernels: &{
+                    const K: [TileI8Q4; 3] = [
+                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
+                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
+                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
+                    ];
+                    K
+                },
+                block: 32,
+                layout: Layout::EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+            pub(super) static TABLE: KernelTable = KernelTable {
+                name: stringify!($name),
+                gemm_w4a8,
+                shapes: GemmShapes {
+                    w4a8: W4A8.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+seq_w4a8!(seq_last_row_repeated, true);
+seq_w4a8!(seq_right, false);
+
+#[test]
+fn a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof() {
+    let failing = |table: &KernelTable| -> Vec<KernelFamily> {
+        prove_kernel_table(table, &default_census())
+            .iter()
+            .filter(|p| p.mismatch.is_some())
+            .map(|p| p.family)
+            .collect()
+    };
+    assert_eq!(failing(&seq_last_row_repeated::TABLE), vec![KernelFamily::W4A8]);
+    assert_eq!(failing(&seq_right::TABLE), vec![]);
+}
+
 /// Two mistakes a relaxed-SIMD W4A8 tile could make, each registered on
 /// the frame as the tier's W4A8 tile:
 ///

@@ -4,7 +4,8 @@
 //! two `f32x4` (natural column order), `f32x4_mul` then `f32x4_add`, no
 //! relaxed-SIMD FMA. The frame owns the loops, tails and outputs; this
 //! module registers the tiles: 4 weight rows per pass for M = 1 sharing each
-//! activation load, 4 × 4 for batches, single rows for what is left.
+//! activation load (W4A8: 16 rows one after another), 4 × 4 for batches,
+//! single rows for what is left.
 //!
 //! The whole build has `+simd128`, so the kernels are ordinary safe
 //! functions and register as they are. The W4A8 tiles are generic over how
@@ -53,6 +54,17 @@ mod gemm {
 }
 
 const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
+/// W4A8 also takes 16 weight rows per call at M = 1, one after another:
+/// 1.19–1.21× the 4-row tile on SIMD128 under Node.js (level on relaxed
+/// SIMD, 0.95–1.02×; W8A8 level, 0.93–1.06×, so it keeps the 4-row tile),
+/// `docs/BENCHMARKS.md`.
+const DECODE_TILES: &[Tile] = &[
+    Tile::ONE,
+    Tile::new(4, 1),
+    Tile::new(16, 1),
+    Tile::new(4, 4),
+    Tile::new(1, 4),
+];
 
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
@@ -65,7 +77,7 @@ const W8A8: Family<TileI8I8> = Family {
     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
 };
 const INT4_SHAPES: Shapes = Shapes {
-    tiles: INT_TILES,
+    tiles: DECODE_TILES,
     chunk: 64,
 };
 const INT4_GROUPED_SHAPES: Shapes = Shapes {
@@ -103,6 +115,7 @@ impl<D: NibbleDot> Int4<D> {
         kernels: &[
             tile_q4::<1, 1, D>,
             tile_q4::<4, 1, D>,
+            tile_q4_seq::<16, D>,
             tile_q4::<4, 4, D>,
             tile_q4::<1, 4, D>,
         ],
@@ -200,6 +213,16 @@ fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut
         for q in 0..WR {
             acc[i * WR + q] = hsum(a[i][q]);
         }
+    }
+}
+
+/// W4A8 decode micro-kernel (`WR` × 1): `WR` weight rows one after another,
+/// so that the weights stream as one sequential run (the activation row
+/// stays in L1).
+fn tile_q4_seq<const WR: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(w.len() == WR && acc.len() == WR);
+    for q in 0..WR {
+        tile_q4::<1, 1, D>(x, &w[q..q + 1], &mut acc[q..q + 1]);
     }
 }
 
