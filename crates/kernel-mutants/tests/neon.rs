@@ -1,8 +1,9 @@
 //! Deliberately wrong aarch64 kernels must fail the selftest: an SDOT dot
 //! with the nibbles zipped in the wrong lane order, an SDOT batch tile with a
-//! hoisted activation load, and an I8MM tile whose 2 × 2 blocks are read
-//! transposed (the last two on the frame, reached through their declared
-//! tiles).
+//! hoisted activation load, an SDOT decode step (128 columns, `ld1` of four
+//! registers) that consumes its two activation loads in the wrong order, and
+//! an I8MM tile whose 2 × 2 blocks are read transposed (the last three on the
+//! frame, reached through their declared tiles).
 #![cfg(target_arch = "aarch64")]
 
 use std::arch::aarch64::*;
@@ -255,4 +256,118 @@ fn an_i8mm_tile_read_transposed_fails_the_proof() {
         return;
     }
     assert_eq!(failing(&mutants::I8MM), vec![KernelFamily::W4A8]);
+}
+
+/// `Σ x·b` (biased nibbles, uncorrected) of one activation row split even/odd
+/// per 32 columns against one packed row, in plain Rust.
+fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
+    let mut sum = 0;
+    for (c, xs) in x.chunks(32).enumerate() {
+        for (j, &p) in w[c * 16..c * 16 + 16].iter().enumerate() {
+            sum += i32::from(xs[j]) * i32::from(p & 0x0F) + i32::from(xs[16 + j]) * i32::from(p >> 4);
+        }
+    }
+    sum
+}
+
+/// The SDOT W4A8 decode tile's 128-column step (`ld1` of four registers
+/// with post-index, the activations in two loads), with the two activation
+/// loads consumed in the wrong order when `swap`: the first 64 columns'
+/// nibbles meet the second 64 columns' codes. The columns past the last
+/// whole step go through [`evenodd_dot`].
+#[target_feature(enable = "neon,dotprod")]
+fn sdot_decode_128(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], swap: bool) {
+    let k = x[0].len();
+    assert!(x.len() == 1 && w.len() == acc.len() && w.iter().all(|r| r.len() == k / 2));
+    let steps = k / 128;
+    for (q, a) in acc.iter_mut().enumerate() {
+        let (mut xp, mut wp) = (x[0].as_ptr().cast::<u8>(), w[q].as_ptr());
+        let mut s = vdupq_n_s32(0);
+        for _ in 0..steps {
+            let (xa, xb, b): ([uint8x16_t; 4], [uint8x16_t; 4], [uint8x16_t; 4]);
+            // SAFETY: `steps` whole steps of 128 codes and 64 packed bytes
+            // lie inside the rows (asserted); the asm reads only them and
+            // writes the named registers and the pointers; dotprod is
+            // detected before this runs.
+            unsafe {
+                let (a0, a1, a2, a3, b0, b1, b2, b3, w0, w1, w2, w3);
+                asm!(
+                    "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [{x}], #64",
+                    "ld1 {{v28.16b, v29.16b, v30.16b, v31.16b}}, [{x}], #64",
+                    "ld1 {{v16.16b, v17.16b, v18.16b, v19.16b}}, [{w}], #64",
+                    x = inout(reg) xp, w = inout(reg) wp,
+                    out("v24") a0, out("v25") a1, out("v26") a2, out("v27") a3,
+                    out("v28") b0, out("v29") b1, out("v30") b2, out("v31") b3,
+                    out("v16") w0, out("v17") w1, out("v18") w2, out("v19") w3,
+                    options(nostack, readonly, preserves_flags)
+                );
+                (xa, xb, b) = ([a0, a1, a2, a3], [b0, b1, b2, b3], [w0, w1, w2, w3]);
+            }
+            let (first, second) = if swap { (xb, xa) } else { (xa, xb) };
+            let xs = [
+                first[0], first[1], first[2], first[3], second[0], second[1], second[2], second[3],
+            ];
+            for (j, bj) in b.into_iter().enumerate() {
+                let (lo, hi) = (vandq_u8(bj, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(bj));
+                // SAFETY: sdot reads registers only; dotprod is detected first.
+                unsafe {
+                    asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) s, a = in(vreg) lo, b = in(vreg) xs[2 * j], options(pure, nomem, nostack));
+                    asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) s, a = in(vreg) hi, b = in(vreg) xs[2 * j + 1], options(pure, nomem, nostack));
+                }
+            }
+        }
+        *a = vaddvq_s32(s) + evenodd_dot(&x[0][steps * 128..], &w[q][steps * 64..]);
+    }
+}
+
+fn decode_128_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting dotprod.
+    unsafe { sdot_decode_128(x, w, acc, true) }
+}
+
+fn decode_128_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting dotprod.
+    unsafe { sdot_decode_128(x, w, acc, false) }
+}
+
+/// A W4A8 family on the even/odd layout whose every tile (1 × 1, 4 × 1) is `$tile`.
+macro_rules! decode_on_frame {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
+            use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+            const W4A8: Family<TileI8Q4> = Family {
+                shapes: Shapes {
+                    tiles: &[Tile::ONE, Tile::new(4, 1)],
+                    chunk: 64,
+                },
+                kernels: &[super::$tile as TileI8Q4; 2],
+                block: 32,
+                layout: Layout::EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                name: stringify!($module),
+                gemm_w4a8,
+                shapes: GemmShapes {
+                    w4a8: W4A8.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+decode_on_frame!(decode_swapped, decode_128_swapped);
+decode_on_frame!(decode_right, decode_128_right);
+
+#[test]
+fn an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("dotprod") {
+        eprintln!("skipped: this CPU has no FEAT_DotProd");
+        return;
+    }
+    assert_eq!(failing(&decode_swapped::TABLE), vec![KernelFamily::W4A8]);
+    assert_eq!(failing(&decode_right::TABLE), vec![]);
 }

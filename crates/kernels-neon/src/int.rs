@@ -28,6 +28,74 @@ macro_rules! int_kernels {
             unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
         }
 
+        /// `ld1 {v16-v19}, [p], #64`: the 64 bytes at `*p` in four registers,
+        /// `*p` advanced past them, in one instruction. The registers are
+        /// named (an `ld1` of four takes consecutive ones, which `asm!`
+        /// cannot allocate); [`ld1x4_a`] and [`ld1x4_b`] take others, so that
+        /// the three can be live at once without moves.
+        ///
+        /// `after` is not read: taking it as an operand keeps the load
+        /// after the instructions that compute it (the previous row's dots),
+        /// so the compiler neither hoists the four rows' loads together nor
+        /// moves the named registers out of the way.
+        ///
+        /// # Safety
+        /// The 64 bytes at `*p` are readable.
+        #[inline(always)]
+        unsafe fn ld1x4_w(p: &mut *const u8, after: int32x4_t) -> [uint8x16_t; 4] {
+            let (a, b, c, d);
+            // SAFETY: the caller's bound; the asm reads only those bytes and
+            // writes only the named registers and the pointer.
+            unsafe {
+                std::arch::asm!(
+                    "ld1 {{v16.16b, v17.16b, v18.16b, v19.16b}}, [{p}], #64 // after {after:v}",
+                    p = inout(reg) *p,
+                    after = in(vreg) after,
+                    out("v16") a, out("v17") b, out("v18") c, out("v19") d,
+                    options(nostack, readonly, preserves_flags)
+                );
+            }
+            [a, b, c, d]
+        }
+
+        /// As [`ld1x4_w`], into `v24-v27`.
+        ///
+        /// # Safety
+        /// The 64 bytes at `*p` are readable.
+        #[inline(always)]
+        unsafe fn ld1x4_a(p: &mut *const u8) -> [uint8x16_t; 4] {
+            let (a, b, c, d);
+            // SAFETY: as for `ld1x4_w`.
+            unsafe {
+                std::arch::asm!(
+                    "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [{p}], #64",
+                    p = inout(reg) *p,
+                    out("v24") a, out("v25") b, out("v26") c, out("v27") d,
+                    options(nostack, readonly, preserves_flags)
+                );
+            }
+            [a, b, c, d]
+        }
+
+        /// As [`ld1x4_w`], into `v28-v31`.
+        ///
+        /// # Safety
+        /// The 64 bytes at `*p` are readable.
+        #[inline(always)]
+        unsafe fn ld1x4_b(p: &mut *const u8) -> [uint8x16_t; 4] {
+            let (a, b, c, d);
+            // SAFETY: as for `ld1x4_w`.
+            unsafe {
+                std::arch::asm!(
+                    "ld1 {{v28.16b, v29.16b, v30.16b, v31.16b}}, [{p}], #64",
+                    p = inout(reg) *p,
+                    out("v28") a, out("v29") b, out("v30") c, out("v31") d,
+                    options(nostack, readonly, preserves_flags)
+                );
+            }
+            [a, b, c, d]
+        }
+
         /// The 32 biased nibbles of 16 packed bytes at byte `b`: the low
         /// nibbles are the block's 16 even columns, the high its 16 odd
         /// ones — the order of the family's `EvenOdd` activation layout, so
@@ -109,44 +177,40 @@ macro_rules! int_kernels {
             assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(32));
             assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() == k / 2));
             let mut a = [[vdupq_n_s32(0); WR]; XR];
-            // two blocks (64 columns) per step through moving pointers, each
-            // row's 32 packed bytes and 64 codes one multi-register load
-            // (`ld1` of 2 and of 4 registers): with the index arithmetic
-            // gone the loop is loads, masks, shifts and dots
+            // M = 1: four blocks (128 columns) per step through moving
+            // pointers, each row's 64 packed bytes and the activations'
+            // 128 codes `ld1` of 4 registers with post-index (`ld1x4`):
+            // the loop is 6 loads, 32 masks and shifts, 32 dots and the
+            // count, 72 instructions for 512 products (LLVM splits the
+            // intrinsic `vld1q_u8_x4` into `ldp` pairs, without post-index)
             let mut wp: [*const u8; WR] = std::array::from_fn(|q| w[q].as_ptr());
-            let mut xp: [*const i8; XR] = std::array::from_fn(|i| x[i].as_ptr());
+            let mut xp: *const u8 = x[0].as_ptr().cast();
             let mask = vdupq_n_u8(0x0F);
-            let mut c = 0;
+            let steps = if XR == 1 { k / 128 } else { 0 };
             // (batch tiles keep 32-column blocks: 16 accumulators, 8 nibble
-            // and 2 activation registers fit the 32; 64 columns would spill)
-            while XR == 1 && c + 64 <= k {
-                // c + 64 <= k: each w pointer is c / 2 bytes into a row of k / 2
-                // and each x pointer c codes into a row of k (asserted above).
-                // SAFETY: so the 32 and 64 bytes read at them lie inside the rows.
+            // and 2 activation registers fit the 32; more columns would spill)
+            for _ in 0..steps {
+                // Each step reads 64 bytes at each w pointer and 128 at the x
+                // pointer, then advances them: after s steps they are 64s and
+                // 128s bytes into rows of k / 2 and k (asserted above), and
+                // s < k / 128 before the step.
+                // SAFETY: so every byte read lies inside its row.
                 unsafe {
-                    let nib: [[int8x16_t; 4]; WR] = std::array::from_fn(|q| {
-                        let b = vld1q_u8_x2(wp[q]);
-                        [
-                            vreinterpretq_s8_u8(vandq_u8(b.0, mask)),
-                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(b.0)),
-                            vreinterpretq_s8_u8(vandq_u8(b.1, mask)),
-                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(b.1)),
-                        ]
-                    });
-                    for i in 0..XR {
-                        let xv = vld1q_s8_x4(xp[i]);
-                        for q in 0..WR {
-                            let t = $dot16($dot16(a[i][q], nib[q][0], xv.0), nib[q][1], xv.1);
-                            a[i][q] = $dot16($dot16(t, nib[q][2], xv.2), nib[q][3], xv.3);
+                    let xa = ld1x4_a(&mut xp);
+                    let xb = ld1x4_b(&mut xp);
+                    for q in 0..WR {
+                        let b = ld1x4_w(&mut wp[q], if q == 0 { a[0][WR - 1] } else { a[0][q - 1] });
+                        let mut t = a[0][q];
+                        for (j, xv) in [xa[0], xa[1], xa[2], xa[3], xb[0], xb[1], xb[2], xb[3]].chunks(2).enumerate() {
+                            let lo = vreinterpretq_s8_u8(vandq_u8(b[j], mask));
+                            let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(b[j]));
+                            t = $dot16($dot16(t, lo, vreinterpretq_s8_u8(xv[0])), hi, vreinterpretq_s8_u8(xv[1]));
                         }
-                        xp[i] = xp[i].add(64);
-                    }
-                    for p in wp.iter_mut() {
-                        *p = p.add(32);
+                        a[0][q] = t;
                     }
                 }
-                c += 64;
             }
+            let mut c = steps * 128;
             while c < k {
                 // SAFETY: c + 32 <= k (k is a multiple of 32), rows asserted above.
                 unsafe { q4_block(&mut a, x, w, c) };
