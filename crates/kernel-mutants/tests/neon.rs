@@ -1,9 +1,10 @@
 //! Deliberately wrong aarch64 kernels must fail the selftest: an SDOT dot
 //! with the nibbles zipped in the wrong lane order, an SDOT batch tile with a
 //! hoisted activation load, an SDOT decode step (128 columns, `ld1` of four
-//! registers) that consumes its two activation loads in the wrong order, and
-//! an I8MM tile whose 2 × 2 blocks are read transposed (the last three on the
-//! frame, reached through their declared tiles).
+//! registers) that consumes its two activation loads in the wrong order, an
+//! I8MM tile whose 2 × 2 blocks are read transposed, and an I8MM tile on the
+//! even/odd pair layout with its nibble operands exchanged (the last four on
+//! the frame, reached through their declared tiles).
 #![cfg(target_arch = "aarch64")]
 
 use std::arch::aarch64::*;
@@ -370,4 +371,98 @@ fn an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof() {
     }
     assert_eq!(failing(&decode_swapped::TABLE), vec![KernelFamily::W4A8]);
     assert_eq!(failing(&decode_right::TABLE), vec![]);
+}
+
+/// The I8MM W4A8 2 × 2 tile on `Pairs8EvenOdd` (two weight rows' packed
+/// bytes zipped 8 at a time; the mask is the even columns' operand, the
+/// shift the odd ones'), with the two operands exchanged when `swap`: the
+/// high nibbles meet the even columns.
+#[target_feature(enable = "neon,i8mm")]
+fn i8mm_evenodd_tile(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], swap: bool) {
+    assert!(x.len() <= 2 && w.len() <= 2 && acc.len() == x.len() * w.len());
+    let k = 2 * w[0].len();
+    let (w0, w1) = (w[0], w[w.len() - 1]);
+    let mut a = vdupq_n_s32(0);
+    let mut c = 0;
+    while c + 32 <= k {
+        // SAFETY: c + 32 <= k: 16 packed bytes per row and 64 pair bytes lie
+        // inside; smmla reads registers only; i8mm is detected first.
+        unsafe {
+            let (b0, b1) = (
+                vreinterpretq_u64_u8(vld1q_u8(w0.as_ptr().add(c / 2))),
+                vreinterpretq_u64_u8(vld1q_u8(w1.as_ptr().add(c / 2))),
+            );
+            for (h, t) in [vzip1q_u64(b0, b1), vzip2q_u64(b0, b1)].into_iter().enumerate() {
+                let t = vreinterpretq_u8_u64(t);
+                let (lo, hi) = (vandq_u8(t, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(t));
+                let (first, second) = if swap { (hi, lo) } else { (lo, hi) };
+                for (s, nib) in [first, second].into_iter().enumerate() {
+                    let xv = vld1q_s8(x[0].as_ptr().add(2 * c + 16 * (2 * h + s)));
+                    asm!("smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) a, a = in(vreg) vreinterpretq_s8_u8(nib), b = in(vreg) xv, options(pure, nomem, nostack));
+                }
+            }
+        }
+        c += 32;
+    }
+    let mut lanes = [0i32; 4];
+    // SAFETY: a 16-byte store into a local array.
+    unsafe { vst1q_s32(lanes.as_mut_ptr(), a) };
+    // lane 2q + i: weight row q, activation row i
+    for i in 0..x.len() {
+        for q in 0..w.len() {
+            acc[i * w.len() + q] = lanes[2 * q + i];
+        }
+    }
+}
+
+fn i8mm_evenodd_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting i8mm.
+    unsafe { i8mm_evenodd_tile(x, w, acc, true) }
+}
+
+fn i8mm_evenodd_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    // SAFETY: the test runs this only after detecting i8mm.
+    unsafe { i8mm_evenodd_tile(x, w, acc, false) }
+}
+
+/// A W4A8 family on `Pairs8EvenOdd` whose every tile (1 × 1, 2 × 2, 1 × 2) is `$tile`.
+macro_rules! evenodd_pairs_on_frame {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, TileI8Q4};
+            use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+            const W4A8: Family<TileI8Q4> = Family {
+                shapes: Shapes {
+                    tiles: super::mutants::PAIR_TILES,
+                    chunk: 0,
+                },
+                kernels: &[super::$tile as TileI8Q4; 3],
+                block: 32,
+                layout: Layout::Pairs8EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                name: stringify!($module),
+                gemm_w4a8,
+                shapes: GemmShapes {
+                    w4a8: W4A8.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+evenodd_pairs_on_frame!(i8mm_swapped, i8mm_evenodd_swapped);
+evenodd_pairs_on_frame!(i8mm_right, i8mm_evenodd_right);
+
+#[test]
+fn an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("i8mm") {
+        eprintln!("skipped: this CPU has no FEAT_I8MM");
+        return;
+    }
+    assert_eq!(failing(&i8mm_swapped::TABLE), vec![KernelFamily::W4A8]);
+    assert_eq!(failing(&i8mm_right::TABLE), vec![]);
 }

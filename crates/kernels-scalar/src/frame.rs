@@ -194,6 +194,14 @@ pub enum Layout {
     /// is the 2 × 8 operand of a matrix-multiply instruction (`smmla`). The
     /// family's block must be a multiple of 8.
     Pairs8,
+    /// As [`Layout::Pairs8`], with each 16 columns' even columns first: per
+    /// 16 columns the row's 8 even columns, the next row's 8, the row's 8
+    /// odd columns, the next row's 8 (`2 · kb` bytes). Two weight rows'
+    /// packed Q4 bytes, zipped 8 at a time, then give the 2 × 8 operands
+    /// of a matrix-multiply instruction directly: the low nibbles against
+    /// the even half, the high nibbles against the odd half. The family's
+    /// block must be a multiple of 16.
+    Pairs8EvenOdd,
     /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]),
     /// in column order.
     Chunked,
@@ -282,20 +290,34 @@ impl<'a> IntRows<'a> {
             layout != Layout::Pairs8 || block.is_multiple_of(8),
             "Pairs8 needs blocks of 8"
         );
-        let len = if layout == Layout::Pairs8 { 2 * kb } else { kb };
+        assert!(
+            layout != Layout::Pairs8EvenOdd || block.is_multiple_of(16),
+            "Pairs8EvenOdd needs blocks of 16"
+        );
+        let paired = matches!(layout, Layout::Pairs8 | Layout::Pairs8EvenOdd);
+        let len = if paired { 2 * kb } else { kb };
         let mut out = Vec::with_capacity(x.m * len);
         for i in 0..x.m {
             let row = &x.row(i)[..kb];
             match layout {
                 Layout::EvenOdd => out.extend_from_slice(&split_even_odd_i8(row, block)),
-                Layout::Pairs8 => {
+                Layout::Pairs8 | Layout::Pairs8EvenOdd => {
                     let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
-                    for c in (0..kb).step_by(8) {
-                        out.extend_from_slice(&row[c..c + 8]);
-                        match next {
-                            Some(n) => out.extend_from_slice(&n[c..c + 8]),
-                            None => out.extend_from_slice(&[0; 8]),
+                    // each 8-column chunk of the row, then the next row's
+                    // same columns: natural chunks, or per 16 columns the
+                    // even then the odd ones
+                    let chunk = |r: &[i8], c: usize| -> [i8; 8] {
+                        match layout {
+                            Layout::Pairs8 => std::array::from_fn(|j| r[c + j]),
+                            _ => {
+                                let (c16, odd) = (c / 16 * 16, c / 8 % 2);
+                                std::array::from_fn(|j| r[c16 + 2 * j + odd])
+                            }
                         }
+                    };
+                    for c in (0..kb).step_by(8) {
+                        out.extend_from_slice(&chunk(row, c));
+                        out.extend_from_slice(&next.map_or([0; 8], |n| chunk(n, c)));
                     }
                 }
                 _ => panic!("an integer family needs an integer layout"),
@@ -691,6 +713,47 @@ mod tests {
         assert_eq!(shapes(NO_ONE).validate().unwrap_err(), "no 1×1 tile");
         assert!(shapes(NO_LEFTOVER).validate().unwrap_err().contains("no 1×4 tile"));
         assert!(shapes(TOO_BIG).validate().unwrap_err().contains("17×1"));
+    }
+
+    #[test]
+    fn paired_layouts_put_each_row_beside_the_next() {
+        // two rows of 40 codes (k = 40, blocks of 16: kb = 32), code = 50·row + column
+        let codes: Vec<i8> = (0..2).flat_map(|r| (0..40).map(move |c| (r * 50 + c) as i8)).collect();
+        let x = ActivationsQ8 {
+            m: 2,
+            k: 40,
+            codes: &codes,
+            scales: &[1.0, 1.0],
+            sums: &[0, 0],
+            sum_group: 40,
+        };
+        let v = |r: i8, cols: &[i8]| -> Vec<i8> { cols.iter().map(|&c| r * 50 + c).collect() };
+        let seq = |from: i8, step: i8| -> Vec<i8> { (0..8).map(|j| from + step * j).collect() };
+        let natural = IntRows::new(&x, 16, Layout::Pairs8);
+        let even_odd = IntRows::new(&x, 16, Layout::Pairs8EvenOdd);
+        let mut want_natural = Vec::new();
+        let mut want_even_odd = Vec::new();
+        for c in [0i8, 16] {
+            for (cols_n, cols_e) in [(seq(c, 1), seq(c, 2)), (seq(c + 8, 1), seq(c + 1, 2))] {
+                want_natural.extend(v(0, &cols_n));
+                want_natural.extend(v(1, &cols_n));
+                want_even_odd.extend(v(0, &cols_e));
+                want_even_odd.extend(v(1, &cols_e));
+            }
+        }
+        assert_eq!(natural.row(0), &want_natural[..]);
+        assert_eq!(even_odd.row(0), &want_even_odd[..]);
+        // the last row is paired with zeros
+        let last: Vec<i8> = even_odd
+            .row(1)
+            .chunks(8)
+            .skip(1)
+            .step_by(2)
+            .flatten()
+            .copied()
+            .collect();
+        assert!(last.iter().all(|&b| b == 0) && last.len() == 32);
+        assert_eq!(&even_odd.row(1)[..8], &v(1, &seq(0, 2))[..]);
     }
 
     #[test]

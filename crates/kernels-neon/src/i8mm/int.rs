@@ -91,8 +91,11 @@ pub(crate) fn tile_w8a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[i8
 }
 
 /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) over whole blocks of 32
-/// columns. Zipping two rows' 16 packed bytes in 4-byte groups and then the
-/// low and high nibbles gives, per 8 columns, the 2 × 8 pair operand.
+/// columns, activations in `Layout::Pairs8EvenOdd`. Zipping two rows' 16
+/// packed bytes 8 at a time gives each 16 columns' bytes of both rows; the
+/// mask is then the 2 × 8 operand of their even columns and the shift that
+/// of their odd ones, in the layout's order: per 32 columns and row pair, 2
+/// zips, 2 masks and 2 shifts.
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
 pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
@@ -110,16 +113,15 @@ pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8
             // SAFETY: c / 2 + 16 <= k / 2, every packed row's length (asserted above).
             let (b0, b1) = unsafe {
                 (
-                    vreinterpretq_u32_s8(load16(w0, c / 2)),
-                    vreinterpretq_u32_s8(load16(w1, c / 2)),
+                    vreinterpretq_u64_s8(load16(w0, c / 2)),
+                    vreinterpretq_u64_s8(load16(w1, c / 2)),
                 )
             };
             let mut out = [vdupq_n_s8(0); 4];
-            for (h, t) in [vzip1q_u32(b0, b1), vzip2q_u32(b0, b1)].into_iter().enumerate() {
-                let t = vreinterpretq_u8_u32(t);
-                let (lo, hi) = (vandq_u8(t, mask), vshrq_n_u8::<4>(t));
-                out[2 * h] = vreinterpretq_s8_u8(vzip1q_u8(lo, hi));
-                out[2 * h + 1] = vreinterpretq_s8_u8(vzip2q_u8(lo, hi));
+            for (h, t) in [vzip1q_u64(b0, b1), vzip2q_u64(b0, b1)].into_iter().enumerate() {
+                let t = vreinterpretq_u8_u64(t);
+                out[2 * h] = vreinterpretq_s8_u8(vandq_u8(t, mask));
+                out[2 * h + 1] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(t));
             }
             out
         });

@@ -2,10 +2,11 @@
 //! `smmla`, which multiplies a 2 × 8 int8 matrix by an 8 × 2 one into a
 //! 2 × 2 block of i32 lanes: 32 exact products per instruction, twice
 //! `sdot`'s 16. Activations come from the frame in row pairs interleaved per
-//! 8 columns (`Layout::Pairs8`), so each 16-byte load is an operand; weight
-//! rows are paired in registers (W8A8: one 64-bit zip per 16 columns and
-//! pair; W4A8: the two rows' packed bytes zipped in 4-byte groups before the
-//! nibbles are unpacked, which lands each 8-column pair chunk in place).
+//! 8 columns (`Layout::Pairs8`; W4A8's with each 16 columns' even columns
+//! first, `Layout::Pairs8EvenOdd`), so each 16-byte load is an operand;
+//! weight rows are paired in registers (one 64-bit zip per 16 columns and
+//! pair; for W4A8 the zipped packed bytes' mask and shift are then the even
+//! and odd columns' operands).
 //!
 //! Everything else (the dot entries, grouped W4A8, the float families, the
 //! quantizer) is the SDOT tier's; the plan picks per family and M which
@@ -53,7 +54,7 @@ const W4A8: Family<TileI8Q4> = Family {
     },
     kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_4x8, entry::w4a8_1x8],
     block: 32,
-    layout: Layout::Pairs8,
+    layout: Layout::Pairs8EvenOdd,
     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
 };
 
