@@ -35,6 +35,19 @@ unsafe fn load16<T: Copy>(v: &[T], at: usize) -> int8x16_t {
     unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
 }
 
+/// The two accumulator banks added. Each block keeps two banks so that
+/// consecutive `smmla`s on it are independent: one chain of 2 (W8A8) or 4
+/// (W4A8) dependent `smmla`s per step held the loop at their latency on
+/// Neoverse V1 (llvm-mca: 6.07 and 12.09 cycles per step).
+#[inline]
+#[target_feature(enable = "neon,i8mm")]
+fn sum_banks<const WP: usize, const XP: usize>(
+    a: [[int32x4_t; XP]; WP],
+    b: [[int32x4_t; XP]; WP],
+) -> [[int32x4_t; XP]; WP] {
+    std::array::from_fn(|p| std::array::from_fn(|j| vaddq_s32(a[p][j], b[p][j])))
+}
+
 /// Lane `2·(q % 2) + i % 2` of block `[q / 2][i / 2]`: output (i, q).
 #[inline]
 #[target_feature(enable = "neon,i8mm")]
@@ -65,7 +78,7 @@ pub(crate) fn tile_w8a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[i8
     let k = w[0].len();
     assert!(k.is_multiple_of(16) && w.iter().all(|r| r.len() == k) && x.iter().all(|r| r.len() == 2 * k));
     let pair = |p: usize| (w[2 * p], w[(2 * p + 1).min(wr - 1)]);
-    let mut a = [[vdupq_n_s32(0); XP]; WP];
+    let (mut a, mut b) = ([[vdupq_n_s32(0); XP]; WP], [[vdupq_n_s32(0); XP]; WP]);
     let mut c = 0;
     while c < k {
         let wz: [(int8x16_t, int8x16_t); WP] = std::array::from_fn(|p| {
@@ -82,12 +95,13 @@ pub(crate) fn tile_w8a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[i8
             // SAFETY: 2c + 32 <= 2k, the pair row's length (asserted above).
             let (xl, xh) = unsafe { (load16(xp, 2 * c), load16(xp, 2 * c + 16)) };
             for p in 0..WP {
-                a[p][j] = mmla(mmla(a[p][j], wz[p].0, xl), wz[p].1, xh);
+                a[p][j] = mmla(a[p][j], wz[p].0, xl);
+                b[p][j] = mmla(b[p][j], wz[p].1, xh);
             }
         }
         c += 16;
     }
-    write(&a, wr, xr, acc);
+    write(&sum_banks(a, b), wr, xr, acc);
 }
 
 /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) over whole blocks of 32
@@ -104,7 +118,7 @@ pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8
     let k = 2 * w[0].len();
     assert!(k.is_multiple_of(32) && w.iter().all(|r| 2 * r.len() == k) && x.iter().all(|r| r.len() == 2 * k));
     let mask = vdupq_n_u8(0x0F);
-    let mut a = [[vdupq_n_s32(0); XP]; WP];
+    let (mut a, mut b) = ([[vdupq_n_s32(0); XP]; WP], [[vdupq_n_s32(0); XP]; WP]);
     let mut c = 0;
     while c < k {
         let wz: [[int8x16_t; 4]; WP] = std::array::from_fn(|p| {
@@ -131,11 +145,16 @@ pub(crate) fn tile_w4a8<const WP: usize, const XP: usize>(x: &[&[i8]], w: &[&[u8
                 // SAFETY: 2c + 64 <= 2k, the pair row's length (asserted above).
                 let xv = unsafe { load16(xp, 2 * c + 16 * s) };
                 for p in 0..WP {
-                    a[p][j] = mmla(a[p][j], wz[p][s], xv);
+                    // even operands into one bank, odd into the other
+                    if s % 2 == 0 {
+                        a[p][j] = mmla(a[p][j], wz[p][s], xv);
+                    } else {
+                        b[p][j] = mmla(b[p][j], wz[p][s], xv);
+                    }
                 }
             }
         }
         c += 32;
     }
-    write(&a, wr, xr, acc);
+    write(&sum_banks(a, b), wr, xr, acc);
 }
