@@ -1,5 +1,6 @@
 //! `smmla` micro-kernels. A tile of `WR <= 2·WP` weight rows × `XR <= 2·XP`
-//! activation rows keeps `WP × XP` accumulators, each the 2 × 2 block
+//! activation rows keeps two banks of `WP × XP` accumulators (added at the
+//! end, see [`sum_banks`]), each the 2 × 2 block
 //! `[w_a·x_b, w_a·x_b', w_a'·x_b, w_a'·x_b']` of a weight-row pair and an
 //! activation-row pair. An odd weight row is paired with itself and an odd
 //! activation row with its successor (or zeros); the extra lanes are dropped.
