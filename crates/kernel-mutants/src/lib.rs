@@ -1,4 +1,76 @@
 //! Deliberately wrong SIMD kernels live in this crate's tests (`tests/x86.rs`,
-//! `tests/neon.rs`): each is a plausible mistake of a real tier, and each
-//! must fail `qlinear_dispatch::prove_kernel_table`. The crate has no code of
-//! its own and is never published.
+//! `tests/neon.rs`, `tests/wasm.rs`, `tests/frame.rs`): each is a plausible
+//! mistake of a real tier, and each must fail
+//! `qlinear_dispatch::prove_kernel_table`. The crate is never published; its
+//! library holds only what the test files share: [`failing`],
+//! [`evenodd_dot`] and [`w4a8_on_frame!`].
+
+use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
+use qlinear_kernels_scalar::KernelTable;
+
+/// The families whose proof fails for `table` over the default census, in
+/// the proof's order.
+pub fn failing(table: &KernelTable) -> Vec<KernelFamily> {
+    prove_kernel_table(table, &default_census())
+        .iter()
+        .filter(|p| p.mismatch.is_some())
+        .map(|p| p.family)
+        .collect()
+}
+
+/// `Σ x·b` (biased nibbles, uncorrected) of one activation row split even/odd
+/// per 32 columns against one packed Q4 row, in plain Rust: the reference a
+/// plain-Rust tile on `Layout::EvenOdd` (blocks of 32) computes with.
+pub fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
+    let mut sum = 0;
+    for (c, xs) in x.chunks(32).enumerate() {
+        for (j, &p) in w[c * 16..c * 16 + 16].iter().enumerate() {
+            sum += i32::from(xs[j]) * i32::from(p & 0x0F) + i32::from(xs[16 + j]) * i32::from(p >> 4);
+        }
+    }
+    sum
+}
+
+/// For each `$module => $kernels`, `mod $module` with `TABLE`: the scalar
+/// tier with its W4A8 GEMM on the frame, over `tiles` (micro-kernel
+/// `kernels[i]` for `tiles[i]`), `chunk`, `block` and `layout` (a `Layout`
+/// variant), which all the modules share. Each module sees its parent's
+/// items (`use super::*`), so `kernels` may name the test file's functions.
+#[macro_export]
+macro_rules! w4a8_on_frame {
+    (
+        tiles: $tiles:expr,
+        chunk: $chunk:expr,
+        block: $block:expr,
+        layout: $layout:ident;
+        $($module:ident => $kernels:expr),+ $(,)?
+    ) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, TileI8Q4};
+                const W4A8: Family<TileI8Q4> = Family {
+                    shapes: Shapes {
+                        tiles: $tiles,
+                        chunk: $chunk,
+                    },
+                    kernels: $kernels,
+                    block: $block,
+                    layout: Layout::$layout,
+                    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                };
+                qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+                pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                    name: stringify!($module),
+                    gemm_w4a8,
+                    shapes: qlinear_kernels_scalar::GemmShapes {
+                        w4a8: W4A8.shapes,
+                        ..qlinear_kernels_scalar::GemmShapes::SINGLE
+                    },
+                    ..qlinear_kernels_scalar::SCALAR
+                };
+            }
+        )+
+    };
+}

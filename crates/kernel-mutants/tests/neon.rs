@@ -11,6 +11,8 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
+use qlinear_kernel_mutants::{evenodd_dot, failing};
+use qlinear_kernels_scalar::frame::Tile;
 use qlinear_kernels_scalar::{dot_i8_q4_biased, KernelTable, SCALAR};
 
 #[target_feature(enable = "neon,dotprod")]
@@ -233,14 +235,6 @@ mod mutants {
     };
 }
 
-fn failing(table: &KernelTable) -> Vec<KernelFamily> {
-    prove_kernel_table(table, &default_census())
-        .iter()
-        .filter(|p| p.mismatch.is_some())
-        .map(|p| p.family)
-        .collect()
-}
-
 #[test]
 fn an_sdot_batch_tile_with_a_hoisted_load_fails_the_proof() {
     if !std::arch::is_aarch64_feature_detected!("dotprod") {
@@ -257,18 +251,6 @@ fn an_i8mm_tile_read_transposed_fails_the_proof() {
         return;
     }
     assert_eq!(failing(&mutants::I8MM), vec![KernelFamily::W4A8]);
-}
-
-/// `Σ x·b` (biased nibbles, uncorrected) of one activation row split even/odd
-/// per 32 columns against one packed row, in plain Rust.
-fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
-    let mut sum = 0;
-    for (c, xs) in x.chunks(32).enumerate() {
-        for (j, &p) in w[c * 16..c * 16 + 16].iter().enumerate() {
-            sum += i32::from(xs[j]) * i32::from(p & 0x0F) + i32::from(xs[16 + j]) * i32::from(p >> 4);
-        }
-    }
-    sum
 }
 
 /// The SDOT W4A8 decode tile's 128-column step (`ld1` of four registers
@@ -331,37 +313,14 @@ fn decode_128_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { sdot_decode_128(x, w, acc, false) }
 }
 
-/// A W4A8 family on the even/odd layout whose every tile (1 × 1, 4 × 1) is `$tile`.
-macro_rules! decode_on_frame {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
-            use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
-            const W4A8: Family<TileI8Q4> = Family {
-                shapes: Shapes {
-                    tiles: &[Tile::ONE, Tile::new(4, 1)],
-                    chunk: 64,
-                },
-                kernels: &[super::$tile as TileI8Q4; 2],
-                block: 32,
-                layout: Layout::EvenOdd,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                name: stringify!($module),
-                gemm_w4a8,
-                shapes: GemmShapes {
-                    w4a8: W4A8.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
+qlinear_kernel_mutants::w4a8_on_frame! {
+    tiles: &[Tile::ONE, Tile::new(4, 1)],
+    chunk: 64,
+    block: 32,
+    layout: EvenOdd;
+    decode_swapped => &[decode_128_swapped as TileI8Q4; 2],
+    decode_right => &[decode_128_right as TileI8Q4; 2],
 }
-decode_on_frame!(decode_swapped, decode_128_swapped);
-decode_on_frame!(decode_right, decode_128_right);
 
 #[test]
 fn an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof() {
@@ -425,37 +384,14 @@ fn i8mm_evenodd_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { i8mm_evenodd_tile(x, w, acc, false) }
 }
 
-/// A W4A8 family on `Pairs8EvenOdd` whose every tile (1 × 1, 2 × 2, 1 × 2) is `$tile`.
-macro_rules! evenodd_pairs_on_frame {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, TileI8Q4};
-            use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
-            const W4A8: Family<TileI8Q4> = Family {
-                shapes: Shapes {
-                    tiles: super::mutants::PAIR_TILES,
-                    chunk: 0,
-                },
-                kernels: &[super::$tile as TileI8Q4; 3],
-                block: 32,
-                layout: Layout::Pairs8EvenOdd,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                name: stringify!($module),
-                gemm_w4a8,
-                shapes: GemmShapes {
-                    w4a8: W4A8.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
+qlinear_kernel_mutants::w4a8_on_frame! {
+    tiles: mutants::PAIR_TILES,
+    chunk: 0,
+    block: 32,
+    layout: Pairs8EvenOdd;
+    i8mm_swapped => &[i8mm_evenodd_swapped as TileI8Q4; 3],
+    i8mm_right => &[i8mm_evenodd_right as TileI8Q4; 3],
 }
-evenodd_pairs_on_frame!(i8mm_swapped, i8mm_evenodd_swapped);
-evenodd_pairs_on_frame!(i8mm_right, i8mm_evenodd_right);
 
 #[test]
 fn an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof() {

@@ -8,6 +8,7 @@
 use std::arch::wasm32::*;
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
+use qlinear_kernel_mutants::{evenodd_dot, failing};
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8};
 use qlinear_kernels_scalar::{dot_i8_i8, GemmShapes, KernelTable, SCALAR};
 
@@ -72,12 +73,7 @@ static MUTANT: KernelTable = KernelTable {
 
 #[test]
 fn a_saturating_simd128_batch_tile_fails_the_proof() {
-    let failing: Vec<KernelFamily> = prove_kernel_table(&MUTANT, &default_census())
-        .iter()
-        .filter(|p| p.mismatch.is_some())
-        .map(|p| p.family)
-        .collect();
-    assert_eq!(failing, vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&MUTANT), vec![KernelFamily::W8A8]);
 }
 
 #[test]
@@ -85,18 +81,6 @@ fn the_real_simd128_table_passes() {
     let table = qlinear_kernels_wasm::simd128_table().expect("built with +simd128");
     let proofs = prove_kernel_table(table, &default_census());
     assert!(proofs.iter().all(|p| p.mismatch.is_none()), "{proofs:?}");
-}
-
-/// `Σ x·b` (biased nibbles, uncorrected) of one split activation row (even
-/// columns then odd, per 32) against one packed row, in plain Rust.
-fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
-    let mut sum = 0;
-    for (c, xs) in x.chunks(32).enumerate() {
-        for (j, &p) in w[c * 16..c * 16 + 16].iter().enumerate() {
-            sum += i32::from(xs[j]) * i32::from(p & 0x0F) + i32::from(xs[16 + j]) * i32::from(p >> 4);
-        }
-    }
-    sum
 }
 
 /// The 16-row W4A8 decode tile (rows one after another) done wrong: the
@@ -110,55 +94,28 @@ fn w4a8_seq_rows(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], repeat_last: bool) {
     }
 }
 
-macro_rules! seq_w4a8 {
-    ($name:ident, $repeat:expr) => {
-        mod $name {
-            use super::*;
-            use qlinear_kernels_scalar::frame::TileI8Q4;
-            const W4A8: Family<TileI8Q4> = Family {
-                shapes: Shapes {
-                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)],
-                    chunk: 64,
-                },
-                kernels: &{
-                    const K: [TileI8Q4; 3] = [
-                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
-                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
-                        |x, w, acc| w4a8_seq_rows(x, w, acc, $repeat),
-                    ];
-                    K
-                },
-                block: 32,
-                layout: Layout::EvenOdd,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
-            pub(super) static TABLE: KernelTable = KernelTable {
-                name: stringify!($name),
-                gemm_w4a8,
-                shapes: GemmShapes {
-                    w4a8: W4A8.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
+fn seq_repeated(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_seq_rows(x, w, acc, true)
 }
-seq_w4a8!(seq_last_row_repeated, true);
-seq_w4a8!(seq_right, false);
+
+fn seq_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_seq_rows(x, w, acc, false)
+}
+
+const DECODE_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
+qlinear_kernel_mutants::w4a8_on_frame! {
+    tiles: DECODE_TILES,
+    chunk: 64,
+    block: 32,
+    layout: EvenOdd;
+    seq_last_row_repeated => &[seq_repeated as TileI8Q4; 3],
+    seq_right_table => &[seq_right as TileI8Q4; 3],
+}
 
 #[test]
 fn a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof() {
-    let failing = |table: &KernelTable| -> Vec<KernelFamily> {
-        prove_kernel_table(table, &default_census())
-            .iter()
-            .filter(|p| p.mismatch.is_some())
-            .map(|p| p.family)
-            .collect()
-    };
     assert_eq!(failing(&seq_last_row_repeated::TABLE), vec![KernelFamily::W4A8]);
-    assert_eq!(failing(&seq_right::TABLE), vec![]);
+    assert_eq!(failing(&seq_right_table::TABLE), vec![]);
 }
 
 /// Two mistakes a relaxed-SIMD W4A8 tile could make, each registered on
@@ -178,7 +135,6 @@ fn a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof() {
 #[cfg(target_feature = "relaxed-simd")]
 mod relaxed {
     use super::*;
-    use qlinear_kernels_scalar::frame::TileI8Q4;
 
     /// `Σ x·b` of every (activation, weight) row pair of the tile, with
     /// nibble `b` passed to the relaxed dot as `b − bias` and `bias·Σx`
@@ -223,40 +179,26 @@ mod relaxed {
         }
     }
 
-    macro_rules! mutant {
-        ($name:ident, $tile:expr) => {
-            mod $name {
-                use super::*;
-                const W4A8: Family<TileI8Q4> = Family {
-                    shapes: Shapes::SINGLE,
-                    kernels: &{
-                        const K: [TileI8Q4; 1] = [$tile];
-                        K
-                    },
-                    block: 32,
-                    layout: Layout::EvenOdd,
-                    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-                };
-                qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
-                pub(super) static TABLE: KernelTable = KernelTable {
-                    name: stringify!($name),
-                    gemm_w4a8,
-                    shapes: GemmShapes::SINGLE,
-                    ..SCALAR
-                };
-            }
-        };
+    fn signed_nibbles(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        relaxed_tile(x, w, acc, 8, true)
     }
-    mutant!(signed_nibbles, |x, w, acc| relaxed_tile(x, w, acc, 8, true));
-    mutant!(i16_across_row, |x, w, acc| relaxed_tile(x, w, acc, 0, false));
-    mutant!(right, |x, w, acc| relaxed_tile(x, w, acc, 0, true));
 
-    fn failing(table: &KernelTable) -> Vec<KernelFamily> {
-        prove_kernel_table(table, &default_census())
-            .iter()
-            .filter(|p| p.mismatch.is_some())
-            .map(|p| p.family)
-            .collect()
+    fn i16_across_row(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        relaxed_tile(x, w, acc, 0, false)
+    }
+
+    fn right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        relaxed_tile(x, w, acc, 0, true)
+    }
+
+    qlinear_kernel_mutants::w4a8_on_frame! {
+        tiles: &[Tile::ONE],
+        chunk: 0,
+        block: 32,
+        layout: EvenOdd;
+        signed_nibbles_table => &[signed_nibbles as TileI8Q4],
+        i16_across_row_table => &[i16_across_row as TileI8Q4],
+        right_table => &[right as TileI8Q4],
     }
 
     #[test]
@@ -265,17 +207,21 @@ mod relaxed {
         let probe = i16x8_relaxed_dot_i8x16_i7x16(i8x16_splat(1), i8x16_splat(-1));
         let unsigned = i16x8_extract_lane::<0>(probe) != -2;
         let expected = if unsigned { vec![KernelFamily::W4A8] } else { vec![] };
-        assert_eq!(failing(&signed_nibbles::TABLE), expected, "reads unsigned: {unsigned}");
+        assert_eq!(
+            failing(&signed_nibbles_table::TABLE),
+            expected,
+            "reads unsigned: {unsigned}"
+        );
     }
 
     #[test]
     fn i16_sums_across_the_row_fail_the_proof() {
-        assert_eq!(failing(&i16_across_row::TABLE), vec![KernelFamily::W4A8]);
+        assert_eq!(failing(&i16_across_row_table::TABLE), vec![KernelFamily::W4A8]);
     }
 
     #[test]
     fn the_same_harness_passes_a_right_relaxed_tile_and_the_real_table() {
-        assert_eq!(failing(&right::TABLE), vec![]);
+        assert_eq!(failing(&right_table::TABLE), vec![]);
         let table = qlinear_kernels_wasm::relaxed_simd_table().expect("built with +relaxed-simd");
         assert_eq!(failing(table), vec![]);
     }

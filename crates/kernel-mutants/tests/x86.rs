@@ -632,40 +632,14 @@ mod seq_w8a8 {
     qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
 }
 
-/// A W4A8 family on the frame whose every decode tile is `$tile`.
-macro_rules! seq_w4a8_on_frame {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use super::*;
-            use qlinear_kernels_scalar::frame::{Family, Layout, TileI8Q4};
-            pub(crate) const W4A8: Family<TileI8Q4> = Family {
-                shapes: Shapes {
-                    tiles: DECODE_TILES,
-                    chunk: 64,
-                },
-                kernels: &[$tile as TileI8Q4; 3],
-                block: 64,
-                layout: Layout::EvenOdd,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
-
-            pub(crate) fn table() -> KernelTable {
-                KernelTable {
-                    gemm_w4a8,
-                    shapes: GemmShapes {
-                        w4a8: W4A8.shapes,
-                        ..GemmShapes::SINGLE
-                    },
-                    ..SCALAR
-                }
-            }
-        }
-    };
+qlinear_kernel_mutants::w4a8_on_frame! {
+    tiles: DECODE_TILES,
+    chunk: 64,
+    block: 64,
+    layout: EvenOdd;
+    seq_w4a8 => &[w4a8_seq_last_row_repeated as TileI8Q4; 3],
+    seq_w4a8_right => &[w4a8_seq_right as TileI8Q4; 3],
 }
-
-seq_w4a8_on_frame!(seq_w4a8, w4a8_seq_last_row_repeated);
-seq_w4a8_on_frame!(seq_w4a8_right, w4a8_seq_right);
 
 #[test]
 fn a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof() {
@@ -681,9 +655,9 @@ fn a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof() {
         KernelFamily::W8A8,
     )
     .expect("the W8A8 16-row tile with its last row repeated must fail");
-    first_failure(&seq_w4a8::table(), KernelFamily::W4A8)
+    first_failure(&seq_w4a8::TABLE, KernelFamily::W4A8)
         .expect("the W4A8 16-row tile with its last row repeated must fail");
     // and the harness is right: the same plain-Rust tile without the slip passes
-    let right = first_failure(&seq_w4a8_right::table(), KernelFamily::W4A8);
+    let right = first_failure(&seq_w4a8_right::TABLE, KernelFamily::W4A8);
     assert!(right.is_none(), "{right:?}");
 }
