@@ -10,6 +10,47 @@
 //! even/odd per 32-column block (`Layout::EvenOdd`), so the low nibbles meet
 //! the even columns and the high nibbles the odd ones with no zip.
 
+use std::arch::aarch64::{int32x4_t, uint8x16_t};
+
+/// Defines `$name(p, after)`: `ld1 {$r0-$r3}, [p], #64`, the 64 bytes at
+/// `*p` in four registers and `*p` advanced past them, in one instruction.
+/// The registers are named (an `ld1` of four takes consecutive ones, which
+/// `asm!` cannot allocate), so each loader has its own four and the three
+/// can be live at once without moves. `after` is not read: taking it as an
+/// operand keeps the load after the instructions that compute it (the
+/// previous row's dots), so the compiler neither hoists several rows'
+/// loads together nor moves the named registers out of the way.
+macro_rules! ld1x4 {
+    ($($name:ident: $r0:tt, $r1:tt, $r2:tt, $r3:tt;)+) => {$(
+        /// See [`ld1x4!`].
+        ///
+        /// # Safety
+        /// The 64 bytes at `*p` are readable.
+        #[inline(always)]
+        pub(crate) unsafe fn $name(p: &mut *const u8, after: int32x4_t) -> [uint8x16_t; 4] {
+            let (a, b, c, d);
+            // SAFETY: the caller's bound; the asm reads only those bytes and
+            // writes only the named registers and the pointer.
+            unsafe {
+                std::arch::asm!(
+                    concat!("ld1 {{", $r0, ".16b, ", $r1, ".16b, ", $r2, ".16b, ", $r3, ".16b}}, [{p}], #64 // after {after:v}"),
+                    p = inout(reg) *p,
+                    after = in(vreg) after,
+                    out($r0) a, out($r1) b, out($r2) c, out($r3) d,
+                    options(nostack, readonly, preserves_flags)
+                );
+            }
+            [a, b, c, d]
+        }
+    )+};
+}
+
+ld1x4! {
+    ld1x4_w: "v16", "v17", "v18", "v19";
+    ld1x4_a: "v24", "v25", "v26", "v27";
+    ld1x4_b: "v28", "v29", "v30", "v31";
+}
+
 macro_rules! int_kernels {
     ($feature:literal, $dot16:ident) => {
         use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased};
@@ -26,74 +67,6 @@ macro_rules! int_kernels {
             debug_assert!(std::mem::size_of::<T>() == 1 && at + 16 <= v.len());
             // SAFETY: the caller guarantees 16 one-byte elements from `at` inside `v`.
             unsafe { vld1q_s8(v.as_ptr().add(at).cast()) }
-        }
-
-        /// `ld1 {v16-v19}, [p], #64`: the 64 bytes at `*p` in four registers,
-        /// `*p` advanced past them, in one instruction. The registers are
-        /// named (an `ld1` of four takes consecutive ones, which `asm!`
-        /// cannot allocate); [`ld1x4_a`] and [`ld1x4_b`] take others, so that
-        /// the three can be live at once without moves.
-        ///
-        /// `after` is not read: taking it as an operand keeps the load
-        /// after the instructions that compute it (the previous row's dots),
-        /// so the compiler neither hoists the four rows' loads together nor
-        /// moves the named registers out of the way.
-        ///
-        /// # Safety
-        /// The 64 bytes at `*p` are readable.
-        #[inline(always)]
-        unsafe fn ld1x4_w(p: &mut *const u8, after: int32x4_t) -> [uint8x16_t; 4] {
-            let (a, b, c, d);
-            // SAFETY: the caller's bound; the asm reads only those bytes and
-            // writes only the named registers and the pointer.
-            unsafe {
-                std::arch::asm!(
-                    "ld1 {{v16.16b, v17.16b, v18.16b, v19.16b}}, [{p}], #64 // after {after:v}",
-                    p = inout(reg) *p,
-                    after = in(vreg) after,
-                    out("v16") a, out("v17") b, out("v18") c, out("v19") d,
-                    options(nostack, readonly, preserves_flags)
-                );
-            }
-            [a, b, c, d]
-        }
-
-        /// As [`ld1x4_w`], into `v24-v27`.
-        ///
-        /// # Safety
-        /// The 64 bytes at `*p` are readable.
-        #[inline(always)]
-        unsafe fn ld1x4_a(p: &mut *const u8) -> [uint8x16_t; 4] {
-            let (a, b, c, d);
-            // SAFETY: as for `ld1x4_w`.
-            unsafe {
-                std::arch::asm!(
-                    "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [{p}], #64",
-                    p = inout(reg) *p,
-                    out("v24") a, out("v25") b, out("v26") c, out("v27") d,
-                    options(nostack, readonly, preserves_flags)
-                );
-            }
-            [a, b, c, d]
-        }
-
-        /// As [`ld1x4_w`], into `v28-v31`.
-        ///
-        /// # Safety
-        /// The 64 bytes at `*p` are readable.
-        #[inline(always)]
-        unsafe fn ld1x4_b(p: &mut *const u8) -> [uint8x16_t; 4] {
-            let (a, b, c, d);
-            // SAFETY: as for `ld1x4_w`.
-            unsafe {
-                std::arch::asm!(
-                    "ld1 {{v28.16b, v29.16b, v30.16b, v31.16b}}, [{p}], #64",
-                    p = inout(reg) *p,
-                    out("v28") a, out("v29") b, out("v30") c, out("v31") d,
-                    options(nostack, readonly, preserves_flags)
-                );
-            }
-            [a, b, c, d]
         }
 
         /// The 32 biased nibbles of 16 packed bytes at byte `b`: the low
@@ -196,15 +169,22 @@ macro_rules! int_kernels {
                 // s < k / 128 before the step.
                 // SAFETY: so every byte read lies inside its row.
                 unsafe {
-                    let xa = ld1x4_a(&mut xp);
-                    let xb = ld1x4_b(&mut xp);
+                    let xa = $crate::int::ld1x4_a(&mut xp, a[0][WR - 1]);
+                    let xb = $crate::int::ld1x4_b(&mut xp, a[0][WR - 1]);
                     for q in 0..WR {
-                        let b = ld1x4_w(&mut wp[q], if q == 0 { a[0][WR - 1] } else { a[0][q - 1] });
+                        let b = $crate::int::ld1x4_w(&mut wp[q], if q == 0 { a[0][WR - 1] } else { a[0][q - 1] });
                         let mut t = a[0][q];
-                        for (j, xv) in [xa[0], xa[1], xa[2], xa[3], xb[0], xb[1], xb[2], xb[3]].chunks(2).enumerate() {
+                        for (j, xv) in [xa[0], xa[1], xa[2], xa[3], xb[0], xb[1], xb[2], xb[3]]
+                            .chunks(2)
+                            .enumerate()
+                        {
                             let lo = vreinterpretq_s8_u8(vandq_u8(b[j], mask));
                             let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(b[j]));
-                            t = $dot16($dot16(t, lo, vreinterpretq_s8_u8(xv[0])), hi, vreinterpretq_s8_u8(xv[1]));
+                            t = $dot16(
+                                $dot16(t, lo, vreinterpretq_s8_u8(xv[0])),
+                                hi,
+                                vreinterpretq_s8_u8(xv[1]),
+                            );
                         }
                         a[0][q] = t;
                     }
