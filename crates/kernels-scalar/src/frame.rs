@@ -180,8 +180,10 @@ impl Shapes {
 }
 
 /// How activations are laid out for a family's micro-kernels, prepared once
-/// per call by the frame.
+/// per call by the frame. New layouts come with new tiles (hence
+/// `non_exhaustive`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Layout {
     /// Integer codes as they are.
     Natural,
