@@ -268,10 +268,10 @@ fn sdot_decode_128(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], swap: bool) {
         let mut s = vdupq_n_s32(0);
         for _ in 0..steps {
             let (xa, xb, b): ([uint8x16_t; 4], [uint8x16_t; 4], [uint8x16_t; 4]);
-            // SAFETY: `steps` whole steps of 128 codes and 64 packed bytes
-            // lie inside the rows (asserted); the asm reads only them and
-            // writes the named registers and the pointers; dotprod is
-            // detected before this runs.
+            // `steps` whole steps of 128 codes and 64 packed bytes lie
+            // inside the rows (asserted); the asm reads only them and writes
+            // the named registers and the pointers.
+            // SAFETY: so every load stays inside its row; dotprod is detected before this runs.
             unsafe {
                 let (a0, a1, a2, a3, b0, b1, b2, b3, w0, w1, w2, w3);
                 asm!(

@@ -1,7 +1,6 @@
 //! The relaxed-SIMD tier: the SIMD128 tier with W4A8's nibble products on
 //! `i16x8.relaxed_dot_i8x16_i7x16_s`, one instruction where SIMD128 spends
-//! two widening multiplies and an add (a `pmaddubsw` on x86, an `sdot`-class
-//! sequence on ARM).
+//! two widening multiplies and an add (V8 on x86 lowers it to `pmaddubsw`).
 //!
 //! Relaxed instructions may differ between engines, and this one is
 //! deterministic only on part of its domain (`docs/NUMERICS.md`, "Relaxed
