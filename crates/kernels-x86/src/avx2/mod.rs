@@ -63,6 +63,10 @@ mod entry {
     }
 }
 
+/// Exact f16 → f32 of a row of group scales with F16C (the frame's hook; the
+/// VNNI tier's families use it too).
+pub(crate) use entry::scales_to_f32;
+
 /// Decode (M = 1), W8A8 and W4A8: 16 weight rows per call, one after
 /// another, so that the weights stream as one sequential run: 4 rows read
 /// in lockstep (sharing each activation load) left the hardware prefetcher

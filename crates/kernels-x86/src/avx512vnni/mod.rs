@@ -1,12 +1,13 @@
 //! The AVX-512 VNNI tier: integer kernels on `vpdpbusd` (u8 × i8 quads summed
-//! straight into i32 lanes, no i16 step); W4A16 with four rows' spec lanes per
-//! 512-bit register and a `vpermps` nibble lookup; grouped W4A8 (groups of a
-//! multiple of 32) with four rows' sub-blocks per register. W8A16 and the
-//! activation quantizer are the AVX2 ones.
+//! straight into i32 lanes, no i16 step), on the frame
+//! (`qlinear_kernels_scalar::frame`) like every other SIMD tier: this module
+//! registers the micro-kernels and their tiles. W4A16 keeps four rows' spec
+//! lanes per 512-bit register and a `vpermps` nibble lookup in sweeps of
+//! its own (`float`). W8A16 and the activation quantizer are the AVX2 ones.
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{Shapes, Tile};
+use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
 use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 use crate::avx2;
@@ -32,27 +33,88 @@ mod entry {
     qlinear_kernels_scalar::safe_entries! {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
-        gemm_w8a8 => q8::gemm_w8a8: q8q8,
-        gemm_w4a8 => q4::gemm_w4a8: q8q4,
-        gemm_w4a8_grouped => q4_grouped::gemm_w4a8_grouped: q8q4,
+        w8a8_1x1 => q8::tile_w8a8_seq::<1>: tile_i8,
+        w8a8_16x1 => q8::tile_w8a8_seq::<16>: tile_i8,
+        w8a8_16x4 => q8::tile_w8a8_batch::<4, 4>: tile_i8,
+        w8a8_1x4 => q8::tile_w8a8_column::<4>: tile_i8,
+        w4a8_1x1 => q4::tile_w4a8_seq::<1>: tile_q4,
+        w4a8_16x1 => q4::tile_w4a8_seq::<16>: tile_q4,
+        w4a8_4x4 => q4::tile_w4a8_batch::<4, 4>: tile_q4,
+        w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
+        grouped_1x1 => q4_grouped::tile_w4a8_grouped_seq::<1>: tile_grouped,
+        grouped_16x1 => q4_grouped::tile_w4a8_grouped_seq::<16>: tile_grouped,
+        grouped_4x4 => q4_grouped::tile_w4a8_grouped_quad::<4, 4>: tile_grouped,
+        grouped_1x4 => q4_grouped::tile_w4a8_grouped_quad::<1, 4>: tile_grouped,
         gemm_w4a16 => float::gemm_w4a16: f32q4,
         gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
     }
+}
+
+/// Decode (M = 1): 16 weight rows per call, one after another, so that the
+/// weights stream as one sequential run (the AVX2 tier's 16 × 1 tiles, for
+/// the same reason: 4 rows in lockstep left the hardware prefetcher behind).
+/// W8A8 batches: 16 weight rows × 4 activation rows per call, in blocks of
+/// 4 weight rows biased once per load, over 16-row chunks (64 KiB at K =
+/// 4096, in L2 while each activation tile passes). Activation rows are
+/// copied 64-byte aligned (`Layout::Aligned`).
+const W8A8: Family<TileI8I8> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)],
+        chunk: 16,
+    },
+    kernels: &[entry::w8a8_1x1, entry::w8a8_16x1, entry::w8a8_16x4, entry::w8a8_1x4],
+    block: q8::BLOCK,
+    layout: Layout::Aligned,
+    scales_to_f32: avx2::scales_to_f32,
+};
+/// W4A8 batches in 4 × 4 tiles within 64-row chunks (128 KiB at K = 4096).
+const W4A8: Family<TileI8Q4> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)],
+        chunk: 64,
+    },
+    kernels: &[entry::w4a8_1x1, entry::w4a8_16x1, entry::w4a8_4x4, entry::w4a8_1x4],
+    block: q4::BLOCK,
+    layout: Layout::EvenOdd,
+    scales_to_f32: avx2::scales_to_f32,
+};
+/// Grouped: decode in 16 × 1 tiles (rows in the lanes for the float chain),
+/// batches in 4 × 4 quad tiles, over 16-row chunks whose scales the frame
+/// converts once.
+const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+    shapes: Shapes {
+        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)],
+        chunk: 16,
+    },
+    kernels: &[
+        entry::grouped_1x1,
+        entry::grouped_16x1,
+        entry::grouped_4x4,
+        entry::grouped_1x4,
+    ],
+    block: q4::BLOCK,
+    layout: Layout::EvenOdd,
+    scales_to_f32: avx2::scales_to_f32,
+};
+
+mod gemm {
+    use super::*;
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     name: "avx512-vnni",
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
-    gemm_w8a8: entry::gemm_w8a8,
-    gemm_w4a8: entry::gemm_w4a8,
-    gemm_w4a8_grouped: entry::gemm_w4a8_grouped,
+    gemm_w8a8: gemm::gemm_w8a8,
+    gemm_w4a8: gemm::gemm_w4a8,
+    gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a16: entry::gemm_w4a16,
     gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
     shapes: GemmShapes {
-        w8a8: QUADS,
-        w4a8: QUADS,
-        w4a8_grouped: QUADS,
+        w8a8: W8A8.shapes,
+        w4a8: W4A8.shapes,
+        w4a8_grouped: W4A8_GROUPED.shapes,
         w4a16: QUADS,
         w4a16_grouped: QUADS,
         ..avx2::TABLE.shapes
@@ -60,10 +122,9 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     ..avx2::TABLE
 };
 
-/// The tiles of this tier's own sweeps: 4 weight rows × 4 activation rows
-/// for batches, 4 × 1 for M = 1 and leftover activation rows, and (W8A8, W4A8)
-/// single leftover weight rows; the quad kernels repeat the last weight row
-/// instead.
+/// The tiles of the W4A16 sweeps: 4 weight rows × 4 activation rows for
+/// batches, 4 × 1 for M = 1 and leftover activation rows; the quad kernels
+/// repeat the last weight row instead of single leftover rows.
 const QUADS: Shapes = Shapes {
     tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
     chunk: 0,
@@ -91,11 +152,6 @@ impl SweepPrefetch {
         SweepPrefetch { turn: 0, phase, passes }
     }
 
-    /// Starts the count `lines` lines in (a sweep over a later chunk of K).
-    fn skip(&mut self, lines: usize) {
-        self.turn = (self.turn + lines) % self.passes;
-    }
-
     /// Advances one line; true when that line is this sweep's to prefetch.
     #[inline]
     fn take(&mut self) -> bool {
@@ -105,37 +161,5 @@ impl SweepPrefetch {
             self.turn = 0;
         }
         mine
-    }
-}
-
-/// Activation rows copied so that each starts on a 64-byte boundary: a batch
-/// tile's 64-byte activation loads then never straddle two cache lines (worth
-/// about 15 % on the W4A8 tile here).
-struct AlignedRows {
-    buf: Vec<__m512i>,
-    stride: usize,
-    len: usize,
-}
-
-impl AlignedRows {
-    /// `m` rows of `len` bytes, row `i` written by `fill(i, row)`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn new(m: usize, len: usize, mut fill: impl FnMut(usize, &mut [i8])) -> Self {
-        let stride = len.div_ceil(64) * 64;
-        let mut buf = vec![_mm512_setzero_si512(); m * stride / 64];
-        // SAFETY: `buf` owns m · stride initialized bytes (64 per element),
-        // and i8 has neither alignment needs nor invalid bit patterns.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<i8>(), m * stride) };
-        for i in 0..m {
-            fill(i, &mut bytes[i * stride..i * stride + len]);
-        }
-        AlignedRows { buf, stride, len }
-    }
-
-    fn row(&self, i: usize) -> &[i8] {
-        assert!(i * self.stride + self.len <= self.buf.len() * 64);
-        // SAFETY: the assert keeps the view inside `buf`'s initialized bytes.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<i8>().add(i * self.stride), self.len) }
     }
 }

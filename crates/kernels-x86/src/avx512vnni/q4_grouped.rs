@@ -1,173 +1,331 @@
-//! AVX-512 VNNI grouped W4A8 for groups that are a multiple of 32 columns
-//! (Q4_0's 32 among them): four weight rows per 512-bit register, one
-//! 128-bit lane each. A 32-column sub-block is 16 packed bytes per row, so one
-//! register holds the same sub-block of 4 rows; one `vpdpbusd` per nibble half
-//! (against the activations' even or odd columns, broadcast to every lane)
-//! leaves each row's partial sums in its own lane. Per group, the 4 rows' exact
-//! i32 sums become one `__m128i`, and the spec's per-row float step
-//! `sum += (dot − 8·Σx) as f32 · scale` runs on the 4 rows at once: the same
-//! operations lane by lane, so the same bits. Other group sizes use AVX2's
-//! kernel.
+//! AVX-512 VNNI grouped W4A8 micro-kernels (groups of a multiple of 32
+//! columns; Q4_0's 32 among them). Activations are split even/odd per 128
+//! columns, as for W4A8 per channel. Each output's arithmetic is the scalar
+//! form's (NUMERICS.md §6.1): `acc_g` the exact i32 `Σ x·b − 8·Σx_g`, one
+//! conversion, one product by the group's f32 scale, added in increasing g
+//! from +0. Integer sums may be formed in any order; the float chain may not.
+//!
+//! Decode reads each weight row start to end, so a tile's rows stream as
+//! one sequential run, in two steps:
+//! 1. per row, the 16 lanes of `vpdpbusd` over 4 consecutive blocks (16
+//!    groups of 32) are reduced to the 16 group sums in natural order by
+//!    one transpose-and-add tree shared by the 4 blocks (6 shuffles, 3 adds
+//!    and a permute: about 2.5 operations per 64 packed bytes), and the 16
+//!    products `(acc_g as f32) · s_g` formed in one vector;
+//! 2. per 16 rows, the products are transposed (rows in the lanes) and each
+//!    group added to the 16 outputs' chains with one vector `add`, so no
+//!    output waits on a chain of one scalar `add` per group.
+//!
+//! Batches keep 4 weight rows per register (one 128-bit lane each) against
+//! broadcast activations, so each unpacked weight load serves the tile's
+//! activation rows.
 
 use std::arch::x86_64::*;
-use std::ops::Range;
 
-use qlinear_kernels_scalar::layout::split_even_odd_i8;
-use qlinear_kernels_scalar::{ActivationsQ8, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+use super::q4::{BLOCK, PREFETCH};
 
-use super::SweepPrefetch;
-use crate::avx2;
-use crate::avx2::q4::scales_to_f32;
-
-/// Weight rows per register (one per 128-bit lane).
-const QUAD: usize = 4;
-/// Columns per sub-block: 16 packed bytes per row.
+/// Columns per sub-block: one group of 32, 16 packed bytes per row.
 const SUB: usize = 32;
-/// Activation rows per tile when M >= 4.
-const TILE_M: usize = 4;
+/// Groups of 32 per product buffer row: the decode tile's rows are read in
+/// pieces of `PIECE · 32` columns (8192: one piece for every real layer),
+/// whose products wait in an `R × PIECE` stack buffer (16 KiB at R = 16).
+const PIECE: usize = 256;
 
-/// Row `r`'s 4 partial sums sit in lane `r`: their total, for the 4 rows.
+/// The 16 sums `Σ x·b` (biased, uncorrected) of the 32-column sub-blocks of
+/// blocks `blk .. blk + n` (`n <= 4`) of one packed row against one split
+/// activation row, in natural order (entries past `4n` zero).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn sub_sums(xs: &[i8], w: &[u8], blk: usize, n: usize) -> __m512i {
+    assert!(n <= 4 && xs.len() >= (blk + n) * BLOCK && w.len() >= (blk + n) * BLOCK / 2);
+    let mask = _mm512_set1_epi8(0x0F);
+    let block = |b: usize| {
+        // SAFETY: b < blk + n: the assert above bounds every 64-byte load.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(b * BLOCK / 2 + PREFETCH).cast());
+            let p = _mm512_loadu_si512(w.as_ptr().add(b * BLOCK / 2).cast());
+            let lo = _mm512_and_si512(p, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(p), mask);
+            let xe = _mm512_loadu_si512(xs.as_ptr().add(b * BLOCK).cast());
+            let xo = _mm512_loadu_si512(xs.as_ptr().add(b * BLOCK + 64).cast());
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo)
+        }
+    };
+    // lane l of v[j] holds 8 columns of sub-block 4j + l / 4
+    let v: [__m512i; 4] = if n == 4 {
+        [block(blk), block(blk + 1), block(blk + 2), block(blk + 3)]
+    } else {
+        std::array::from_fn(|j| if j < n { block(blk + j) } else { _mm512_setzero_si512() })
+    };
+    // per 128-bit lane t: [v0, v1, v2, v3] totals, i.e. sub-block 4j + t at 4t + j
+    let s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+    let s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+    let r = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+    let natural = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_permutexvar_epi32(natural, r)
+}
+
+/// Writes `p[j] = ((dot_j − 8·sums_j) as f32) · s_j` for the `n` groups of
+/// 32 from group `g0` of one row (`g0` a multiple of 4).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn row_products(xs: &[i8], w: &[u8], sums: &[i32], s: &[f32], g0: usize, n: usize, p: &mut [f32]) {
+    assert!(g0.is_multiple_of(4) && sums.len() >= g0 + n && s.len() >= g0 + n && p.len() >= n);
+    let mut j = 0;
+    while j < n {
+        let m = (n - j).min(16);
+        let mask: u16 = if m == 16 { u16::MAX } else { (1u16 << m) - 1 };
+        let dot = sub_sums(xs, w, (g0 + j) / 4, m.div_ceil(4));
+        // SAFETY: the masks keep every access inside sums[g0 + j ..][..m],
+        // s[g0 + j ..][..m] and p[j ..][..m] (asserted above).
+        unsafe {
+            let corr = _mm512_slli_epi32::<3>(_mm512_maskz_loadu_epi32(mask, sums.as_ptr().add(g0 + j)));
+            let scale = _mm512_maskz_loadu_ps(mask, s.as_ptr().add(g0 + j));
+            let prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot, corr)), scale);
+            _mm512_mask_storeu_ps(p.as_mut_ptr().add(j), mask, prod);
+        }
+        j += 16;
+    }
+}
+
+/// The 16 × 16 transpose of `r` (row q, element j): element q of the j-th
+/// vector is `r[q][j]`. Four shuffle stages of 16.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    // within 128-bit lanes: t[2i], t[2i + 1] interleave rows 2i and 2i + 1
+    let t: [__m512; 16] = std::array::from_fn(|a| {
+        let (x, y) = (r[a / 2 * 2], r[a / 2 * 2 + 1]);
+        if a % 2 == 0 {
+            _mm512_unpacklo_ps(x, y)
+        } else {
+            _mm512_unpackhi_ps(x, y)
+        }
+    });
+    // u[4i + c], 128-bit lane L: rows 4i .. 4i + 4 of column 4L + c
+    let u: [__m512; 16] = std::array::from_fn(|a| {
+        let (i, c) = (a / 4, a % 4);
+        let (x, y) = (t[4 * i + c / 2], t[4 * i + 2 + c / 2]);
+        if c % 2 == 0 {
+            _mm512_shuffle_ps::<0x44>(x, y)
+        } else {
+            _mm512_shuffle_ps::<0xEE>(x, y)
+        }
+    });
+    // column 4L + c gathers lane L of u[c], u[4 + c], u[8 + c], u[12 + c]
+    std::array::from_fn(|j| {
+        let (l, c) = (j / 4, j % 4);
+        let (a, b) = (u[c], u[4 + c]);
+        let (e, f) = (u[8 + c], u[12 + c]);
+        // lanes L = 0, 2 (0x88) or 1, 3 (0xDD) of each pair, then of those the first or second
+        let (ab, ef) = if l % 2 == 0 {
+            (_mm512_shuffle_f32x4::<0x88>(a, b), _mm512_shuffle_f32x4::<0x88>(e, f))
+        } else {
+            (_mm512_shuffle_f32x4::<0xDD>(a, b), _mm512_shuffle_f32x4::<0xDD>(e, f))
+        };
+        if l < 2 {
+            _mm512_shuffle_f32x4::<0x88>(ab, ef)
+        } else {
+            _mm512_shuffle_f32x4::<0xDD>(ab, ef)
+        }
+    })
+}
+
+/// Adds `p[q · PIECE + j]` for `j < n` to `total[q]` in increasing j, for
+/// 16 rows at once (rows in the lanes, one vector `add` per group).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn add_chains16(p: &[f32], n: usize, total: &mut __m512) {
+    assert!(p.len() >= 15 * PIECE + n.div_ceil(16) * 16 && n <= PIECE);
+    let mut j0 = 0;
+    while j0 < n {
+        // SAFETY: q · PIECE + j0 + 16 <= p.len() for q < 16 (asserted above).
+        let rows: [__m512; 16] = std::array::from_fn(|q| unsafe { _mm512_loadu_ps(p.as_ptr().add(q * PIECE + j0)) });
+        let cols = transpose16(rows);
+        for c in cols.iter().take((n - j0).min(16)) {
+            *total = _mm512_add_ps(*total, *c);
+        }
+        j0 += 16;
+    }
+}
+
+/// W4A8-grouped decode micro-kernel (frame tile `R` × 1): `R` packed rows
+/// against one split activation row, each row read start to end. Groups of
+/// 32 in the two steps of the module doc (rows in the lanes when R = 16);
+/// other multiples of 32 add their sub-block sums per group. Writes
+/// `out[q]` and returns the first group not added (the frame adds the rest
+/// in the same order); a group size that is no multiple of 32 is left to
+/// the frame whole.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_grouped_seq<const R: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == 1 && sums.len() == 1 && w.len() == R && out.len() == R);
+    let (xs, sums, kb, groups) = (x[0], sums[0], x[0].len(), sums[0].len());
+    assert!(kb.is_multiple_of(BLOCK) && w.iter().all(|r| r.len() == kb / 2) && s.len() == R * groups);
+    out.fill(0.0);
+    if g == 0 || !g.is_multiple_of(SUB) {
+        return 0;
+    }
+    if g != SUB {
+        return other_groups(xs, sums, w, s, g, out);
+    }
+    let done = (kb / SUB).min(groups);
+    let mut p = [0f32; 16 * PIECE];
+    let mut total = _mm512_setzero_ps();
+    let mut g0 = 0;
+    while g0 < done {
+        let n = (done - g0).min(PIECE);
+        for q in 0..R {
+            let row = &s[q * groups..(q + 1) * groups];
+            row_products(xs, w[q], sums, row, g0, n, &mut p[q * PIECE..(q + 1) * PIECE]);
+        }
+        if R == 16 {
+            add_chains16(&p, n, &mut total);
+        } else {
+            for (q, o) in out.iter_mut().enumerate() {
+                for v in &p[q * PIECE..q * PIECE + n] {
+                    *o += v;
+                }
+            }
+        }
+        g0 += n;
+    }
+    if R == 16 {
+        // SAFETY: out holds R = 16 floats.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), total) };
+    }
+    done
+}
+
+/// Groups of `g` (a multiple of 32 above 32) for each row of `w`: the
+/// sub-block sums of 16 groups of 32 at a time, added per group in i32,
+/// then the row's float chain. Returns the groups added.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn other_groups(xs: &[i8], sums: &[i32], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
+    let (kb, groups) = (xs.len(), sums.len());
+    let done = (kb / g).min(groups);
+    let per = g / SUB;
+    let mut subs = [0i32; 16];
+    for (q, o) in out.iter_mut().enumerate() {
+        let (row, sr) = (w[q], &s[q * groups..(q + 1) * groups]);
+        let mut total = 0f32;
+        let (mut acc, mut filled, mut gi) = (0i32, 0, 0);
+        let mut sub = 0;
+        while gi < done {
+            let n = (done * per - sub).min(16);
+            // SAFETY: a 64-byte store into a local [i32; 16].
+            unsafe { _mm512_storeu_si512(subs.as_mut_ptr().cast(), sub_sums(xs, row, sub / 4, n.div_ceil(4))) };
+            for &v in &subs[..n] {
+                acc += v;
+                filled += 1;
+                if filled == per {
+                    total += (acc - 8 * sums[gi]) as f32 * sr[gi];
+                    (acc, filled, gi) = (0, 0, gi + 1);
+                }
+            }
+            sub += n;
+        }
+        *o = total;
+    }
+    done
+}
+
+/// Row `q`'s 4 partial sums sit in 128-bit lane `q`: their totals, for the
+/// 4 rows (integer addition: any order is exact).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn lane_totals(acc: __m512i) -> __m128i {
-    // integer addition: any order is exact (wrapping, and the true sum fits)
     let s = _mm512_add_epi32(acc, _mm512_shuffle_epi32::<0b01_00_11_10>(acc));
     let s = _mm512_add_epi32(s, _mm512_shuffle_epi32::<0b10_11_00_01>(s));
     let firsts = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     _mm512_castsi512_si128(_mm512_permutexvar_epi32(firsts, s))
 }
 
-/// `y[t][q] = (Σ_g (dot − 8·Σx_g) as f32 · s_{q,g}) · x_scale[t]` for 4 rows ×
-/// `MI` activation rows, in the spec's order per output. `xs[t]` is activation
-/// row `t` split even/odd per 32 columns; `sums[t]` its per-group sums;
-/// `sf[g]` the 4 rows' f32 scales of group `g`.
+/// W4A8-grouped batch micro-kernel (frame tile `WR` × `XR`, `WR` 4 or 1):
+/// 4 weight rows per register, one 128-bit lane each (with `WR = 1` the
+/// row fills every lane); one `vpdpbusd` per nibble half against an
+/// activation row's even or odd columns of the sub-block, broadcast to
+/// every lane, leaves each row's partial sums in its own lane. Per group,
+/// the 4 rows' exact sums become one `__m128i` and the spec's float step
+/// runs on the 4 rows at once: the same operations lane by lane, so the
+/// same bits. Writes `out[i · WR + q]`; returns the first group not added.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn quad_tile<const MI: usize>(
-    xs: [&[i8]; MI],
-    sums: [&[i32]; MI],
-    w: [&[u8]; QUAD],
-    sf: &[[f32; QUAD]],
+pub(crate) fn tile_w4a8_grouped_quad<const WR: usize, const XR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
     g: usize,
-    (next, sweep): (usize, (usize, usize)),
-) -> [__m128; MI] {
-    let groups = sf.len();
-    let k = groups * g;
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == XR && sums.len() == XR && w.len() == WR && out.len() == WR * XR && (WR == 4 || WR == 1));
+    let (kb, groups) = (x[0].len(), sums[0].len());
     assert!(
-        g.is_multiple_of(SUB)
-            && w.iter().all(|w| w.len() >= k / 2)
-            && xs.iter().all(|x| x.len() >= k)
-            && sums.iter().all(|s| s.len() >= groups)
+        kb.is_multiple_of(BLOCK)
+            && x.iter().all(|r| r.len() == kb)
+            && sums.iter().all(|r| r.len() == groups)
+            && w.iter().all(|r| r.len() == kb / 2)
+            && s.len() == WR * groups
     );
-    let mut sweep = SweepPrefetch::new(sweep);
+    out.fill(0.0);
+    if g == 0 || !g.is_multiple_of(SUB) {
+        return 0;
+    }
+    let done = (kb / g).min(groups);
+    let rows: [&[u8]; 4] = std::array::from_fn(|q| w[q % WR]);
+    let scale_of = |q: usize, gi: usize| s[(q % WR) * groups + gi];
     let mask = _mm512_set1_epi8(0x0F);
-    let mut total = [_mm_setzero_ps(); MI];
-    for gi in 0..groups {
-        let mut acc = [_mm512_setzero_si512(); MI];
+    let mut total = [_mm_setzero_ps(); XR];
+    for gi in 0..done {
+        let mut acc = [_mm512_setzero_si512(); XR];
         for sub in 0..g / SUB {
             let col = gi * g + sub * SUB;
-            let b = col / 2;
-            if b.is_multiple_of(64) && sweep.take() {
-                for row in w {
-                    // A hint: an address past the matrix is harmless.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
-                }
-            }
-            // col + 32 <= k (asserted above), so:
-            // SAFETY: each row's 16 bytes at b = col / 2 lie within its k / 2,
-            // and each activation row's 32 bytes at col within its k.
+            let (b, blk, o) = (col / 2, col / BLOCK, col % BLOCK / 2);
+            // col + 32 <= kb, so:
+            // SAFETY: each row's 16 bytes at b lie within its kb / 2, and each
+            // activation row's 16 even and 16 odd bytes of the sub-block
+            // (at blk · 128 + o and 64 further) within its kb.
             unsafe {
                 let quad = _mm512_inserti32x4::<3>(
                     _mm512_inserti32x4::<2>(
                         _mm512_inserti32x4::<1>(
-                            _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast())),
-                            _mm_loadu_si128(w[1].as_ptr().add(b).cast()),
+                            _mm512_castsi128_si512(_mm_loadu_si128(rows[0].as_ptr().add(b).cast())),
+                            _mm_loadu_si128(rows[1].as_ptr().add(b).cast()),
                         ),
-                        _mm_loadu_si128(w[2].as_ptr().add(b).cast()),
+                        _mm_loadu_si128(rows[2].as_ptr().add(b).cast()),
                     ),
-                    _mm_loadu_si128(w[3].as_ptr().add(b).cast()),
+                    _mm_loadu_si128(rows[3].as_ptr().add(b).cast()),
                 );
                 let lo = _mm512_and_si512(quad, mask);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(quad), mask);
-                for t in 0..MI {
-                    let xe = _mm512_broadcast_i32x4(_mm_loadu_si128(xs[t].as_ptr().add(col).cast()));
-                    let xo = _mm512_broadcast_i32x4(_mm_loadu_si128(xs[t].as_ptr().add(col + 16).cast()));
+                for t in 0..XR {
+                    let at = x[t].as_ptr().add(blk * BLOCK + o);
+                    let xe = _mm512_broadcast_i32x4(_mm_loadu_si128(at.cast()));
+                    let xo = _mm512_broadcast_i32x4(_mm_loadu_si128(at.add(64).cast()));
                     acc[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[t], lo, xe), hi, xo);
                 }
             }
         }
-        // SAFETY: gi < groups = sf.len(): a 16-byte load of sf[gi].
-        let scale = unsafe { _mm_loadu_ps(sf[gi].as_ptr()) };
-        for t in 0..MI {
+        let scale = _mm_setr_ps(scale_of(0, gi), scale_of(1, gi), scale_of(2, gi), scale_of(3, gi));
+        for t in 0..XR {
             let dot = _mm_sub_epi32(lane_totals(acc[t]), _mm_set1_epi32(8i32.wrapping_mul(sums[t][gi])));
             total[t] = _mm_add_ps(total[t], _mm_mul_ps(_mm_cvtepi32_ps(dot), scale));
         }
     }
-    total
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,f16c")]
-pub(crate) fn gemm_w4a8_grouped(
-    x: &ActivationsQ8<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a8_grouped needs group scales")
-    };
-    let g = *group;
-    if !g.is_multiple_of(SUB) {
-        return avx2::gemm::gemm_w4a8_grouped(x, w, rows, y);
+    for t in 0..XR {
+        let mut lanes = [0f32; 4];
+        // SAFETY: a 16-byte store into a local [f32; 4].
+        unsafe { _mm_storeu_ps(lanes.as_mut_ptr(), total[t]) };
+        out[t * WR..(t + 1) * WR].copy_from_slice(&lanes[..WR]);
     }
-    x.check();
-    y.check(x.m, rows.len());
-    let k = x.k;
-    assert!(
-        rows.end <= w.n() && w.k() == k && x.sum_group == g,
-        "W4A8 grouped shapes"
-    );
-    let groups = k / g;
-    let split: Vec<Vec<i8>> = (0..x.m).map(|i| split_even_odd_i8(x.row(i), SUB)).collect();
-    let (mut row_sf, mut sf) = (Vec::with_capacity(groups), vec![[0f32; QUAD]; groups]);
-    let tiles = x.m / TILE_M;
-    let passes = tiles + x.m % TILE_M;
-    let mut r = rows.start;
-    while r < rows.end {
-        let real = (rows.end - r).min(QUAD);
-        // the last block repeats its final row to fill the register
-        let wr: [&[u8]; QUAD] = std::array::from_fn(|q| w.row_packed(r + q.min(real - 1)));
-        for q in 0..QUAD {
-            let rq = r + q.min(real - 1);
-            scales_to_f32(&scales[rq * groups..(rq + 1) * groups], &mut row_sf);
-            for (dst, &v) in sf.iter_mut().zip(&row_sf) {
-                dst[q] = v;
-            }
-        }
-        let next = QUAD * w.row_packed(r).len();
-        let mut emit = |i: usize, total: __m128| {
-            let mut out = [0f32; QUAD];
-            // SAFETY: a 16-byte store into a 4-float local array.
-            unsafe { _mm_storeu_ps(out.as_mut_ptr(), total) };
-            for (q, &v) in out.iter().enumerate().take(real) {
-                y.set(i, r - rows.start + q, v * x.scales[i]);
-            }
-        };
-        for tile in 0..tiles {
-            let i0 = tile * TILE_M;
-            let xs: [&[i8]; TILE_M] = std::array::from_fn(|t| &split[i0 + t][..]);
-            let sums: [&[i32]; TILE_M] = std::array::from_fn(|t| x.row_sums(i0 + t));
-            let out = quad_tile::<TILE_M>(xs, sums, wr, &sf, g, (next, (tile, passes)));
-            for (t, &total) in out.iter().enumerate() {
-                emit(i0 + t, total);
-            }
-        }
-        for i in tiles * TILE_M..x.m {
-            let pass = tiles + (i - tiles * TILE_M);
-            let out = quad_tile::<1>([&split[i][..]], [x.row_sums(i)], wr, &sf, g, (next, (pass, passes)));
-            emit(i, out[0]);
-        }
-        r += QUAD;
-    }
+    done
 }

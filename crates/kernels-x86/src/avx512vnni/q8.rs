@@ -1,12 +1,24 @@
-//! AVX-512 VNNI W8A8: `vpdpbusd` multiplies u8 by i8, so it gets `|x|` and
-//! `w · sign(x)` (both within [-127, 127]: -128 is never a code) and adds each
-//! quad of exact products straight into an i32 lane.
+//! AVX-512 VNNI W8A8 micro-kernels. `vpdpbusd` multiplies u8 by i8 and adds
+//! each quad of exact products straight into an i32 lane. Two ways to give
+//! it an unsigned operand:
+//! - decode (one activation row): `|x|` and `w · sign(x)` (both within
+//!   [-127, 127]: -128 is never a code), per weight load;
+//! - batches: the weights biased to u8 once per load (`xor 0x80`, i.e.
+//!   `w + 128`), shared by every activation row of the tile, and `128·Σx`
+//!   subtracted per activation row (computed in the tile by a `vpdpbusd`
+//!   against ones). Wrapping i32 is exact: the true sum fits in i32
+//!   (`k <= MAX_K_W8A8`, NUMERICS.md §6.1).
 
 use std::arch::x86_64::*;
 
-use super::{hsum_epi32, AlignedRows, SweepPrefetch};
+use super::hsum_epi32;
 
-const ROWS: usize = 4;
+/// Bytes ahead of the current load that each weight row is prefetched: 4 KiB
+/// reached 1.3× the throughput of 1 KiB for decode on the Intel Xeon of
+/// BENCHMARKS.md (cold, W4A8), 8 KiB no further.
+const PREFETCH: usize = 4096;
+/// Columns per load.
+pub(crate) const BLOCK: usize = 64;
 
 /// Loads up to 64 bytes at `c`, zero past the end of `v` (masked load: the
 /// masked-off bytes are never touched).
@@ -19,6 +31,9 @@ fn load64(v: &[i8], c: usize) -> __m512i {
     unsafe { _mm512_maskz_loadu_epi8(mask, v.as_ptr().add(c)) }
 }
 
+/// `Σ x·w_r` for `R` weight rows sharing one activation row (sign trick);
+/// all slices have the same length. Each row's stream is prefetched 1 KiB
+/// ahead, which runs on into the next row of a matrix (rows are contiguous).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
@@ -31,8 +46,8 @@ fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
         let ax = _mm512_abs_epi8(xv);
         let neg = _mm512_movepi8_mask(xv);
         for r in 0..R {
-            // prefetch ahead on each row's stream (a hint: past the row is harmless)
-            _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(c + 1024).cast());
+            // a hint: an address past the row is harmless
+            _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(c + PREFETCH).cast());
             let wv = load64(w[r], c);
             acc[r] = _mm512_dpbusd_epi32(acc[r], ax, _mm512_mask_sub_epi8(wv, neg, zero, wv));
         }
@@ -46,102 +61,91 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
     dot_rows::<1>(a, [b])[0]
 }
 
-/// Activation rows per tile when M >= 4.
-const TILE_M: usize = 4;
-
-/// `Σ (w + 128)·x` (wrapping i32) for `R` rows × `MI` activation rows: the
-/// batch micro-kernel. Biasing the weights to u8 once per load (`xor 0x80`)
-/// lets every activation row use them as `vpdpbusd`'s unsigned operand, where
-/// the M = 1 kernel's sign trick would redo `w · sign(x)` per activation row.
-/// The caller subtracts `128·Σx`; wrapping is exact because the true sum fits
-/// in i32 (`k <= MAX_K_W8A8`). Prefetching by sweep (`phase` of `passes`) as
-/// in the W4A8 tile ([`SweepPrefetch`]): each sweep fetches its share of the
-/// next block, `next` bytes on.
+/// W8A8 decode micro-kernel (frame tile `R` × 1): `R` weight rows against
+/// one activation row, one row after another, so that the weights stream as
+/// one sequential run while the activation row stays in L1 (the AVX2
+/// tier's finding: 4 rows in lockstep left the hardware prefetcher behind).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_tile_biased<const R: usize, const MI: usize>(
-    x: [&[i8]; MI],
-    w: [&[i8]; R],
-    next: usize,
-    sweep: (usize, usize),
-) -> [[i32; R]; MI] {
-    let mut sweep = SweepPrefetch::new(sweep);
+pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R);
+    for (a, w) in acc.iter_mut().zip(w) {
+        *a = dot_rows::<1>(x[0], [*w])[0];
+    }
+}
+
+/// `Σ (w + 128)·x` (wrapping) for 4 weight rows × `XR` activation rows over
+/// whole 64-column blocks: each weight load is biased once and serves the
+/// `XR` rows (4 × `XR` accumulators in registers).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_tile_biased<const XR: usize>(x: [&[i8]; XR], w: [&[i8]; 4]) -> [[i32; 4]; XR] {
     let k = x[0].len();
-    assert!(w.iter().all(|w| w.len() == k) && x.iter().all(|x| x.len() == k));
+    assert!(k.is_multiple_of(BLOCK) && w.iter().all(|w| w.len() == k) && x.iter().all(|x| x.len() == k));
     let bias = _mm512_set1_epi8(-128);
-    let mut acc = [[_mm512_setzero_si512(); R]; MI];
-    let mut c = 0;
-    while c < k {
-        let mine = sweep.take();
-        let mut wv = [_mm512_setzero_si512(); R];
-        for r in 0..R {
-            if mine {
-                // A hint: an address past the matrix is harmless.
-                _mm_prefetch::<_MM_HINT_T1>(w[r].as_ptr().wrapping_add(next + c).cast());
-            }
-            // zero bytes past the row's end bias to 128, against zero activations
-            wv[r] = _mm512_xor_si512(load64(w[r], c), bias);
-        }
-        for i in 0..MI {
-            let xv = load64(x[i], c);
-            for r in 0..R {
-                acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], wv[r], xv);
+    let mut acc = [[_mm512_setzero_si512(); 4]; XR];
+    for c in (0..k).step_by(BLOCK) {
+        // SAFETY: c + 64 <= k, the length of every row (asserted above).
+        unsafe {
+            let wv: [__m512i; 4] = std::array::from_fn(|r| {
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(c + PREFETCH).cast());
+                _mm512_xor_si512(_mm512_loadu_si512(w[r].as_ptr().add(c).cast()), bias)
+            });
+            for i in 0..XR {
+                let xv = _mm512_loadu_si512(x[i].as_ptr().add(c).cast());
+                for r in 0..4 {
+                    acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], wv[r], xv);
+                }
             }
         }
-        c += 64;
     }
     std::array::from_fn(|i| std::array::from_fn(|r| hsum_epi32(acc[i][r])))
 }
 
-/// W8A8 over output rows: 4 × 4 tiles of weight rows × activation rows while
-/// M allows (the batch regime), then the M = 1 kernel's 4-row dot per
-/// remaining activation row; single rows at the end.
+/// `128·Σx` (wrapping) of an activation row of whole blocks: `vpdpbusd`
+/// against ones.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn gemm_w8a8(
-    x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-    w: &qlinear_quant_recipe::QuantizedMatrix,
-    rows: std::ops::Range<usize>,
-    y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-) {
-    x.check();
-    y.check(x.m, rows.len());
-    assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-    let s = w.scales();
-    let tiled = x.m / TILE_M * TILE_M;
-    let aligned = AlignedRows::new(tiled, x.k, |i, dst| dst.copy_from_slice(x.row(i)));
-    // 128·Σx per tiled activation row (wrapping: the product can pass i32)
-    let bias_sums: Vec<i32> = (0..tiled)
-        .map(|i| x.row(i).iter().map(|&v| i32::from(v)).sum::<i32>().wrapping_mul(128))
-        .collect();
-    let mut r = rows.start;
-    while r < rows.end {
-        let j = r - rows.start;
-        if r + ROWS <= rows.end {
-            let wr: [&[i8]; ROWS] = std::array::from_fn(|q| w.row(r + q));
-            for i0 in (0..tiled).step_by(TILE_M) {
-                let xr: [&[i8]; TILE_M] = std::array::from_fn(|t| aligned.row(i0 + t));
-                let phase = (i0 / TILE_M, tiled / TILE_M);
-                let acc = dot_tile_biased::<ROWS, TILE_M>(xr, wr, ROWS * x.k, phase);
-                for t in 0..TILE_M {
-                    for q in 0..ROWS {
-                        let dot = acc[t][q].wrapping_sub(bias_sums[i0 + t]);
-                        y.set(i0 + t, j + q, dot as f32 * (x.scales[i0 + t] * s[r + q]));
-                    }
-                }
+fn bias_sum(x: &[i8]) -> i32 {
+    let ones = _mm512_set1_epi8(1);
+    let mut acc = _mm512_setzero_si512();
+    for c in (0..x.len()).step_by(BLOCK) {
+        // SAFETY: the callers pass whole blocks (c + 64 <= x.len()).
+        acc = _mm512_dpbusd_epi32(acc, ones, unsafe { _mm512_loadu_si512(x.as_ptr().add(c).cast()) });
+    }
+    hsum_epi32(acc).wrapping_mul(128)
+}
+
+/// W8A8 batch micro-kernel (frame tile `4B` × `XR`): `B` blocks of 4 weight
+/// rows, each run over the `XR` activation rows (64-byte aligned by the
+/// frame's layout) while it is in L1; `128·Σx` once per activation row per
+/// call, so its cost is shared by the `4B` weight rows. The loop over
+/// blocks is here, not in the frame, so that the frame's per-tile work is
+/// paid once per `4B · XR` outputs.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w8a8_batch<const B: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    let wr = 4 * B;
+    assert!(x.len() == XR && w.len() == wr && acc.len() == wr * XR);
+    let xs: [&[i8]; XR] = std::array::from_fn(|i| x[i]);
+    let bias: [i32; XR] = std::array::from_fn(|i| bias_sum(xs[i]));
+    for b in 0..B {
+        let sums = dot_tile_biased::<XR>(xs, std::array::from_fn(|q| w[4 * b + q]));
+        for i in 0..XR {
+            for q in 0..4 {
+                acc[i * wr + 4 * b + q] = sums[i][q].wrapping_sub(bias[i]);
             }
-            for i in tiled..x.m {
-                let acc = dot_rows::<ROWS>(x.row(i), wr);
-                for q in 0..ROWS {
-                    y.set(i, j + q, acc[q] as f32 * (x.scales[i] * s[r + q]));
-                }
-            }
-            r += ROWS;
-        } else {
-            for i in 0..x.m {
-                let acc = dot_rows::<1>(x.row(i), [w.row(r)])[0];
-                y.set(i, j, acc as f32 * (x.scales[i] * s[r]));
-            }
-            r += 1;
         }
+    }
+}
+
+/// W8A8 micro-kernel for the weight rows left over by the batch tile (frame
+/// tile 1 × `XR`): the sign trick per activation row.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w8a8_column<const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    assert!(x.len() == XR && w.len() == 1 && acc.len() == XR);
+    for (a, x) in acc.iter_mut().zip(x) {
+        *a = dot_rows::<1>(x, [w[0]])[0];
     }
 }
