@@ -1,5 +1,5 @@
 //! Deliberately wrong SIMD kernels live in this crate's tests (`tests/x86.rs`,
-//! `tests/neon.rs`, `tests/wasm.rs`, `tests/frame.rs`): each is a plausible
+//! `tests/vnni.rs`, `tests/neon.rs`, `tests/wasm.rs`, `tests/frame.rs`): each is a plausible
 //! mistake of a real tier, and each must fail
 //! `qlinear_dispatch::prove_kernel_table`. The crate is never published; its
 //! library holds only what the test files share: [`failing`],

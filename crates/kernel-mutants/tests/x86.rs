@@ -185,7 +185,7 @@ fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
 /// is corrected by the first row's `−8·Σx` (a hoisted load). Rows past the
 /// tiles are right, so only a proof whose random rows reach a tile can fail
 /// it. On the frame the correction is the frame's, so a micro-kernel can no
-/// longer make this mistake; a tier with its own sweep (AVX-512 VNNI) still can.
+/// longer make this mistake; a GEMM written outside the frame still can.
 fn tile_shares_first_correction(
     x: &ActivationsQ8<'_>,
     w: &QuantizedMatrixQ4,

@@ -1,0 +1,280 @@
+//! The AVX-512 VNNI tier's micro-kernels done wrong, each in plain Rust on
+//! the frame with the tier's own tiles, block and layout: every mutant must
+//! fail the selftest's proof, and the same tile done right must pass (so a
+//! failure is the mistake's alone). Plain Rust, so these run on every x86
+//! CPU and on every other architecture too: what they prove is that the
+//! proof's rows and K reach each tile of the real tier's shapes.
+
+use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
+use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8};
+use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+
+fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
+    let proofs = prove_kernel_table(table, &default_census());
+    for p in &proofs {
+        if p.family != family {
+            assert!(p.mismatch.is_none(), "only {family} was mutated, {} failed", p.family);
+        }
+    }
+    proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
+}
+
+/// The tier's tiles: decode 16 × 1, batches 16 × 4 (W8A8) or 4 × 4.
+const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
+const Q4_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+
+/// A W8A8 table on the frame over the tier's tiles, every tile `$tile`.
+macro_rules! w8a8_table {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use super::*;
+            const W8A8: Family<TileI8I8> = Family {
+                shapes: Shapes {
+                    tiles: W8A8_TILES,
+                    chunk: 16,
+                },
+                kernels: &[$tile as TileI8I8; 4],
+                block: 64,
+                layout: Layout::Aligned,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w8a8,
+                shapes: GemmShapes {
+                    w8a8: W8A8.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+
+/// `Σ x·w` of one pair of rows, as i32.
+fn dot(x: &[i8], w: &[i8]) -> i32 {
+    x.iter().zip(w).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum()
+}
+
+fn sum(x: &[i8]) -> i32 {
+    x.iter().map(|&v| i32::from(v)).sum()
+}
+
+/// The W8A8 tiles in plain Rust, with the two slips a `vpdpbusd` kernel can
+/// make: in the 16 × 1 decode tile the sign taken from the weight instead of
+/// the activation (`Σ |x|·|w|`), and in the 16 × 4 batch tile every row's
+/// `Σ (w + 128)·x` corrected by the first activation row's `128·Σx` (a
+/// hoisted load).
+fn w8a8_with(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32], sign_from_w: bool, hoisted_bias: bool) {
+    let wr = w.len();
+    for (i, xi) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            acc[i * wr + q] = if sign_from_w && wr == 16 && x.len() == 1 {
+                xi.iter().zip(*wq).map(|(&a, &b)| i32::from(a).abs() * i32::from(b).abs()).sum()
+            } else if hoisted_bias && wr == 16 && x.len() == 4 {
+                dot(xi, wq) + 128 * sum(xi) - 128 * sum(x[0])
+            } else {
+                dot(xi, wq)
+            };
+        }
+    }
+}
+
+fn w8a8_sign_from_w(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    w8a8_with(x, w, acc, true, false)
+}
+fn w8a8_hoisted_bias(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    w8a8_with(x, w, acc, false, true)
+}
+fn w8a8_right(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    w8a8_with(x, w, acc, false, false)
+}
+
+w8a8_table!(sign_from_w, w8a8_sign_from_w);
+w8a8_table!(hoisted_bias, w8a8_hoisted_bias);
+w8a8_table!(w8a8_right_tiles, w8a8_right);
+
+#[test]
+fn the_w8a8_tiles_fail_the_proof_on_their_slips() {
+    first_failure(&sign_from_w::TABLE, KernelFamily::W8A8).expect("the sign from the weight must fail");
+    first_failure(&hoisted_bias::TABLE, KernelFamily::W8A8).expect("one row's 128·Σx for the tile must fail");
+    let right = first_failure(&w8a8_right_tiles::TABLE, KernelFamily::W8A8);
+    assert!(right.is_none(), "{right:?}");
+}
+
+/// `Σ x·b` (biased, uncorrected) of the 32-column group `gi` of one packed
+/// row against one activation row in the tier's even/odd layout (blocks of
+/// 128: 64 even columns, then 64 odd; byte j of the block's 64 packed bytes
+/// holds columns 2j and 2j + 1).
+fn group_dot(x: &[i8], w: &[u8], gi: usize) -> i32 {
+    let (blk, t) = (gi / 4, gi % 4);
+    (0..16)
+        .map(|j| {
+            let b = w[64 * blk + 16 * t + j];
+            i32::from(b & 0x0F) * i32::from(x[128 * blk + 16 * t + j])
+                + i32::from(b >> 4) * i32::from(x[128 * blk + 64 + 16 * t + j])
+        })
+        .sum()
+}
+
+/// W4A8 per channel in the tier's layout, with two slips: the 16 × 1 tile's
+/// nibble halves swapped (low nibbles against the odd columns), and the 4 × 4
+/// tile writing its accumulators transposed (`acc[q · xr + i]`).
+fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, transposed: bool) {
+    let (wr, xr) = (w.len(), x.len());
+    for (i, xi) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            let groups = xi.len() / 32;
+            let v = if halves_swapped && wr == 16 {
+                (0..groups)
+                    .map(|gi| {
+                        let (blk, t) = (gi / 4, gi % 4);
+                        (0..16)
+                            .map(|j| {
+                                let b = wq[64 * blk + 16 * t + j];
+                                i32::from(b >> 4) * i32::from(xi[128 * blk + 16 * t + j])
+                                    + i32::from(b & 0x0F) * i32::from(xi[128 * blk + 64 + 16 * t + j])
+                            })
+                            .sum::<i32>()
+                    })
+                    .sum()
+            } else {
+                (0..groups).map(|gi| group_dot(xi, wq, gi)).sum()
+            };
+            let at = if transposed && wr == 4 && xr == 4 { q * xr + i } else { i * wr + q };
+            acc[at] = v;
+        }
+    }
+}
+
+fn w4a8_halves_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_with(x, w, acc, true, false)
+}
+fn w4a8_transposed(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_with(x, w, acc, false, true)
+}
+fn w4a8_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_with(x, w, acc, false, false)
+}
+
+qlinear_kernel_mutants::w4a8_on_frame! {
+    tiles: Q4_TILES,
+    chunk: 64,
+    block: 128,
+    layout: EvenOdd;
+    halves_swapped => &[w4a8_halves_swapped as TileI8Q4; 4],
+    transposed => &[w4a8_transposed as TileI8Q4; 4],
+    w4a8_right_tiles => &[w4a8_right as TileI8Q4; 4],
+}
+
+#[test]
+fn the_w4a8_tiles_fail_the_proof_on_their_slips() {
+    first_failure(&halves_swapped::TABLE, KernelFamily::W4A8).expect("swapped nibble halves must fail");
+    first_failure(&transposed::TABLE, KernelFamily::W4A8).expect("transposed accumulators must fail");
+    let right = first_failure(&w4a8_right_tiles::TABLE, KernelFamily::W4A8);
+    assert!(right.is_none(), "{right:?}");
+}
+
+/// The grouped tiles' slips.
+#[derive(Clone, Copy, PartialEq)]
+enum Slip {
+    None,
+    /// 16 × 1: the group sums used in the transpose-and-add tree's order
+    /// (group `4j + t` at `4t + j` of each 16) without the final permute.
+    Unpermuted,
+    /// 16 × 1: each 16 groups' products added as a pairwise tree, then to
+    /// the chain (what a vector reduction does by default).
+    Tree,
+    /// 4 × 4: the 4 rows' scales put in the lanes in reverse (`_mm_set_ps`
+    /// for `_mm_setr_ps`).
+    ScalesReversed,
+}
+
+/// W4A8 grouped (groups of 32) in the tier's layout with `slip`; other group
+/// sizes are left to the frame.
+fn grouped_with(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32], slip: Slip) -> usize {
+    out.fill(0.0);
+    if g != 32 {
+        return 0;
+    }
+    let (wr, xr, groups) = (w.len(), x.len(), sums[0].len());
+    let done = (x[0].len() / 32).min(groups);
+    for (i, xi) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            let decode = wr == 16 && xr == 1;
+            let scale_row = if slip == Slip::ScalesReversed && wr == 4 && xr == 4 { 3 - q } else { q };
+            let p: Vec<f32> = (0..done)
+                .map(|gi| {
+                    let (base, at) = (gi / 16 * 16, gi % 16);
+                    let src = base + 4 * (at % 4) + at / 4;
+                    let src = if slip == Slip::Unpermuted && decode && src < done { src } else { gi };
+                    (group_dot(xi, wq, src) - 8 * sums[i][gi]) as f32 * s[scale_row * groups + gi]
+                })
+                .collect();
+            let mut total = 0f32;
+            for chunk in p.chunks(16) {
+                if slip == Slip::Tree && decode && chunk.len() == 16 {
+                    let pairs: Vec<f32> = chunk.chunks(2).map(|c| c[0] + c[1]).collect();
+                    let quads: Vec<f32> = pairs.chunks(2).map(|c| c[0] + c[1]).collect();
+                    total += (quads[0] + quads[1]) + (quads[2] + quads[3]);
+                } else {
+                    for v in chunk {
+                        total += v;
+                    }
+                }
+            }
+            out[i * wr + q] = total;
+        }
+    }
+    done
+}
+
+/// A W4A8-grouped table on the frame over the tier's tiles, every tile
+/// [`grouped_with`] with `$slip`.
+macro_rules! grouped_table {
+    ($module:ident, $slip:expr) => {
+        mod $module {
+            use super::*;
+            fn tile(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
+                grouped_with(x, sums, w, s, g, out, $slip)
+            }
+            const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
+                shapes: Shapes {
+                    tiles: Q4_TILES,
+                    chunk: 16,
+                },
+                kernels: &[tile as TileGroupedQ4; 4],
+                block: 128,
+                layout: Layout::EvenOdd,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a8_grouped,
+                shapes: GemmShapes {
+                    w4a8_grouped: W4A8_GROUPED.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+
+grouped_table!(unpermuted, Slip::Unpermuted);
+grouped_table!(tree, Slip::Tree);
+grouped_table!(scales_reversed, Slip::ScalesReversed);
+grouped_table!(grouped_right_tiles, Slip::None);
+
+#[test]
+fn the_w4a8_grouped_tiles_fail_the_proof_on_their_slips() {
+    for (table, why) in [
+        (&unpermuted::TABLE, "group sums in the tree's order must fail"),
+        (&tree::TABLE, "a tree over 16 groups' products must fail"),
+        (&scales_reversed::TABLE, "the 4 rows' scales in reverse must fail"),
+    ] {
+        first_failure(table, KernelFamily::W4A8Grouped).expect(why);
+    }
+    let right = first_failure(&grouped_right_tiles::TABLE, KernelFamily::W4A8Grouped);
+    assert!(right.is_none(), "{right:?}");
+}
