@@ -22,6 +22,15 @@ fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> 
 /// The tier's tiles: decode 16 × 1, batches 16 × 4 (W8A8) or 4 × 4.
 const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
 const Q4_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+/// Grouped adds 8 × 16 (and 1 × 16) on `Layout::EvenOddQuads16`.
+const GROUPED_TILES: &[Tile] = &[
+    Tile::ONE,
+    Tile::new(16, 1),
+    Tile::new(4, 4),
+    Tile::new(1, 4),
+    Tile::new(8, 16),
+    Tile::new(1, 16),
+];
 
 /// A W8A8 table on the frame over the tier's tiles, every tile `$tile`.
 macro_rules! w8a8_table {
@@ -70,7 +79,10 @@ fn w8a8_with(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32], sign_from_w: bool, hoist
     for (i, xi) in x.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {
             acc[i * wr + q] = if sign_from_w && wr == 16 && x.len() == 1 {
-                xi.iter().zip(*wq).map(|(&a, &b)| i32::from(a).abs() * i32::from(b).abs()).sum()
+                xi.iter()
+                    .zip(*wq)
+                    .map(|(&a, &b)| i32::from(a).abs() * i32::from(b).abs())
+                    .sum()
             } else if hoisted_bias && wr == 16 && x.len() == 4 {
                 dot(xi, wq) + 128 * sum(xi) - 128 * sum(x[0])
             } else {
@@ -141,7 +153,11 @@ fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, tr
             } else {
                 (0..groups).map(|gi| group_dot(xi, wq, gi)).sum()
             };
-            let at = if transposed && wr == 4 && xr == 4 { q * xr + i } else { i * wr + q };
+            let at = if transposed && wr == 4 && xr == 4 {
+                q * xr + i
+            } else {
+                i * wr + q
+            };
             acc[at] = v;
         }
     }
@@ -188,6 +204,18 @@ enum Slip {
     /// 4 × 4: the 4 rows' scales put in the lanes in reverse (`_mm_set_ps`
     /// for `_mm_setr_ps`).
     ScalesReversed,
+    /// 8 × 16: `Σ (x + 128)·(b − 8)` corrected by `128·Σb` alone (the
+    /// codes' `−8` left out of the bias), `1024·g` off.
+    BiasWithoutEight,
+}
+
+/// Activation row `l` (even/odd) of an interleaved 16-row block of
+/// `Layout::EvenOddQuads16`: byte `j` at `64·(j / 4) + 4·l + j % 4`, less
+/// the 128 the layout adds.
+fn row_of_block(block: &[i8], l: usize) -> Vec<i8> {
+    (0..block.len() / 16)
+        .map(|j| block[64 * (j / 4) + 4 * l + j % 4] ^ i8::MIN)
+        .collect()
 }
 
 /// W4A8 grouped (groups of 32) in the tier's layout with `slip`; other group
@@ -198,17 +226,36 @@ fn grouped_with(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, 
         return 0;
     }
     let (wr, xr, groups) = (w.len(), x.len(), sums[0].len());
-    let done = (x[0].len() / 32).min(groups);
-    for (i, xi) in x.iter().enumerate() {
+    // a 16-row tile receives the interleaved block as every view
+    let rows: Vec<Vec<i8>> = if xr == 16 {
+        (0..16).map(|l| row_of_block(x[0], l)).collect()
+    } else {
+        x.iter().map(|r| r.to_vec()).collect()
+    };
+    let done = (rows[0].len() / 32).min(groups);
+    for (i, xi) in rows.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {
             let decode = wr == 16 && xr == 1;
-            let scale_row = if slip == Slip::ScalesReversed && wr == 4 && xr == 4 { 3 - q } else { q };
+            let scale_row = if slip == Slip::ScalesReversed && wr == 4 && xr == 4 {
+                3 - q
+            } else {
+                q
+            };
             let p: Vec<f32> = (0..done)
                 .map(|gi| {
                     let (base, at) = (gi / 16 * 16, gi % 16);
                     let src = base + 4 * (at % 4) + at / 4;
-                    let src = if slip == Slip::Unpermuted && decode && src < done { src } else { gi };
-                    (group_dot(xi, wq, src) - 8 * sums[i][gi]) as f32 * s[scale_row * groups + gi]
+                    let src = if slip == Slip::Unpermuted && decode && src < done {
+                        src
+                    } else {
+                        gi
+                    };
+                    let off = if slip == Slip::BiasWithoutEight && xr == 16 {
+                        1024 * 32
+                    } else {
+                        0
+                    };
+                    (group_dot(xi, wq, src) - 8 * sums[i][gi] - off) as f32 * s[scale_row * groups + gi]
                 })
                 .collect();
             let mut total = 0f32;
@@ -240,12 +287,12 @@ macro_rules! grouped_table {
             }
             const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
                 shapes: Shapes {
-                    tiles: Q4_TILES,
+                    tiles: GROUPED_TILES,
                     chunk: 16,
                 },
-                kernels: &[tile as TileGroupedQ4; 4],
+                kernels: &[tile as TileGroupedQ4; 6],
                 block: 128,
-                layout: Layout::EvenOdd,
+                layout: Layout::EvenOddQuads16,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
             qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED }
@@ -264,6 +311,7 @@ macro_rules! grouped_table {
 grouped_table!(unpermuted, Slip::Unpermuted);
 grouped_table!(tree, Slip::Tree);
 grouped_table!(scales_reversed, Slip::ScalesReversed);
+grouped_table!(bias_without_eight, Slip::BiasWithoutEight);
 grouped_table!(grouped_right_tiles, Slip::None);
 
 #[test]
@@ -272,6 +320,7 @@ fn the_w4a8_grouped_tiles_fail_the_proof_on_their_slips() {
         (&unpermuted::TABLE, "group sums in the tree's order must fail"),
         (&tree::TABLE, "a tree over 16 groups' products must fail"),
         (&scales_reversed::TABLE, "the 4 rows' scales in reverse must fail"),
+        (&bias_without_eight::TABLE, "the bias without the codes' −8 must fail"),
     ] {
         first_failure(table, KernelFamily::W4A8Grouped).expect(why);
     }

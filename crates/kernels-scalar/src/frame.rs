@@ -210,6 +210,17 @@ pub enum Layout {
     /// the even half, the high nibbles against the odd half. The family's
     /// block must be a multiple of 16.
     Pairs8EvenOdd,
+    /// As [`Layout::EvenOdd`], and for every whole 16 activation rows also
+    /// those rows interleaved 4 bytes at a time with their sign bits flipped
+    /// (`x + 128` as u8, `x ^ 0x80`): for each 4 bytes of the even/odd rows,
+    /// the 16 rows' 4 bytes one after another (64 bytes: one 512-bit
+    /// register with activation row `l` in 32-bit lane `l`), `16 · kb` bytes
+    /// a block. A tile 16 activation rows tall receives its block as every
+    /// one of its 16 views (starting at row `i0`, a multiple of 16); every
+    /// other tile receives the even/odd rows. A multiply-add of such a
+    /// register with one weight quad broadcast then sums 4 columns of 16
+    /// activation rows in their own lanes, with no reduction across lanes.
+    EvenOddQuads16,
     /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]),
     /// in column order.
     Chunked,
@@ -280,6 +291,9 @@ struct IntRows<'a> {
     len: usize,
     start: usize,
     stride: usize,
+    /// [`Layout::EvenOddQuads16`]'s blocks, aligned like the rows.
+    quads: Vec<i8>,
+    quads_start: usize,
 }
 
 /// The alignment of every copied activation row, in bytes.
@@ -298,6 +312,8 @@ impl<'a> IntRows<'a> {
                 len: kb,
                 start: 0,
                 stride: x.k,
+                quads: Vec::new(),
+                quads_start: 0,
             };
         }
         assert!(
@@ -319,7 +335,7 @@ impl<'a> IntRows<'a> {
             let dst = &mut out[start + i * stride..start + i * stride + len];
             match layout {
                 Layout::Aligned => dst.copy_from_slice(row),
-                Layout::EvenOdd => split_even_odd_into(row, block, dst),
+                Layout::EvenOdd | Layout::EvenOddQuads16 => split_even_odd_into(row, block, dst),
                 Layout::Pairs8 | Layout::Pairs8EvenOdd => {
                     let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
                     // each 8-column chunk of the row, then the next row's
@@ -342,18 +358,49 @@ impl<'a> IntRows<'a> {
                 _ => panic!("an integer family needs an integer layout"),
             }
         }
+        let (mut quads, mut quads_start) = (Vec::new(), 0);
+        if layout == Layout::EvenOddQuads16 {
+            let blocks = x.m / 16;
+            quads = vec![0i8; blocks * 16 * kb + ROW_ALIGN];
+            quads_start = quads.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
+            for b in 0..blocks {
+                let block = &mut quads[quads_start + b * 16 * kb..quads_start + (b + 1) * 16 * kb];
+                for (l, i) in (16 * b..16 * b + 16).enumerate() {
+                    let row = &out[start + i * stride..start + i * stride + kb];
+                    for (d, quad) in row.chunks_exact(4).enumerate() {
+                        for (dst, &v) in block[64 * d + 4 * l..64 * d + 4 * l + 4].iter_mut().zip(quad) {
+                            *dst = v ^ i8::MIN;
+                        }
+                    }
+                }
+            }
+        }
         IntRows {
             buf: std::borrow::Cow::Owned(out),
             kb,
             len,
             start,
             stride,
+            quads,
+            quads_start,
         }
     }
 
     fn row(&self, i: usize) -> &[i8] {
         let at = self.start + i * self.stride;
         &self.buf[at..at + self.len]
+    }
+
+    /// View `d` of a tile `xr` activation rows tall from row `i0`: the
+    /// interleaved block for a 16-row tile on [`Layout::EvenOddQuads16`],
+    /// else row `i0 + d`.
+    fn view(&self, xr: usize, i0: usize, d: usize) -> &[i8] {
+        if xr == 16 && !self.quads.is_empty() {
+            let at = self.quads_start + i0 / 16 * 16 * self.kb;
+            &self.quads[at..at + 16 * self.kb]
+        } else {
+            self.row(i0 + d)
+        }
     }
 }
 
@@ -390,14 +437,17 @@ pub fn gemm_w8a8(
     x.check();
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A8 shapes");
-    assert!(f.block > 0 && f.layout != Layout::EvenOdd, "W8A8 family layout");
+    assert!(
+        f.block > 0 && !matches!(f.layout, Layout::EvenOdd | Layout::EvenOddQuads16),
+        "W8A8 family layout"
+    );
     let xs = IntRows::new(x, f.block, f.layout);
     let kb = xs.kb;
     let s = w.scales();
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
         let wv = wv.set(t.wr, |q| &w.row(r0 + q)[..kb]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
@@ -439,7 +489,7 @@ pub fn gemm_w4a8(
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
         let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         for d in 0..t.xr {
@@ -546,7 +596,7 @@ pub fn gemm_w4a8_grouped(
     let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-            let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+            let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
             let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
             let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
             let st = sf.rows(r0, t.wr);
@@ -775,6 +825,51 @@ mod tests {
             .collect();
         assert!(last.iter().all(|&b| b == 0) && last.len() == 32);
         assert_eq!(&even_odd.row(1)[..8], &v(1, &seq(0, 2))[..]);
+    }
+
+    #[test]
+    fn quads16_interleave_16_rows_per_4_bytes_with_the_sign_flipped() {
+        // 17 rows of 130 codes (blocks of 128: kb = 128), code = row + 3·column
+        let (m, k) = (17, 130);
+        let code = |r: usize, c: usize| ((r + 3 * c) % 251) as i8;
+        let codes: Vec<i8> = (0..m).flat_map(|r| (0..k).map(move |c| code(r, c))).collect();
+        let x = ActivationsQ8 {
+            m,
+            k,
+            codes: &codes,
+            scales: &[1.0; 17],
+            sums: &[0; 17],
+            sum_group: k,
+        };
+        let xs = IntRows::new(&x, 128, Layout::EvenOddQuads16);
+        // the even/odd rows, 64-byte aligned, for tiles under 16 rows
+        for i in [0, 16] {
+            let row = xs.view(4, i.min(13), i - i.min(13));
+            assert_eq!(row.as_ptr().align_offset(64), 0);
+            let want: Vec<i8> = (0..64)
+                .map(|j| code(i, 2 * j))
+                .chain((0..64).map(|j| code(i, 2 * j + 1)))
+                .collect();
+            assert_eq!(row, &want[..]);
+        }
+        // a 16-row tile: every view is the block of rows 0..16
+        let block = xs.view(16, 0, 5);
+        assert_eq!(block.len(), 16 * 128);
+        assert_eq!(block.as_ptr().align_offset(64), 0);
+        for l in 0..16 {
+            for j in 0..128 {
+                let even_odd = if j < 64 {
+                    code(l, 2 * j)
+                } else {
+                    code(l, 2 * (j - 64) + 1)
+                };
+                assert_eq!(
+                    block[64 * (j / 4) + 4 * l + j % 4],
+                    even_odd ^ i8::MIN,
+                    "row {l} byte {j}"
+                );
+            }
+        }
     }
 
     #[test]

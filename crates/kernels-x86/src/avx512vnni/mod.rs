@@ -45,6 +45,8 @@ mod entry {
         grouped_16x1 => q4_grouped::tile_w4a8_grouped_seq::<16>: tile_grouped,
         grouped_4x4 => q4_grouped::tile_w4a8_grouped_quad::<4, 4>: tile_grouped,
         grouped_1x4 => q4_grouped::tile_w4a8_grouped_quad::<1, 4>: tile_grouped,
+        grouped_8x16 => q4_grouped::tile_w4a8_grouped_rows16::<8>: tile_grouped,
+        grouped_1x16 => q4_grouped::tile_w4a8_grouped_rows16::<1>: tile_grouped,
         gemm_w4a16 => float::gemm_w4a16: f32q4,
         gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
     }
@@ -83,7 +85,14 @@ const W4A8: Family<TileI8Q4> = Family {
 /// converts once.
 const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
     shapes: Shapes {
-        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)],
+        tiles: &[
+            Tile::ONE,
+            Tile::new(16, 1),
+            Tile::new(4, 4),
+            Tile::new(1, 4),
+            Tile::new(8, 16),
+            Tile::new(1, 16),
+        ],
         chunk: 16,
     },
     kernels: &[
@@ -91,9 +100,11 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
         entry::grouped_16x1,
         entry::grouped_4x4,
         entry::grouped_1x4,
+        entry::grouped_8x16,
+        entry::grouped_1x16,
     ],
     block: q4::BLOCK,
-    layout: Layout::EvenOdd,
+    layout: Layout::EvenOddQuads16,
     scales_to_f32: avx2::scales_to_f32,
 };
 

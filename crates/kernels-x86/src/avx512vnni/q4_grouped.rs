@@ -329,3 +329,134 @@ pub(crate) fn tile_w4a8_grouped_quad<const WR: usize, const XR: usize>(
     }
     done
 }
+
+/// `acc + Σ_4 a·b` per 32-bit lane with `b`'s 4 bytes the i8 quad at `quad`,
+/// broadcast to every lane as `vpdpbusd`'s memory operand (`{1to16}`):
+/// written out because LLVM otherwise forwards the quads from the vector
+/// they were stored from and broadcasts each with a shuffle, which ran out
+/// of registers in the 8 × 16 tile and spilled the broadcasts.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+fn dpbusd_broadcast(acc: __m512i, a: __m512i, quad: &i32) -> __m512i {
+    let mut acc = acc;
+    // SAFETY: reads the 4 bytes of `quad` and nothing else; the target
+    // features this instruction needs are enabled on this function.
+    unsafe {
+        std::arch::asm!(
+            "vpdpbusd {acc}, {a}, dword ptr [{p}]{{1to16}}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            p = in(reg) quad as *const i32,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// W4A8-grouped batch micro-kernel (frame tile `WR` × 16) on the
+/// activations' interleaved blocks (`Layout::EvenOddQuads16`: activation row
+/// `l`'s 4 bytes `x + 128` in lane `l`): each `vpdpbusd` multiplies one
+/// register of 16 rows' 4 columns by one weight quad broadcast from memory
+/// (the codes `nibble − 8`, unpacked once per 64 packed bytes of a row), so
+/// 8 of them leave a group of 32's exact sums for 16 activation rows in
+/// their own lanes: no reduction across lanes, and each activation register
+/// serves the `WR` weight rows. `Σ (x + 128)·(b − 8) = acc_g + 128·Σ(b − 8)`,
+/// so `acc_g` is the wrapping difference (exact: the true value fits in
+/// i32). The float step runs with the 16 outputs of a weight row in one
+/// register: the spec's operations lane by lane. Groups that are a multiple
+/// of 32 add their sub-blocks before the float step; others are left to the
+/// frame. Writes `out[i · WR + q]`; returns the first group not added.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_grouped_rows16<const WR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == 16 && sums.len() == 16 && w.len() == WR && out.len() == 16 * WR);
+    let (quads, groups) = (x[0], sums[0].len());
+    let kb = quads.len() / 16;
+    assert!(kb.is_multiple_of(BLOCK) && w.iter().all(|r| r.len() == kb / 2) && s.len() == WR * groups);
+    out.fill(0.0);
+    if g == 0 || !g.is_multiple_of(SUB) {
+        return 0;
+    }
+    let (done, per) = ((kb / g).min(groups), g / SUB);
+    let mask = _mm512_set1_epi8(0x0F);
+    let eight = _mm512_set1_epi8(8);
+    // row q's codes of the current block: 16 dwords of low nibbles, then 16 of high
+    let mut codes = [[0i32; 32]; WR];
+    // Σ nibble of each 32-column sub-block of the current block, per row
+    let mut nibs = [[0i32; 4]; WR];
+    let mut acc = [_mm512_setzero_si512(); WR];
+    let mut corr = [0i32; WR];
+    let mut total = [_mm512_setzero_ps(); WR];
+    // sub-blocks added to the current group, and that group
+    let (mut filled, mut gi) = (0, 0);
+    for blk in 0..kb / BLOCK {
+        for q in 0..WR {
+            // SAFETY: blk < kb / 128: 64 bytes at blk · 64 lie in the row's kb / 2;
+            // the stores write the 128 bytes of codes[q].
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+                let p = _mm512_loadu_si512(w[q].as_ptr().add(blk * BLOCK / 2).cast());
+                let lo = _mm512_and_si512(p, mask);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(p), mask);
+                _mm512_storeu_si512(codes[q].as_mut_ptr().cast(), _mm512_sub_epi8(lo, eight));
+                _mm512_storeu_si512(codes[q].as_mut_ptr().add(16).cast(), _mm512_sub_epi8(hi, eight));
+                // sums of 8 bytes of lo + hi (at most 30 each): sub-block t is qwords 2t, 2t + 1
+                let mut q8 = [0i64; 8];
+                let sad = _mm512_sad_epu8(_mm512_add_epi8(lo, hi), _mm512_setzero_si512());
+                _mm512_storeu_si512(q8.as_mut_ptr().cast(), sad);
+                nibs[q] = std::array::from_fn(|t| (q8[2 * t] + q8[2 * t + 1]) as i32);
+            }
+        }
+        for t in 0..4 {
+            // the 16 rows' 4 even columns d of sub-block t, then the 4 odd ones
+            // SAFETY: vector index blk · 32 + 16 + 4t + 3 < kb / 4, so every
+            // 64-byte load lies in the block of 16 · kb bytes.
+            let xv: [__m512i; 8] = std::array::from_fn(|k| unsafe {
+                let v = blk * 32 + 16 * (k / 4) + 4 * t + k % 4;
+                _mm512_loadu_si512(quads.as_ptr().add(64 * v).cast())
+            });
+            // the WR rows' chains advance together: 8 dependent vpdpbusd on one
+            // row at a time left the tile waiting on their latency
+            for (k, &xk) in xv.iter().enumerate() {
+                let at = 16 * (k / 4) + 4 * t + k % 4;
+                for q in 0..WR {
+                    acc[q] = dpbusd_broadcast(acc[q], xk, &codes[q][at]);
+                }
+            }
+            for q in 0..WR {
+                corr[q] += nibs[q][t];
+            }
+            filled += 1;
+            if filled == per {
+                filled = 0;
+                if gi < done {
+                    for q in 0..WR {
+                        // 128 · Σ(b − 8) over the group, wrapping like the sums
+                        let bias = corr[q].wrapping_sub(8 * g as i32).wrapping_mul(128);
+                        let dot = _mm512_sub_epi32(acc[q], _mm512_set1_epi32(bias));
+                        let p = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(s[q * groups + gi]));
+                        total[q] = _mm512_add_ps(total[q], p);
+                        (acc[q], corr[q]) = (_mm512_setzero_si512(), 0);
+                    }
+                }
+                gi += 1;
+            }
+        }
+    }
+    for (q, t) in total.iter().enumerate() {
+        let mut lanes = [0f32; 16];
+        // SAFETY: a 64-byte store into a local [f32; 16].
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *t) };
+        for (i, v) in lanes.iter().enumerate() {
+            out[i * WR + q] = *v;
+        }
+    }
+    done
+}
