@@ -85,22 +85,24 @@ impl KernelPlanV0 {
                 plan.batch = plan.decode.clone();
                 return plan;
             }
+            let weights = PlanWeights::new();
             for family in KernelFamily::GEMM {
-                for (m, n) in PLAN_SHAPES {
+                for m in [1, PLAN_BATCH_M] {
                     // Widest tier first, so the likely winner sets the pace: a
-                    // tier whose warm-up run is over 3× the best so far has
-                    // lost and is not repeated (the scalar tier, usually).
+                    // tier whose first slice of rows already runs over 3× the
+                    // best so far has lost and is not timed further (the
+                    // scalar tier, usually).
                     let mut timed: Vec<(Int8Tier, f64)> = vec![];
                     for &tier in tiers.iter().rev() {
                         let Ok(table) = tier.table() else { continue };
                         let best = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
-                        let ns = measure(table, family, m, n, PLAN_K, best * 3.0);
+                        let (n, k, ns) = measure(table, family, m, &weights, timed.len(), best * 3.0);
                         plan.timings.push(PlanTiming {
                             family,
                             tier,
                             m,
                             n,
-                            k: PLAN_K,
+                            k,
                             best_ns: ns,
                         });
                         timed.push((tier, ns));
@@ -122,43 +124,122 @@ impl KernelPlanV0 {
     }
 }
 
-/// The shapes the plan times, `(m, n)` at K = [`PLAN_K`]: decode, and a batch
-/// wide enough (N = 64) for the 4-row tiles of the SIMD tiers to show. Small,
-/// so that the plan costs milliseconds on first use (cache-hot, like a layer
-/// re-run every token).
-const PLAN_SHAPES: [(usize, usize); 2] = [(1, 128), (16, 64)];
-/// The K the plan times.
-const PLAN_K: usize = 512;
+/// The K decode is timed at: a real layer's, so per-call and per-row costs
+/// weigh what they weigh in a model.
+const PLAN_K: usize = 4096;
+/// The K batches are timed at: their cost grows with N · K alike, and the
+/// float families' fixed summation order makes 4096 columns take
+/// milliseconds.
+const PLAN_BATCH_K: usize = 1024;
+/// Decode (M = 1) is timed on weights streamed past L2, as a decoder reads
+/// them: each call reads the next of several distinct matrices of
+/// [`PLAN_DECODE_N`] rows, [`PLAN_DECODE_BYTES`] in all, so every call finds
+/// its weights evicted from L2 (L2 is 0.5–2 MiB a core on the x86 and ARM
+/// cores this targets). A small hot matrix favours the widest loads and
+/// picked the 4-row lockstep VNNI kernels on a Zen 4 where streaming
+/// weights ran 1.4–2.2× slower than AVX2 (issue #20 of the tracker).
+const PLAN_DECODE_N: usize = 128;
+/// The decode copies' total, per weight kind.
+const PLAN_DECODE_BYTES: usize = 4 << 20;
+/// Batches (every M > 1) are bound by their arithmetic: timed at M = 16 on
+/// one matrix of [`PLAN_BATCH_N`] rows, hot.
+const PLAN_BATCH_M: usize = 16;
+/// Rows of the batch matrix: every tier's widest batch tile several times.
+const PLAN_BATCH_N: usize = 64;
+/// Decode matrices each tier's timed calls read: a tier reads the next
+/// ones after the previous tier's, so no tier finds its weights in L2.
+const PLAN_DECODE_CALLS: usize = 4;
+/// The first call of a tier computes this fraction of the rows; a tier
+/// whose extrapolated time already loses by 3× stops there, so the scalar
+/// tier costs little.
+const PLAN_PROBE_SLICE: usize = 8;
 
-/// The best of 3 timed runs of one kernel on a synthetic shape, after a
-/// warm-up; only the warm-up when that already took longer than `give_up_ns`.
-fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usize, give_up_ns: f64) -> f64 {
+/// The synthetic weights the plan times, one set per weight kind (the
+/// families that share a kind share its matrices): for decode
+/// [`PLAN_DECODE_BYTES`] of distinct matrices of [`PLAN_DECODE_N`] rows,
+/// for batches one matrix of [`PLAN_BATCH_N`] rows.
+struct PlanWeights {
+    q8: [Vec<QuantizedMatrix>; 2],
+    q4: [Vec<QuantizedMatrixQ4>; 2],
+    q4g: [Vec<QuantizedMatrixQ4>; 2],
+}
+
+impl PlanWeights {
+    fn new() -> Self {
+        // patterns repeated per 4 KiB: the values do not change the time
+        let fill = |len: usize, byte: &dyn Fn(usize) -> u8| -> Vec<u8> {
+            let block: Vec<u8> = (0..4096).map(byte).collect();
+            let mut v = Vec::with_capacity(len);
+            while v.len() < len {
+                v.extend_from_slice(&block[..block.len().min(len - v.len())]);
+            }
+            v
+        };
+        let q8 = |n: usize, k: usize| {
+            let codes = fill(n * k, &|i| ((i % 255) as i32 - 127) as i8 as u8);
+            QuantizedMatrix::from_parts(n, k, codes.into_iter().map(|b| b as i8).collect(), vec![0.01; n])
+                .expect("a valid synthetic Q8 matrix")
+        };
+        let q4 = |n: usize, k: usize, grouped: bool| {
+            let scales = if grouped {
+                Q4Scales::Grouped {
+                    group: 32,
+                    scales: vec![f16::from_f32(0.01); n * k / 32],
+                }
+            } else {
+                Q4Scales::PerChannel(vec![0.01; n])
+            };
+            QuantizedMatrixQ4::from_parts_biased(n, k, fill(n * k / 2, &|i| (i * 37) as u8), scales)
+                .expect("a valid synthetic Q4 matrix")
+        };
+        let (dn, dk, bn, bk) = (PLAN_DECODE_N, PLAN_K, PLAN_BATCH_N, PLAN_BATCH_K);
+        let copies = |bytes_per_row: usize| (PLAN_DECODE_BYTES / (dn * bytes_per_row)).max(2 * PLAN_DECODE_CALLS);
+        PlanWeights {
+            q8: [(0..copies(dk)).map(|_| q8(dn, dk)).collect(), vec![q8(bn, bk)]],
+            q4: [
+                (0..copies(dk / 2)).map(|_| q4(dn, dk, false)).collect(),
+                vec![q4(bn, bk, false)],
+            ],
+            q4g: [
+                (0..copies(dk / 2)).map(|_| q4(dn, dk, true)).collect(),
+                vec![q4(bn, bk, true)],
+            ],
+        }
+    }
+}
+
+/// Times one kernel at `m` activation rows and returns the rows and K timed
+/// and the best of 3 calls in ns. Decode (`m = 1`): after a warm-up, each
+/// call reads the next of [`PLAN_DECODE_CALLS`] distinct matrices from
+/// number `turn · PLAN_DECODE_CALLS` on (`turn`: how many tiers this family
+/// and regime timed before), so it streams weights from past L2. Batch: one
+/// hot matrix. A first call computes 1/[`PLAN_PROBE_SLICE`] of the rows;
+/// when its extrapolation already exceeds `give_up_ns`, that is returned.
+fn measure(
+    table: &KernelTable,
+    family: KernelFamily,
+    m: usize,
+    w: &PlanWeights,
+    turn: usize,
+    give_up_ns: f64,
+) -> (usize, usize, f64) {
     use KernelFamily as F;
+    let regime = usize::from(m > 1);
+    let grouped = matches!(family, F::W4A8Grouped | F::W4A16Grouped);
+    let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match family {
+        F::W8A8 | F::W8A16 => (&w.q8[regime], &[]),
+        _ if grouped => (&[], &w.q4g[regime]),
+        _ => (&[], &w.q4[regime]),
+    };
+    let copies = q8.len().max(q4.len());
+    let (n, k) = q8
+        .first()
+        .map_or_else(|| q4.first().map_or((0, 0), |w| (w.n(), w.k())), |w| (w.n(), w.k()));
     let mut rng = Rng::new(7);
     let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
     let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
     let xs = vec![0.01f32; m];
     let mut y = vec![0f32; m * n];
-    let q8 = || {
-        QuantizedMatrix::from_parts(
-            n,
-            k,
-            (0..n * k).map(|i| ((i % 255) as i32 - 127) as i8).collect(),
-            vec![0.01; n],
-        )
-    };
-    let q4 = |grouped: bool| {
-        let scales = if grouped {
-            Q4Scales::Grouped {
-                group: 32,
-                scales: vec![f16::from_f32(0.01); n * k / 32],
-            }
-        } else {
-            Q4Scales::PerChannel(vec![0.01; n])
-        };
-        QuantizedMatrixQ4::from_parts_biased(n, k, (0..n * k / 2).map(|i| (i * 37) as u8).collect(), scales)
-    };
-    let grouped = matches!(family, F::W4A8Grouped | F::W4A16Grouped);
     let sum_group = if grouped { 32 } else { k };
     let sums = activation_group_sums(&xc, m, k, sum_group);
     let aq = ActivationsQ8 {
@@ -170,30 +251,29 @@ fn measure(table: &KernelTable, family: KernelFamily, m: usize, n: usize, k: usi
         sum_group,
     };
     let af = ActivationsF32 { m, k, x: &xf };
-    let (w8, w4) = (q8().ok(), q4(grouped).ok());
-    let mut run = || {
+    let gemm = table.gemm(family);
+    let mut run = |copy: usize, rows: usize| {
         let t = &mut OutputTile { y: &mut y, ld: n };
-        match (table.gemm(family), &w8, &w4) {
-            (Some(Gemm::Q8Q8(f)), Some(w), _) => f(&aq, w, 0..n, t),
-            (Some(Gemm::F32Q8(f)), Some(w), _) => f(&af, w, 0..n, t),
-            (Some(Gemm::Q8Q4(f)), _, Some(w)) => f(&aq, w, 0..n, t),
-            (Some(Gemm::F32Q4(f)), _, Some(w)) => f(&af, w, 0..n, t),
+        let start = Instant::now();
+        match (gemm, q8.get(copy % copies), q4.get(copy % copies)) {
+            (Some(Gemm::Q8Q8(f)), Some(w), _) => f(&aq, w, 0..rows, t),
+            (Some(Gemm::F32Q8(f)), Some(w), _) => f(&af, w, 0..rows, t),
+            (Some(Gemm::Q8Q4(f)), _, Some(w)) => f(&aq, w, 0..rows, t),
+            (Some(Gemm::F32Q4(f)), _, Some(w)) => f(&af, w, 0..rows, t),
             _ => {}
         }
+        start.elapsed().as_secs_f64() * 1e9
     };
-    let t = Instant::now();
-    run();
-    let warm_up = t.elapsed().as_secs_f64() * 1e9;
-    if warm_up > give_up_ns {
-        return warm_up;
+    let first = if m == 1 { turn * PLAN_DECODE_CALLS } else { 0 };
+    let probe = run(first, n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64;
+    if probe > give_up_ns {
+        return (n, k, probe);
     }
-    (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            run();
-            t.elapsed().as_secs_f64() * 1e9
-        })
-        .fold(f64::INFINITY, f64::min)
+    run(first, n);
+    let best = (1..PLAN_DECODE_CALLS)
+        .map(|i| run(first + if m == 1 { i } else { 0 }, n))
+        .fold(f64::INFINITY, f64::min);
+    (n, k, best)
 }
 
 /// Measures each proven tier at the two live regimes and returns the winners,

@@ -186,3 +186,38 @@ fn tiers_are_as_the_harness_expects() {
         assert!(!tier.is_available(), "{tier} expected absent but available");
     }
 }
+
+/// The plan times every proven tier at both regimes in the documented
+/// shapes (decode on K = 4096, streamed past L2; batch at M = 16), and each
+/// pick is the fastest of its own timings unless a narrower tier is within
+/// the 3 % a wider one must win by.
+#[test]
+fn the_plan_picks_its_fastest_timing_in_each_regime() {
+    let plan = qlinear_dispatch::autotuned_plan().unwrap();
+    if plan.forced.is_some() || plan.timings.is_empty() {
+        eprintln!("skipped: the plan was forced or this platform has no clock");
+        return;
+    }
+    let proven = qlinear_dispatch::selftest_report().proven_tiers();
+    for family in KernelFamily::GEMM {
+        for m in [1, 16] {
+            let timed: Vec<_> = plan.timings.iter().filter(|t| t.family == family && t.m == m).collect();
+            assert_eq!(timed.len(), proven.len(), "{family} M={m}: one timing per proven tier");
+            for t in &timed {
+                assert!(t.best_ns.is_finite() && t.best_ns > 0.0, "{t:?}");
+                let (n, k) = if m == 1 { (128, 4096) } else { (64, 1024) };
+                assert_eq!((t.n, t.k), (n, k), "{t:?}");
+            }
+            let pick = plan.tier_for(family, m);
+            let picked = timed.iter().find(|t| t.tier == pick).expect("the pick was timed");
+            let best = timed.iter().map(|t| t.best_ns).fold(f64::INFINITY, f64::min);
+            // each wider tier had to beat the one before by 3 %, so the pick is
+            // within 3 % per tier it passed over of the best
+            assert!(
+                picked.best_ns <= best / 0.97f64.powi(proven.len() as i32),
+                "{family} M={m}: picked {pick} at {} ns, best {best} ns",
+                picked.best_ns
+            );
+        }
+    }
+}
