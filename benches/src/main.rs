@@ -510,6 +510,66 @@ fn main() {
     print_and_write(&cpu, &cases, &samples, repeat, cfg.quick, &other);
 }
 
+/// The plan's tier against the fastest proven tier of the same run, for
+/// every family, M, shape, thread count and cache mode the run timed (the
+/// chosen tier's own row against the fastest row): printed
+/// (a row the plan loses by more than 5 % is marked `LOSES`) and returned
+/// as JSON rows.
+fn plan_against_best(cases: &[Case], med: &dyn Fn(usize) -> f64) -> Vec<serde_json::Value> {
+    println!("\nthe plan's tier against the fastest tier of this run (medians; LOSES: the plan is over 5 % slower)");
+    println!(
+        "{:<10} {:>3} {:>6} {:>5} {:>2} {:<5} {:<18} {:>10} {:<18} {:>10} {:>6}",
+        "family", "m", "n", "k", "t", "cache", "plan", "us", "fastest", "us", "ratio"
+    );
+    let mut out = vec![];
+    for (c, case) in cases.iter().enumerate() {
+        let Some(plan_tier) = case.tier.strip_prefix("plan:") else {
+            continue;
+        };
+        let same = |o: &Case| {
+            (o.family.as_str(), o.m, o.n, o.k, o.threads, o.cache)
+                == (case.family.as_str(), case.m, case.n, case.k, case.threads, case.cache)
+        };
+        let Some((best, best_us)) = cases
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| same(o) && !o.tier.contains(':') && o.tier != "gemm")
+            .map(|(i, o)| (o.tier.clone(), med(i)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            continue;
+        };
+        // the chosen tier's own row: the plan row times the same code again,
+        // and a choice is judged against the run's fastest, not against noise
+        let plan_us = cases
+            .iter()
+            .position(|o| same(o) && o.tier == plan_tier)
+            .map_or_else(|| med(c), med);
+        let ratio = plan_us / best_us;
+        println!(
+            "{:<10} {:>3} {:>6} {:>5} {:>2} {:<5} {:<18} {:>10.1} {:<18} {:>10.1} {:>6.3}{}",
+            case.family,
+            case.m,
+            case.n,
+            case.k,
+            case.threads,
+            case.cache,
+            plan_tier,
+            plan_us,
+            best,
+            best_us,
+            ratio,
+            if ratio > 1.05 { "  LOSES" } else { "" }
+        );
+        out.push(json!({
+            "family": case.family, "m": case.m, "n": case.n, "k": case.k, "threads": case.threads,
+            "cache": case.cache, "plan_tier": plan_tier, "plan_us": plan_us, "fastest_tier": best,
+            "fastest_us": best_us, "ratio": ratio,
+        }));
+    }
+    out
+}
+
 /// A case's columns before its figures, as the table headers align them.
 fn label(c: &Case) -> String {
     format!(
@@ -592,8 +652,10 @@ fn print_and_write(
             "repeats": reps,
         }));
     }
+    let plan_rows = plan_against_best(cases, &med);
     let mut out = json!({
         "cpu": cpu,
+        "plan_against_best": plan_rows,
         "cold_bytes": cold_bytes(),
         "quick": quick,
         "repeat": repeat,

@@ -88,24 +88,22 @@ impl KernelPlanV0 {
             let weights = PlanWeights::new();
             for family in KernelFamily::GEMM {
                 for m in [1, PLAN_BATCH_M] {
-                    // Widest tier first, so the likely winner sets the pace: a
-                    // tier whose first slice of rows already runs over 3× the
-                    // best so far has lost and is not timed further (the
-                    // scalar tier, usually).
-                    let mut timed: Vec<(Int8Tier, f64)> = vec![];
-                    for &tier in tiers.iter().rev() {
-                        let Ok(table) = tier.table() else { continue };
-                        let best = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
-                        let (n, k, ns) = measure(table, family, m, &weights, timed.len(), best * 3.0);
+                    let tables: Vec<(Int8Tier, &KernelTable)> = tiers
+                        .iter()
+                        .rev()
+                        .filter_map(|&t| t.table().ok().map(|table| (t, table)))
+                        .collect();
+                    let inputs = PlanInputs::new(family, m, &weights);
+                    let timed = inputs.time(&tables);
+                    for &(tier, ns) in &timed {
                         plan.timings.push(PlanTiming {
                             family,
                             tier,
                             m,
-                            n,
-                            k,
+                            n: inputs.n,
+                            k: inputs.k,
                             best_ns: ns,
                         });
-                        timed.push((tier, ns));
                     }
                     // in preference order, a later (wider) tier must win by 3% to displace an earlier one
                     let mut best: Option<(f64, Int8Tier)> = None;
@@ -146,9 +144,10 @@ const PLAN_DECODE_BYTES: usize = 4 << 20;
 const PLAN_BATCH_M: usize = 16;
 /// Rows of the batch matrix: every tier's widest batch tile several times.
 const PLAN_BATCH_N: usize = 64;
-/// Decode matrices each tier's timed calls read: a tier reads the next
-/// ones after the previous tier's, so no tier finds its weights in L2.
-const PLAN_DECODE_CALLS: usize = 4;
+/// Calls per tier and regime after the probe (a warm-up, then the timed
+/// rounds); at decode each reads its own matrix, the next tier's after the
+/// previous tier's, so no tier finds its weights in L2.
+const PLAN_DECODE_CALLS: usize = 5;
 /// The first call of a tier computes this fraction of the rows; a tier
 /// whose extrapolated time already loses by 3× stops there, so the scalar
 /// tier costs little.
@@ -208,54 +207,76 @@ impl PlanWeights {
     }
 }
 
-/// Times one kernel at `m` activation rows and returns the rows and K timed
-/// and the best of 3 calls in ns. Decode (`m = 1`): after a warm-up, each
-/// call reads the next of [`PLAN_DECODE_CALLS`] distinct matrices from
-/// number `turn · PLAN_DECODE_CALLS` on (`turn`: how many tiers this family
-/// and regime timed before), so it streams weights from past L2. Batch: one
-/// hot matrix. A first call computes 1/[`PLAN_PROBE_SLICE`] of the rows;
-/// when its extrapolation already exceeds `give_up_ns`, that is returned.
-fn measure(
-    table: &KernelTable,
+/// What one family is timed on at one regime: synthetic activations and
+/// the matrices of its weight kind.
+struct PlanInputs<'w> {
     family: KernelFamily,
     m: usize,
-    w: &PlanWeights,
-    turn: usize,
-    give_up_ns: f64,
-) -> (usize, usize, f64) {
-    use KernelFamily as F;
-    let regime = usize::from(m > 1);
-    let grouped = matches!(family, F::W4A8Grouped | F::W4A16Grouped);
-    let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match family {
-        F::W8A8 | F::W8A16 => (&w.q8[regime], &[]),
-        _ if grouped => (&[], &w.q4g[regime]),
-        _ => (&[], &w.q4[regime]),
-    };
-    let copies = q8.len().max(q4.len());
-    let (n, k) = q8
-        .first()
-        .map_or_else(|| q4.first().map_or((0, 0), |w| (w.n(), w.k())), |w| (w.n(), w.k()));
-    let mut rng = Rng::new(7);
-    let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
-    let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
-    let xs = vec![0.01f32; m];
-    let mut y = vec![0f32; m * n];
-    let sum_group = if grouped { 32 } else { k };
-    let sums = activation_group_sums(&xc, m, k, sum_group);
-    let aq = ActivationsQ8 {
-        m,
-        k,
-        codes: &xc,
-        scales: &xs,
-        sums: &sums,
-        sum_group,
-    };
-    let af = ActivationsF32 { m, k, x: &xf };
-    let gemm = table.gemm(family);
-    let mut run = |copy: usize, rows: usize| {
-        let t = &mut OutputTile { y: &mut y, ld: n };
+    n: usize,
+    k: usize,
+    xc: Vec<i8>,
+    xf: Vec<f32>,
+    xs: Vec<f32>,
+    sums: Vec<i32>,
+    sum_group: usize,
+    q8: &'w [QuantizedMatrix],
+    q4: &'w [QuantizedMatrixQ4],
+}
+
+impl<'w> PlanInputs<'w> {
+    fn new(family: KernelFamily, m: usize, w: &'w PlanWeights) -> Self {
+        use KernelFamily as F;
+        let regime = usize::from(m > 1);
+        let grouped = matches!(family, F::W4A8Grouped | F::W4A16Grouped);
+        let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match family {
+            F::W8A8 | F::W8A16 => (&w.q8[regime], &[]),
+            _ if grouped => (&[], &w.q4g[regime]),
+            _ => (&[], &w.q4[regime]),
+        };
+        let (n, k) = q8
+            .first()
+            .map_or_else(|| q4.first().map_or((0, 0), |w| (w.n(), w.k())), |w| (w.n(), w.k()));
+        let mut rng = Rng::new(7);
+        let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
+        let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
+        let sum_group = if grouped { 32 } else { k };
+        let sums = activation_group_sums(&xc, m, k, sum_group);
+        PlanInputs {
+            family,
+            m,
+            n,
+            k,
+            xc,
+            xf,
+            xs: vec![0.01; m],
+            sums,
+            sum_group,
+            q8,
+            q4,
+        }
+    }
+
+    /// One call of `table`'s kernel on the first `rows` rows of matrix
+    /// `copy` (modulo the copies), in ns.
+    fn run(&self, table: &KernelTable, y: &mut [f32], copy: usize, rows: usize) -> f64 {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let aq = ActivationsQ8 {
+            m,
+            k,
+            codes: &self.xc,
+            scales: &self.xs,
+            sums: &self.sums,
+            sum_group: self.sum_group,
+        };
+        let af = ActivationsF32 { m, k, x: &self.xf };
+        let copies = self.q8.len().max(self.q4.len()).max(1);
+        let t = &mut OutputTile { y, ld: n };
         let start = Instant::now();
-        match (gemm, q8.get(copy % copies), q4.get(copy % copies)) {
+        match (
+            table.gemm(self.family),
+            self.q8.get(copy % copies),
+            self.q4.get(copy % copies),
+        ) {
             (Some(Gemm::Q8Q8(f)), Some(w), _) => f(&aq, w, 0..rows, t),
             (Some(Gemm::F32Q8(f)), Some(w), _) => f(&af, w, 0..rows, t),
             (Some(Gemm::Q8Q4(f)), _, Some(w)) => f(&aq, w, 0..rows, t),
@@ -263,17 +284,43 @@ fn measure(
             _ => {}
         }
         start.elapsed().as_secs_f64() * 1e9
-    };
-    let first = if m == 1 { turn * PLAN_DECODE_CALLS } else { 0 };
-    let probe = run(first, n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64;
-    if probe > give_up_ns {
-        return (n, k, probe);
     }
-    run(first, n);
-    let best = (1..PLAN_DECODE_CALLS)
-        .map(|i| run(first + if m == 1 { i } else { 0 }, n))
-        .fold(f64::INFINITY, f64::min);
-    (n, k, best)
+
+    /// Times `tables` (widest first) and returns each tier's time in ns:
+    /// first one call per tier on 1/[`PLAN_PROBE_SLICE`] of the rows (a
+    /// tier whose extrapolation is over 3× the best so far has lost, and
+    /// that extrapolation is its time), then a warm-up call per remaining
+    /// tier, then `PLAN_DECODE_CALLS − 1` rounds of one call per tier,
+    /// alternated so that drift in the machine's speed falls on every tier
+    /// alike; the best of its rounds.
+    /// Decode: tier `j`'s calls read matrices `j · PLAN_DECODE_CALLS ..` in
+    /// turn, which no other tier's call read, so none is in L2.
+    fn time(&self, tables: &[(Int8Tier, &KernelTable)]) -> Vec<(Int8Tier, f64)> {
+        let mut y = vec![0f32; self.m * self.n];
+        let first = |j: usize| if self.m == 1 { j * PLAN_DECODE_CALLS } else { 0 };
+        let mut times: Vec<(Int8Tier, f64)> = vec![];
+        let mut alive: Vec<usize> = vec![];
+        for (j, &(tier, table)) in tables.iter().enumerate() {
+            let probe = self.run(table, &mut y, first(j), self.n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64;
+            let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+            times.push((tier, probe));
+            if probe <= 3.0 * best {
+                alive.push(j);
+            }
+        }
+        for &j in &alive {
+            self.run(tables[j].1, &mut y, first(j), self.n);
+            times[j].1 = f64::INFINITY;
+        }
+        for round in 1..PLAN_DECODE_CALLS {
+            for &j in &alive {
+                let copy = first(j) + if self.m == 1 { round } else { 0 };
+                let ns = self.run(tables[j].1, &mut y, copy, self.n);
+                times[j].1 = times[j].1.min(ns);
+            }
+        }
+        times
+    }
 }
 
 /// Measures each proven tier at the two live regimes and returns the winners,
@@ -322,7 +369,7 @@ impl fmt::Display for KernelPlanV0 {
             )?;
         }
         if !self.timings.is_empty() {
-            writeln!(f, "timings (best of 3, µs):")?;
+            writeln!(f, "timings (best of {} alternated calls, µs):", PLAN_DECODE_CALLS - 1)?;
             for t in &self.timings {
                 writeln!(
                     f,
