@@ -327,3 +327,151 @@ fn the_w4a8_grouped_tiles_fail_the_proof_on_their_slips() {
     let right = first_failure(&grouped_right_tiles::TABLE, KernelFamily::W4A8Grouped);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// W4A16 per channel in plain Rust on the tier's tiles and `ChunkedQ4`
+/// layout (each chunk's columns stored `[0, 2, 4, 6, 1, 3, 5, 7]`): the
+/// spec's 8 lanes, lane `j` of each chunk its column `j`, then the lane
+/// tree. The slip: in the 4-row tiles the odd lanes' codes looked up from
+/// the low nibble too (the `vpermps` index not shifted), `code(col − 1)`.
+fn w4a16_with(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32], odd_from_low: bool) {
+    const POS: [usize; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
+    let wr = w.len();
+    for (i, xi) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            let mut lanes = [0f32; 8];
+            for col in 0..k {
+                let (c, j) = (col / 8, col % 8);
+                let from = if odd_from_low && wr == 4 && col % 2 == 1 {
+                    col - 1
+                } else {
+                    col
+                };
+                let nibble = (wq[from / 2] >> (4 * (from % 2))) & 0x0F;
+                lanes[j] += xi[c * 8 + POS[j]] * (f32::from(nibble) - 8.0);
+            }
+            out[i * wr + q] = qlinear_kernels_scalar::lane_tree(lanes);
+        }
+    }
+}
+
+fn w4a16_odd_from_low(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    w4a16_with(x, w, k, out, true)
+}
+fn w4a16_right(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    w4a16_with(x, w, k, out, false)
+}
+
+/// A W4A16 table on the frame over the tier's tiles, every tile `$tile`.
+macro_rules! w4a16_table {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::TileF32Q4;
+            const W4A16: Family<TileF32Q4> = Family {
+                shapes: Shapes {
+                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
+                    chunk: 4,
+                },
+                kernels: &[$tile as TileF32Q4; 4],
+                block: 8,
+                layout: Layout::ChunkedQ4,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16 }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a16,
+                shapes: GemmShapes {
+                    w4a16: W4A16.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+
+w4a16_table!(odd_from_low, w4a16_odd_from_low);
+w4a16_table!(w4a16_right_tiles, w4a16_right);
+
+#[test]
+fn the_w4a16_tiles_fail_the_proof_on_their_slip() {
+    first_failure(&odd_from_low::TABLE, KernelFamily::W4A16).expect("odd lanes from the low nibble must fail");
+    let right = first_failure(&w4a16_right_tiles::TABLE, KernelFamily::W4A16);
+    assert!(right.is_none(), "{right:?}");
+}
+
+/// W4A16 grouped in plain Rust on the tier's tiles and layout (chunks of 8
+/// per group, Q4 order): `Σ_g s · partial_g` from +0 in increasing g. The
+/// slip: in the 4-row tiles the scales indexed as `s[g · 4 + q]` (group
+/// major) instead of `s[q · groups + g]`.
+fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32], group_major: bool) {
+    const POS: [usize; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
+    let (wr, groups) = (w.len(), s.len() / w.len());
+    let per_group = g.div_ceil(8) * 8;
+    for (i, xi) in x.iter().enumerate() {
+        for (q, wq) in w.iter().enumerate() {
+            let mut total = 0f32;
+            for gi in 0..groups {
+                let mut lanes = [0f32; 8];
+                for c in 0..g {
+                    let col = gi * g + c;
+                    let nibble = (wq[col / 2] >> (4 * (col % 2))) & 0x0F;
+                    lanes[c % 8] += xi[gi * per_group + c / 8 * 8 + POS[c % 8]] * (f32::from(nibble) - 8.0);
+                }
+                let at = if group_major && wr == 4 {
+                    gi * wr + q
+                } else {
+                    q * groups + gi
+                };
+                total += s[at] * qlinear_kernels_scalar::lane_tree(lanes);
+            }
+            out[i * wr + q] = total;
+        }
+    }
+}
+
+fn w4a16_grouped_group_major(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+    w4a16_grouped_with(x, w, s, g, out, true)
+}
+fn w4a16_grouped_right(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+    w4a16_grouped_with(x, w, s, g, out, false)
+}
+
+/// A W4A16-grouped table on the frame over the tier's tiles, every tile `$tile`.
+macro_rules! w4a16_grouped_table {
+    ($module:ident, $tile:ident) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::TileF32Q4Grouped;
+            const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+                shapes: Shapes {
+                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
+                    chunk: 4,
+                },
+                kernels: &[$tile as TileF32Q4Grouped; 4],
+                block: 8,
+                layout: Layout::ChunkedQ4,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a16_grouped,
+                shapes: GemmShapes {
+                    w4a16_grouped: W4A16_GROUPED.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+
+w4a16_grouped_table!(group_major, w4a16_grouped_group_major);
+w4a16_grouped_table!(w4a16_grouped_right_tiles, w4a16_grouped_right);
+
+#[test]
+fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
+    first_failure(&group_major::TABLE, KernelFamily::W4A16Grouped).expect("group-major scales must fail");
+    let right = first_failure(&w4a16_grouped_right_tiles::TABLE, KernelFamily::W4A16Grouped);
+    assert!(right.is_none(), "{right:?}");
+}

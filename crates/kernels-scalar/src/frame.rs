@@ -224,6 +224,10 @@ pub enum Layout {
     /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]),
     /// in column order.
     Chunked,
+    /// As [`Layout::Chunked`], each chunk's columns stored as `[0, 2, 4, 6,
+    /// 1, 3, 5, 7]` ([`chunked_f32`] in Q4 order): the order in which the low
+    /// and high nibbles of 4 packed bytes come out of a register.
+    ChunkedQ4,
 }
 
 /// `Σ a·w` over a tile, exact in i32: `x` holds the tile's `xr` activation
@@ -623,8 +627,12 @@ pub fn gemm_w4a8_grouped(
 /// f32 activation rows laid out per group of `group` columns.
 fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> (Vec<f32>, usize) {
     // a table's registration, fixed at compile time, not an input
-    assert_eq!(layout, Layout::Chunked, "a float family needs the chunked layout");
-    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, false)).collect();
+    let q4_order = match layout {
+        Layout::Chunked => false,
+        Layout::ChunkedQ4 => true,
+        _ => panic!("a float family needs a chunked layout"),
+    };
+    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4_order)).collect();
     let len = rows.first().map_or(0, Vec::len);
     (rows.concat(), len)
 }

@@ -137,15 +137,8 @@ pub(crate) fn tile_w4a8_batch<const WR: usize, const XR: usize>(x: &[&[i8]], w: 
     }
 }
 
-/// Converts one row's f16 group scales to f32 with F16C (exact).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn scales_to_f32(src: &[f16], dst: &mut Vec<f32>) {
-    dst.clear();
-    dst.resize(src.len(), 0.0);
-    scales_into_f32(src, dst);
-}
-
-/// [`scales_to_f32`] into a slice of the same length (the frame's hook).
+/// Converts one row's f16 group scales to f32 with F16C, exactly, into a
+/// slice of the same length (the frame's hook).
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn scales_into_f32(src: &[f16], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len());

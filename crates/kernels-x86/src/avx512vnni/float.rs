@@ -7,29 +7,15 @@
 //! directly (it reads only an index's low 4 bits, so no mask, subtract or
 //! convert). `mul` then `add`, never FMA: bit for bit the scalar sum.
 //!
-//! Activations are laid out by [`chunked_f32`] in Q4 order: each chunk's 4
-//! even and 4 odd columns are broadcast to the 4 rows.
+//! Activations are laid out by the frame in Q4 order (`Layout::ChunkedQ4`):
+//! each chunk's 4 even and 4 odd columns are broadcast to the 4 rows. The
+//! micro-kernels run 4 weight rows (or one, in every lane) against 1 or 4
+//! activation rows.
 
 use std::arch::x86_64::*;
-use std::ops::Range;
-
-use qlinear_kernels_scalar::layout::chunked_f32;
-use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
-
-use super::SweepPrefetch;
-use crate::avx2::q4::scales_to_f32;
 
 /// Weight rows per register.
 const QUAD: usize = 4;
-
-/// Which sweep over a block of rows starts at activation row `i` (tiles of 4
-/// rows, then single rows), and how many sweeps there are for `m` rows.
-fn pass_of(i: usize, m: usize) -> (usize, usize) {
-    let (tiles, singles) = (m / 4, m % 4);
-    let phase = if i < 4 * tiles { i / 4 } else { tiles + (i - 4 * tiles) };
-    (phase, tiles + singles)
-}
 
 /// `table[n] = n − 8`: the value of every biased code.
 #[inline]
@@ -132,20 +118,17 @@ unsafe fn add_products_quad<const MI: usize>(
 /// chunks (8 bytes per row) run in a loop with no tail test; a last odd or
 /// partial chunk follows.
 ///
-/// The 4 rows are swept once per tile of activation rows, `passes` times in
-/// all. Sweep `phase` prefetches every `passes`-th cache line of the next
-/// block's rows (`next` bytes on), so the next block arrives while this one
-/// computes, its DRAM traffic spread evenly over this block's sweeps.
+/// Each cache line of the rows `next` bytes on (the next block's, in a
+/// matrix) is prefetched as the same line of these rows is loaded.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn q4_quad_tile<const MI: usize>(
     xs: [&[f32]; MI],
     w: [&[u8]; QUAD],
     (k, g): (usize, usize),
-    (next, sweep): (usize, (usize, usize)),
+    next: usize,
     mut emit: impl FnMut(usize, usize, usize, f32),
 ) {
-    let mut sweep = SweepPrefetch::new(sweep);
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
@@ -158,7 +141,7 @@ fn q4_quad_tile<const MI: usize>(
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
         for qd in 0..quads {
             let b = col0 / 2 + qd * 16;
-            if b.is_multiple_of(64) && sweep.take() {
+            if b.is_multiple_of(64) {
                 for row in w {
                     // A hint: an address past the matrix is harmless.
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
@@ -184,7 +167,7 @@ fn q4_quad_tile<const MI: usize>(
         let pairs = (col_end - col1) / 16;
         for p in 0..pairs {
             let b = col1 / 2 + p * 8;
-            if b.is_multiple_of(64) && sweep.take() {
+            if b.is_multiple_of(64) {
                 for row in w {
                     // A hint: an address past the matrix is harmless.
                     _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
@@ -228,159 +211,56 @@ fn q4_quad_tile<const MI: usize>(
     }
 }
 
-/// Runs `body(r, rows, i, MI)` over blocks of 4 weight rows (the last block
-/// repeats its final row to fill the register; `rows` says how many are real)
-/// and tiles of 4 activation rows when M >= 4 (each weight chunk dequantized
-/// once per tile), then single activation rows.
-macro_rules! sweep_quads {
-    ($rows:expr, $m:expr, |$r:ident, $real:ident, $w:ident, $i:ident, $MI:ident| $body:block, $row:expr) => {{
-        let rows: Range<usize> = $rows;
-        let mut $r = rows.start;
-        while $r < rows.end {
-            let $real = (rows.end - $r).min(QUAD);
-            let $w: [&[u8]; QUAD] = std::array::from_fn(|q| $row($r + q.min($real - 1)));
-            let mut $i = 0;
-            while $m - $i >= 4 {
-                const $MI: usize = 4;
-                $body
-                $i += 4;
-            }
-            while $i < $m {
-                const $MI: usize = 1;
-                $body
-                $i += 1;
-            }
-            $r += QUAD;
-        }
-    }};
-}
-
+/// W4A16 micro-kernel (frame tile `WR` × `XR`, `WR` 4 or 1): the spec's
+/// 8-lane partial of whole rows of `k` columns, `out[i · WR + q]` (the frame
+/// multiplies by the row's scale). With `WR = 1` the row fills every lane.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn gemm_w4a16(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: Range<usize>, y: &mut OutputTile<'_>) {
-    let Some((s, xc, per_row)) = w4a16_prologue(x, w, &rows, y) else {
-        return;
-    };
-    let (k, r0) = (x.k, rows.start);
-    sweep_quads!(
-        rows,
-        x.m,
-        |r, real, wr, i, MI| {
-            let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-            let prefetch = (QUAD * w.row_packed(r).len(), pass_of(i, x.m));
-            q4_quad_tile::<MI>(xs, wr, (k, k), prefetch, |t, q, _, p| {
-                if q < real {
-                    y.set(i + t, r + q - r0, s[r + q] * p)
-                }
-            });
-        },
-        |row| w.row_packed(row)
-    );
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
-pub(crate) fn gemm_w4a16_grouped(
-    x: &ActivationsF32<'_>,
-    w: &QuantizedMatrixQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    let GroupedW4A16 {
-        g,
-        groups,
-        scales,
-        xc,
-        per_row,
-    } = w4a16_grouped_prologue(x, w, &rows, y);
-    let (k, r0) = (x.k, rows.start);
-    let mut sf: [Vec<f32>; QUAD] = Default::default();
-    sweep_quads!(
-        rows,
-        x.m,
-        |r, real, wr, i, MI| {
-            if i == 0 {
-                for (q, dst) in sf.iter_mut().enumerate().take(real) {
-                    scales_to_f32(&scales[(r + q) * groups..(r + q + 1) * groups], dst);
-                }
-            }
-            let xs: [&[f32]; MI] = std::array::from_fn(|t| &xc[(i + t) * per_row..(i + t + 1) * per_row]);
-            let mut acc = [[0f32; QUAD]; MI];
-            let prefetch = (QUAD * w.row_packed(r).len(), pass_of(i, x.m));
-            q4_quad_tile::<MI>(xs, wr, (k, g), prefetch, |t, q, gi, p| {
-                if q < real {
-                    acc[t][q] += sf[q][gi] * p
-                }
-            });
-            for (t, a) in acc.iter().enumerate() {
-                for (q, &v) in a.iter().enumerate().take(real) {
-                    y.set(i + t, r + q - r0, v);
-                }
-            }
-        },
-        |row| w.row_packed(row)
-    );
-}
-
-/// What the per-channel W4A16 kernel does first: checks the shapes, and
-/// returns the row scales with the activations laid out by [`chunked_f32`] in
-/// Q4 order (`per_row` floats per activation row) — or `None` when K = 0,
-/// after writing the outputs (`scale · 0`).
-pub(crate) fn w4a16_prologue<'w>(
-    x: &ActivationsF32<'_>,
-    w: &'w QuantizedMatrixQ4,
-    rows: &Range<usize>,
-    y: &mut OutputTile<'_>,
-) -> Option<(&'w [f32], Vec<f32>, usize)> {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::PerChannel(s) = w.scales() else {
-        panic!("gemm_w4a16 needs per-channel scales")
-    };
-    assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
-    let k = x.k;
+pub(crate) fn tile_w4a16<const WR: usize, const XR: usize>(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
+    assert!(x.len() == XR && w.len() == WR && out.len() == WR * XR && (WR == QUAD || WR == 1));
     if k == 0 {
-        for i in 0..x.m {
-            for r in rows.clone() {
-                y.set(i, r - rows.start, s[r] * 0.0);
-            }
+        // the lanes of an empty row: +0
+        out.fill(0.0);
+        return;
+    }
+    let rows: [&[u8]; QUAD] = std::array::from_fn(|q| w[q % WR]);
+    let next = WR * w[0].len();
+    q4_quad_tile::<XR>(std::array::from_fn(|i| x[i]), rows, (k, k), next, |t, q, _, p| {
+        if q < WR {
+            out[t * WR + q] = p;
         }
-        return None;
-    }
-    let xc: Vec<f32> = (0..x.m).flat_map(|i| chunked_f32(x.row(i), k, true)).collect();
-    Some((s, xc, k.div_ceil(8) * 8))
+    });
 }
 
-/// What the grouped W4A16 kernel starts from: the group size, the f16
-/// scales (`groups` per row) and the activations chunked per group in Q4
-/// order, `per_row` floats per activation row.
-pub(crate) struct GroupedW4A16<'w> {
-    pub(crate) g: usize,
-    pub(crate) groups: usize,
-    pub(crate) scales: &'w [half::f16],
-    pub(crate) xc: Vec<f32>,
-    pub(crate) per_row: usize,
-}
-
-/// The grouped counterpart of [`w4a16_prologue`]: checks the shapes and lays
-/// out the activations.
-pub(crate) fn w4a16_grouped_prologue<'w>(
-    x: &ActivationsF32<'_>,
-    w: &'w QuantizedMatrixQ4,
-    rows: &Range<usize>,
-    y: &mut OutputTile<'_>,
-) -> GroupedW4A16<'w> {
-    x.check();
-    y.check(x.m, rows.len());
-    let Q4Scales::Grouped { group, scales } = w.scales() else {
-        panic!("gemm_w4a16_grouped needs group scales")
-    };
-    let (g, k) = (*group, x.k);
-    assert!(rows.end <= w.n() && w.k() == k, "W4A16 grouped shapes");
-    let groups = k / g;
-    GroupedW4A16 {
-        g,
-        groups,
-        scales,
-        xc: (0..x.m).flat_map(|i| chunked_f32(x.row(i), g, true)).collect(),
-        per_row: groups * g.div_ceil(8) * 8,
+/// W4A16 grouped micro-kernel (frame tile `WR` × `XR`, `WR` 4 or 1):
+/// `out[i · WR + q] = Σ_g s[q · groups + g] · partial_g`, added in
+/// increasing g from +0.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
+    x: &[&[f32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) {
+    assert!(x.len() == XR && w.len() == WR && out.len() == WR * XR && (WR == QUAD || WR == 1));
+    out.fill(0.0);
+    let groups = s.len() / WR;
+    if groups == 0 {
+        return;
     }
+    let rows: [&[u8]; QUAD] = std::array::from_fn(|q| w[q % WR]);
+    let next = WR * w[0].len();
+    q4_quad_tile::<XR>(
+        std::array::from_fn(|i| x[i]),
+        rows,
+        (groups * g, g),
+        next,
+        |t, q, gi, p| {
+            if q < WR {
+                out[t * WR + q] += s[q * groups + gi] * p;
+            }
+        },
+    );
 }

@@ -2,12 +2,14 @@
 //! straight into i32 lanes, no i16 step), on the frame
 //! (`qlinear_kernels_scalar::frame`) like every other SIMD tier: this module
 //! registers the micro-kernels and their tiles. W4A16 keeps four rows' spec
-//! lanes per 512-bit register and a `vpermps` nibble lookup in sweeps of
-//! its own (`float`). W8A16 and the activation quantizer are the AVX2 ones.
+//! lanes per 512-bit register and a `vpermps` nibble lookup (`float`).
+//! W8A16 and the activation quantizer are the AVX2 ones.
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
+use qlinear_kernels_scalar::frame::{
+    Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileGroupedQ4, TileI8I8, TileI8Q4,
+};
 use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 use crate::avx2;
@@ -47,8 +49,14 @@ mod entry {
         grouped_1x4 => q4_grouped::tile_w4a8_grouped_quad::<1, 4>: tile_grouped,
         grouped_8x16 => q4_grouped::tile_w4a8_grouped_rows16::<8>: tile_grouped,
         grouped_1x16 => q4_grouped::tile_w4a8_grouped_rows16::<1>: tile_grouped,
-        gemm_w4a16 => float::gemm_w4a16: f32q4,
-        gemm_w4a16_grouped => float::gemm_w4a16_grouped: f32q4,
+        w4a16_1x1 => float::tile_w4a16::<1, 1>: tile_f32q4,
+        w4a16_4x1 => float::tile_w4a16::<4, 1>: tile_f32q4,
+        w4a16_4x4 => float::tile_w4a16::<4, 4>: tile_f32q4,
+        w4a16_1x4 => float::tile_w4a16::<1, 4>: tile_f32q4,
+        w4a16g_1x1 => float::tile_w4a16_grouped::<1, 1>: tile_f32q4_grouped,
+        w4a16g_4x1 => float::tile_w4a16_grouped::<4, 1>: tile_f32q4_grouped,
+        w4a16g_4x4 => float::tile_w4a16_grouped::<4, 4>: tile_f32q4_grouped,
+        w4a16g_1x4 => float::tile_w4a16_grouped::<1, 4>: tile_f32q4_grouped,
     }
 }
 
@@ -108,9 +116,40 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
     scales_to_f32: avx2::scales_to_f32,
 };
 
+/// W4A16: 4 weight rows per register (one chunk of 8 columns each: the
+/// 4 rows' even lanes in one accumulator, their odd lanes in another), × 1
+/// activation row for decode, × 4 for batches, each 4-row block swept by
+/// every activation tile while it is in L1 (chunks of 4 rows).
+const W4A16_TILES: Shapes = Shapes {
+    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
+    chunk: 4,
+};
+const W4A16: Family<TileF32Q4> = Family {
+    shapes: W4A16_TILES,
+    kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_4x4, entry::w4a16_1x4],
+    block: 8,
+    layout: Layout::ChunkedQ4,
+    scales_to_f32: avx2::scales_to_f32,
+};
+const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+    shapes: W4A16_TILES,
+    kernels: &[
+        entry::w4a16g_1x1,
+        entry::w4a16g_4x1,
+        entry::w4a16g_4x4,
+        entry::w4a16g_1x4,
+    ],
+    block: 8,
+    layout: Layout::ChunkedQ4,
+    scales_to_f32: avx2::scales_to_f32,
+};
+
 mod gemm {
     use super::*;
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
+    qlinear_kernels_scalar::frame_gemms! {
+        w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
+        w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
+    }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {
@@ -120,25 +159,17 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
-    gemm_w4a16: entry::gemm_w4a16,
-    gemm_w4a16_grouped: entry::gemm_w4a16_grouped,
+    gemm_w4a16: gemm::gemm_w4a16,
+    gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
     shapes: GemmShapes {
         w8a8: W8A8.shapes,
         w4a8: W4A8.shapes,
         w4a8_grouped: W4A8_GROUPED.shapes,
-        w4a16: QUADS,
-        w4a16_grouped: QUADS,
+        w4a16: W4A16.shapes,
+        w4a16_grouped: W4A16_GROUPED.shapes,
         ..avx2::TABLE.shapes
     },
     ..avx2::TABLE
-};
-
-/// The tiles of the W4A16 sweeps: 4 weight rows × 4 activation rows for
-/// batches, 4 × 1 for M = 1 and leftover activation rows; the quad kernels
-/// repeat the last weight row instead of single leftover rows.
-const QUADS: Shapes = Shapes {
-    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
-    chunk: 0,
 };
 
 /// Sum of the 16 i32 lanes.
@@ -146,31 +177,4 @@ const QUADS: Shapes = Shapes {
 #[target_feature(enable = "avx512f")]
 fn hsum_epi32(v: __m512i) -> i32 {
     _mm512_reduce_add_epi32(v)
-}
-
-/// Which cache lines of the next block a sweep prefetches, when a block of
-/// weight rows is swept `passes` times (once per activation tile): sweep
-/// `phase` takes lines `phase`, `phase + passes`, … — one turn per line, counted
-/// rather than computed (a division per line would cost more than the hint).
-struct SweepPrefetch {
-    turn: usize,
-    phase: usize,
-    passes: usize,
-}
-
-impl SweepPrefetch {
-    fn new((phase, passes): (usize, usize)) -> Self {
-        SweepPrefetch { turn: 0, phase, passes }
-    }
-
-    /// Advances one line; true when that line is this sweep's to prefetch.
-    #[inline]
-    fn take(&mut self) -> bool {
-        let mine = self.turn == self.phase;
-        self.turn += 1;
-        if self.turn == self.passes {
-            self.turn = 0;
-        }
-        mine
-    }
 }
