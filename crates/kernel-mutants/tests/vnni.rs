@@ -6,7 +6,7 @@
 //! proof's rows and K reach each tile of the real tier's shapes.
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8};
+use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile};
 use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
 
 fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
@@ -19,9 +19,46 @@ fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> 
     proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
 }
 
+/// `mod $module` with `TABLE`: the scalar tier with its `$family` GEMM on
+/// the frame, every one of the `$n` tiles of `$tiles` running `$tile`, over
+/// the tier's chunk, block and layout (`$field` the family's `GemmShapes`
+/// field, `$gemm` its `KernelTable` entry, `$Tile` its micro-kernel type).
+macro_rules! table_on_frame {
+    (
+        $module:ident: $field:ident, $gemm:ident, $Tile:ident = [$tile:expr; $n:literal],
+        $tiles:expr, chunk $chunk:literal, block $block:literal, $layout:ident
+    ) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::frame::$Tile;
+            const FAMILY: Family<$Tile> = Family {
+                shapes: Shapes {
+                    tiles: $tiles,
+                    chunk: $chunk,
+                },
+                kernels: &[$tile as $Tile; $n],
+                block: $block,
+                layout: Layout::$layout,
+                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            };
+            qlinear_kernels_scalar::frame_gemms! { $field: FAMILY }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                $gemm,
+                shapes: GemmShapes {
+                    $field: FAMILY.shapes,
+                    ..GemmShapes::SINGLE
+                },
+                ..SCALAR
+            };
+        }
+    };
+}
+
 /// The tier's tiles: decode 16 × 1, batches 16 × 4 (W8A8) or 4 × 4.
 const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
 const Q4_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+/// W4A16's: 4 weight rows per register, × 1 or × 4 activation rows.
+const W4A16_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
 /// Grouped adds 8 × 16 (and 1 × 16) on `Layout::EvenOddQuads16`.
 const GROUPED_TILES: &[Tile] = &[
     Tile::ONE,
@@ -31,34 +68,6 @@ const GROUPED_TILES: &[Tile] = &[
     Tile::new(8, 16),
     Tile::new(1, 16),
 ];
-
-/// A W8A8 table on the frame over the tier's tiles, every tile `$tile`.
-macro_rules! w8a8_table {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use super::*;
-            const W8A8: Family<TileI8I8> = Family {
-                shapes: Shapes {
-                    tiles: W8A8_TILES,
-                    chunk: 16,
-                },
-                kernels: &[$tile as TileI8I8; 4],
-                block: 64,
-                layout: Layout::Aligned,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w8a8,
-                shapes: GemmShapes {
-                    w8a8: W8A8.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
-}
 
 /// `Σ x·w` of one pair of rows, as i32.
 fn dot(x: &[i8], w: &[i8]) -> i32 {
@@ -102,9 +111,9 @@ fn w8a8_right(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     w8a8_with(x, w, acc, false, false)
 }
 
-w8a8_table!(sign_from_w, w8a8_sign_from_w);
-w8a8_table!(hoisted_bias, w8a8_hoisted_bias);
-w8a8_table!(w8a8_right_tiles, w8a8_right);
+table_on_frame!(sign_from_w: w8a8, gemm_w8a8, TileI8I8 = [w8a8_sign_from_w; 4], W8A8_TILES, chunk 16, block 64, Aligned);
+table_on_frame!(hoisted_bias: w8a8, gemm_w8a8, TileI8I8 = [w8a8_hoisted_bias; 4], W8A8_TILES, chunk 16, block 64, Aligned);
+table_on_frame!(w8a8_right_tiles: w8a8, gemm_w8a8, TileI8I8 = [w8a8_right; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 
 #[test]
 fn the_w8a8_tiles_fail_the_proof_on_their_slips() {
@@ -276,43 +285,30 @@ fn grouped_with(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, 
     done
 }
 
-/// A W4A8-grouped table on the frame over the tier's tiles, every tile
-/// [`grouped_with`] with `$slip`.
-macro_rules! grouped_table {
-    ($module:ident, $slip:expr) => {
-        mod $module {
-            use super::*;
-            fn tile(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
+/// [`grouped_with`] with each slip, as a micro-kernel.
+macro_rules! grouped_tiles {
+    ($($name:ident: $slip:expr),+ $(,)?) => {
+        $(
+            fn $name(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
                 grouped_with(x, sums, w, s, g, out, $slip)
             }
-            const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
-                shapes: Shapes {
-                    tiles: GROUPED_TILES,
-                    chunk: 16,
-                },
-                kernels: &[tile as TileGroupedQ4; 6],
-                block: 128,
-                layout: Layout::EvenOddQuads16,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a8_grouped,
-                shapes: GemmShapes {
-                    w4a8_grouped: W4A8_GROUPED.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
+        )+
     };
 }
 
-grouped_table!(unpermuted, Slip::Unpermuted);
-grouped_table!(tree, Slip::Tree);
-grouped_table!(scales_reversed, Slip::ScalesReversed);
-grouped_table!(bias_without_eight, Slip::BiasWithoutEight);
-grouped_table!(grouped_right_tiles, Slip::None);
+grouped_tiles! {
+    grouped_unpermuted: Slip::Unpermuted,
+    grouped_tree: Slip::Tree,
+    grouped_scales_reversed: Slip::ScalesReversed,
+    grouped_bias_without_eight: Slip::BiasWithoutEight,
+    grouped_right: Slip::None,
+}
+
+table_on_frame!(unpermuted: w4a8_grouped, gemm_w4a8_grouped, TileGroupedQ4 = [grouped_unpermuted; 6], GROUPED_TILES, chunk 16, block 128, EvenOddQuads16);
+table_on_frame!(tree: w4a8_grouped, gemm_w4a8_grouped, TileGroupedQ4 = [grouped_tree; 6], GROUPED_TILES, chunk 16, block 128, EvenOddQuads16);
+table_on_frame!(scales_reversed: w4a8_grouped, gemm_w4a8_grouped, TileGroupedQ4 = [grouped_scales_reversed; 6], GROUPED_TILES, chunk 16, block 128, EvenOddQuads16);
+table_on_frame!(bias_without_eight: w4a8_grouped, gemm_w4a8_grouped, TileGroupedQ4 = [grouped_bias_without_eight; 6], GROUPED_TILES, chunk 16, block 128, EvenOddQuads16);
+table_on_frame!(grouped_right_tiles: w4a8_grouped, gemm_w4a8_grouped, TileGroupedQ4 = [grouped_right; 6], GROUPED_TILES, chunk 16, block 128, EvenOddQuads16);
 
 #[test]
 fn the_w4a8_grouped_tiles_fail_the_proof_on_their_slips() {
@@ -361,37 +357,8 @@ fn w4a16_right(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
     w4a16_with(x, w, k, out, false)
 }
 
-/// A W4A16 table on the frame over the tier's tiles, every tile `$tile`.
-macro_rules! w4a16_table {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use super::*;
-            use qlinear_kernels_scalar::frame::TileF32Q4;
-            const W4A16: Family<TileF32Q4> = Family {
-                shapes: Shapes {
-                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
-                    chunk: 4,
-                },
-                kernels: &[$tile as TileF32Q4; 4],
-                block: 8,
-                layout: Layout::ChunkedQ4,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16 }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a16,
-                shapes: GemmShapes {
-                    w4a16: W4A16.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
-}
-
-w4a16_table!(odd_from_low, w4a16_odd_from_low);
-w4a16_table!(w4a16_right_tiles, w4a16_right);
+table_on_frame!(odd_from_low: w4a16, gemm_w4a16, TileF32Q4 = [w4a16_odd_from_low; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
+table_on_frame!(w4a16_right_tiles: w4a16, gemm_w4a16, TileF32Q4 = [w4a16_right; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
 
 #[test]
 fn the_w4a16_tiles_fail_the_proof_on_their_slip() {
@@ -437,37 +404,8 @@ fn w4a16_grouped_right(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut
     w4a16_grouped_with(x, w, s, g, out, false)
 }
 
-/// A W4A16-grouped table on the frame over the tier's tiles, every tile `$tile`.
-macro_rules! w4a16_grouped_table {
-    ($module:ident, $tile:ident) => {
-        mod $module {
-            use super::*;
-            use qlinear_kernels_scalar::frame::TileF32Q4Grouped;
-            const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
-                shapes: Shapes {
-                    tiles: &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)],
-                    chunk: 4,
-                },
-                kernels: &[$tile as TileF32Q4Grouped; 4],
-                block: 8,
-                layout: Layout::ChunkedQ4,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
-            };
-            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a16_grouped,
-                shapes: GemmShapes {
-                    w4a16_grouped: W4A16_GROUPED.shapes,
-                    ..GemmShapes::SINGLE
-                },
-                ..SCALAR
-            };
-        }
-    };
-}
-
-w4a16_grouped_table!(group_major, w4a16_grouped_group_major);
-w4a16_grouped_table!(w4a16_grouped_right_tiles, w4a16_grouped_right);
+table_on_frame!(group_major: w4a16_grouped, gemm_w4a16_grouped, TileF32Q4Grouped = [w4a16_grouped_group_major; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
+table_on_frame!(w4a16_grouped_right_tiles: w4a16_grouped, gemm_w4a16_grouped, TileF32Q4Grouped = [w4a16_grouped_right; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
 
 #[test]
 fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
