@@ -2,11 +2,19 @@
 """Renders target/qlinear-bench.json (written by `cargo xtask bench`) as the
 Markdown tables of docs/BENCHMARKS.md, so no figure there is copied by hand.
 
-Usage: bench_table.py [JSON] [--goals]
+Usage: bench_table.py [JSON] [--goals | --candle | --plan | --vnni]
 
 --candle prints, instead of the tables, each candle row against the plan's
 row of the same bytes class in the same run (W4A8 grouped 32 against
 Q4_0, W8A8 against Q8_0).
+
+--plan prints the plan's tier against the fastest tier of the same run for
+every family, M, shape, thread count and cache mode (the run's
+`plan_against_best` rows), marking LOSES where the plan is over 5 % slower.
+
+--vnni prints the ratios behind issue 20's goals (AVX-512 VNNI against AVX2,
+decode against the probe, grouped against per channel, prefill against f32,
+the plan against the fastest tier), each from the same run.
 
 --goals prints, instead of the tables, the ratios behind issue 17's goals
 (each from the same run: decode share of the probe, W4A16 and W8A16
@@ -60,18 +68,86 @@ def table(title, keep):
 
 
 
+def row(family, tier, m, n, t, cache, k=4096):
+    """The run's row; a tier ending in ':' (e.g. 'plan:') matches its prefix."""
+    for r in rows:
+        name_ok = r["tier"].startswith(tier) if tier.endswith(":") else r["tier"] == tier
+        if name_ok and (r["family"], r["m"], r["n"], r["k"], r["threads"], r["cache"]) == (
+                family, m, n, k, t, cache):
+            return r
+    return None
+
+
+def span(r):
+    return f"{r['median_us']:.1f} ({r['min_us']:.1f}–{r['max_us']:.1f})"
+
+
+def plan_table():
+    print("| family | M | N×K | thr | cache | plan's tier | its µs | fastest tier | its µs | plan / fastest |")
+    print("|---|--:|---|--:|---|---|--:|---|--:|--:|")
+    for p in data.get("plan_against_best", []):
+        flag = " **LOSES**" if p["ratio"] > 1.05 else ""
+        print(f"| {p['family']} | {p['m']} | {p['n']}×{p['k']} | {p['threads']} | {p['cache']} | "
+              f"{p['plan_tier']} | {p['plan_us']:.1f} | {p['fastest_tier']} | {p['fastest_us']:.1f} | "
+              f"{p['ratio']:.3f}{flag} |")
+
+
+def vnni_goals():
+    v, a = "avx512-vnni", "avx2"
+    print("| what | shape | t | cache | figure |")
+    print("|---|---|--:|---|---|")
+    for n in (11008, 4096):
+        shape = f"{n}×4096"
+        for fam in ("w8a8", "w4a8", "w4a8_g32"):
+            for t in (1, 2):
+                for cache in ("cold", "hot"):
+                    rv, ra = row(fam, v, 1, n, t, cache), row(fam, a, 1, n, t, cache)
+                    if rv and ra:
+                        pct = f"{rv['pct_bw']:.1f} % of the probe, " if cache == "cold" else ""
+                        print(f"| {fam} M = 1, VNNI {span(rv)} µs | {shape} | {t} | {cache} | "
+                              f"{pct}AVX2 / VNNI {ra['median_us'] / rv['median_us']:.2f}× |")
+        for m in (16,):
+            for fam in ("w8a8", "w4a8", "w4a8_g32", "w8a16", "w4a16", "w4a16_g32"):
+                for t in (1, 2):
+                    for cache in ("hot", "cold"):
+                        rv, ra = row(fam, v, m, n, t, cache), row(fam, a, m, n, t, cache)
+                        if rv and ra:
+                            print(f"| {fam} M = {m}, VNNI {span(rv)} µs | {shape} | {t} | {cache} | "
+                                  f"AVX2 / VNNI {ra['median_us'] / rv['median_us']:.2f}× |")
+        for m in (16, 256):
+            for t in (1, 2):
+                for cache in ("hot", "cold"):
+                    g, p = row("w4a8_g32", v, m, n, t, cache), row("w4a8", v, m, n, t, cache)
+                    if g and p:
+                        print(f"| w4a8_g32 / w4a8 on VNNI, M = {m} | {shape} | {t} | {cache} | "
+                              f"{g['median_us'] / p['median_us']:.2f}× |")
+        for t in (1, 2):
+            f = row("f32", "gemm", 256, n, t, "hot")
+            for fam in ("w4a8", "w8a8", "w4a8_g32"):
+                r = row(fam, v, 256, n, t, "hot")
+                if f and r:
+                    print(f"| {fam} M = 256 on VNNI, speed × f32 | {shape} | {t} | hot | "
+                          f"{f['median_us'] / r['median_us']:.2f}× |")
+        for c in rows:
+            if c["tier"].startswith("candle:") and c["n"] == n and c["family"] == "w4a8_g32":
+                r = row("w4a8_g32", v, c["m"], n, c["threads"], c["cache"])
+                if r:
+                    print(f"| w4a8_g32 VNNI against {c['tier']}, M = {c['m']} | {shape} | {c['threads']} | "
+                          f"{c['cache']} | candle / VNNI {c['median_us'] / r['median_us']:.2f}× |")
+    worst = max((p["ratio"] for p in data.get("plan_against_best", [])), default=None)
+    if worst is not None:
+        losing = sum(p["ratio"] > 1.05 for p in data["plan_against_best"])
+        print(f"| the plan against the fastest tier, worst row | all | – | – | {worst:.3f}× "
+              f"({losing} rows over 1.05) |")
+
+
 def goals():
-    def get(family, tier, m, n, t, cache):
-        for r in rows:
-            if (r["family"], r["tier"], r["m"], r["n"], r["k"], r["threads"], r["cache"]) == (
-                family, tier, m, n, 4096, t, cache):
-                return r
-        return None
+    get = row
 
     def us(r):
         return f"{r['median_us']:.1f} ({r['min_us']:.1f}–{r['max_us']:.1f}) µs"
 
-    plan = "plan:avx2"
+    plan = "plan:"
     print("| shape | what | figure |")
     print("|---|---|---|")
     for n in (11008, 4096):
@@ -127,6 +203,10 @@ def candle():
 
 if "--goals" in sys.argv:
     goals()
+elif "--plan" in sys.argv:
+    plan_table()
+elif "--vnni" in sys.argv:
+    vnni_goals()
 elif "--candle" in sys.argv:
     candle()
 else:

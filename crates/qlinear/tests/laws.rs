@@ -126,27 +126,34 @@ fn all_modes(
     out
 }
 
-/// 12 rows alone vs in batches, bitwise, in every mode (pitfall s09).
+/// Rows alone vs in batches, bitwise, in every mode (pitfall s09): 12 rows
+/// of K = 96, and 37 rows of K = 672, where the SIMD tiers' widest batch
+/// tiles (16 activation rows tall), their leftovers, whole blocks of 64 and
+/// 128 columns and a K tail all run.
 #[test]
 fn batch_invariant_rows() {
-    let mut rnd = lcg(3);
-    let (m, n, k) = (12, 37, 96);
-    let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
-    let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
-    let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
-    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap();
-    let q4g = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap();
-    let batch = all_modes(&x, m, &q8, &q4, &q4g);
-    for i in 0..m {
-        let alone = all_modes(&x[i * k..(i + 1) * k], 1, &q8, &q4, &q4g);
-        for (mode, (b, a)) in batch.iter().zip(&alone).enumerate() {
-            assert_eq!(&b[i * n..(i + 1) * n], &a[..], "mode {mode}, row {i}");
+    for (seed, (m, n, k)) in [(3, (12, 37, 96)), (5, (37, 37, 672))] {
+        let mut rnd = lcg(seed);
+        let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+        let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+        let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap();
+        let q4g = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).unwrap();
+        let batch = all_modes(&x, m, &q8, &q4, &q4g);
+        for i in 0..m {
+            let alone = all_modes(&x[i * k..(i + 1) * k], 1, &q8, &q4, &q4g);
+            for (mode, (b, a)) in batch.iter().zip(&alone).enumerate() {
+                assert_eq!(&b[i * n..(i + 1) * n], &a[..], "K {k}, mode {mode}, row {i}");
+            }
         }
-    }
-    for split in [5usize, 7] {
-        let part = all_modes(&x[..split * k], split, &q8, &q4, &q4g);
-        for (b, p) in batch.iter().zip(&part) {
-            assert_eq!(&b[..split * n], &p[..]);
+        for split in [5usize, 7, 16, 17] {
+            if split > m {
+                continue;
+            }
+            let part = all_modes(&x[..split * k], split, &q8, &q4, &q4g);
+            for (b, p) in batch.iter().zip(&part) {
+                assert_eq!(&b[..split * n], &p[..], "K {k}, first {split} rows");
+            }
         }
     }
 }
@@ -155,36 +162,41 @@ fn batch_invariant_rows() {
 #[test]
 #[cfg_attr(target_family = "wasm", ignore = "WASI has no threads: rayon runs inline there")]
 fn pool_result_equals_serial_bitwise() {
-    let mut rnd = lcg(4);
-    let (n, k) = (37, 64);
-    let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
-    let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
-    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(16), &w).unwrap();
-    for m in [1usize, 3] {
-        let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
-        let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| {
-                let route = Route::planned(KernelFamily::W8A8, m)
-                    .unwrap()
-                    .with_parallel_threshold(0);
-                let mut ys = vec![vec![f32::NAN; m * n]; 4];
-                route.linear_q8_dynamic(&x, m, &q8, &mut ys[0]).unwrap();
-                route.linear_w8a16(&x, m, &q8, &mut ys[1]).unwrap();
-                route.linear_q4_dynamic(&x, m, &q4, &mut ys[2]).unwrap();
-                route.linear_w4a16(&x, m, &q4, &mut ys[3]).unwrap();
-                ys.iter()
-                    .map(|y| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
-                    .collect::<Vec<_>>()
-            })
-        };
-        let serial = run(1);
-        assert!(
-            serial.iter().all(|y| y.iter().all(|b| !f32::from_bits(*b).is_nan())),
-            "every output written"
-        );
-        assert_eq!(serial, run(2), "m = {m}");
-        assert_eq!(serial, run(4), "m = {m}");
+    // K = 672: whole blocks of 64 and 128 columns and a tail, groups of 32
+    for (seed, (n, k, g)) in [(4, (37, 64, 16)), (6, (37, 672, 32))] {
+        let mut rnd = lcg(seed);
+        let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+        let q8 = QuantizedMatrix::quantize(n, k, &w).unwrap();
+        let q4g = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(g), &w).unwrap();
+        let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).unwrap();
+        for m in [1usize, 3, 17] {
+            let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let run = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| {
+                    let route = Route::planned(KernelFamily::W8A8, m)
+                        .unwrap()
+                        .with_parallel_threshold(0);
+                    let mut ys = vec![vec![f32::NAN; m * n]; 6];
+                    route.linear_q8_dynamic(&x, m, &q8, &mut ys[0]).unwrap();
+                    route.linear_w8a16(&x, m, &q8, &mut ys[1]).unwrap();
+                    route.linear_q4_dynamic(&x, m, &q4g, &mut ys[2]).unwrap();
+                    route.linear_w4a16(&x, m, &q4g, &mut ys[3]).unwrap();
+                    route.linear_q4_dynamic(&x, m, &q4, &mut ys[4]).unwrap();
+                    route.linear_w4a16(&x, m, &q4, &mut ys[5]).unwrap();
+                    ys.iter()
+                        .map(|y| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+                        .collect::<Vec<_>>()
+                })
+            };
+            let serial = run(1);
+            assert!(
+                serial.iter().all(|y| y.iter().all(|b| !f32::from_bits(*b).is_nan())),
+                "every output written"
+            );
+            assert_eq!(serial, run(2), "K = {k}, m = {m}");
+            assert_eq!(serial, run(4), "K = {k}, m = {m}");
+        }
     }
 }
 
