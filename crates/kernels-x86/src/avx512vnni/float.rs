@@ -113,8 +113,9 @@ unsafe fn add_products_quad<const MI: usize>(
     }
 }
 
-/// The per-group partials of 4 rows × `MI` activation rows; `emit(t, q, g,
-/// partial)` receives each, groups in increasing order. Pairs of whole
+/// The per-group partials of 4 rows × `MI` activation rows; `emit(t, g,
+/// partials)` receives each activation row's, groups in increasing order,
+/// row `q`'s partial in lane `4q`. Pairs of whole
 /// chunks (8 bytes per row) run in a loop with no tail test; a last odd or
 /// partial chunk follows.
 ///
@@ -127,7 +128,7 @@ fn q4_quad_tile<const MI: usize>(
     w: [&[u8]; QUAD],
     (k, g): (usize, usize),
     next: usize,
-    mut emit: impl FnMut(usize, usize, usize, f32),
+    mut emit: impl FnMut(usize, usize, __m512),
 ) {
     let chunks_per_group = g.div_ceil(8);
     let groups = k.div_ceil(g);
@@ -200,15 +201,25 @@ fn q4_quad_tile<const MI: usize>(
             unsafe { add_products_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
         }
         for (t, a) in acc.iter().enumerate() {
-            // per row: [l0+l1, l2+l3, l4+l5, l6+l7], then the tree's upper levels
-            let mut pairs = [0f32; 16];
-            // SAFETY: a 64-byte store into a 16-float local array.
-            unsafe { _mm512_storeu_ps(pairs.as_mut_ptr(), _mm512_add_ps(a[0], a[1])) };
-            for (q, p) in pairs.chunks_exact(4).enumerate() {
-                emit(t, q, gi, (p[0] + p[1]) + (p[2] + p[3]));
-            }
+            // per row: [l0+l1, l2+l3, l4+l5, l6+l7], then the tree's upper
+            // levels in the lanes: (l0+l1)+(l2+l3) and (l4+l5)+(l6+l7) at
+            // 4q and 4q + 2, their sum at 4q
+            let p = _mm512_add_ps(a[0], a[1]);
+            let p = _mm512_add_ps(p, _mm512_permute_ps::<0b10_11_00_01>(p));
+            emit(t, gi, _mm512_add_ps(p, _mm512_permute_ps::<0b01_00_11_10>(p)));
         }
     }
+}
+
+/// Lane `4q` of each 4-lane quarter: the partial of row `q`, as
+/// [`q4_quad_tile`] emits it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn row_partials(v: __m512) -> [f32; QUAD] {
+    let mut lanes = [0f32; 16];
+    // SAFETY: a 64-byte store into a 16-float local array.
+    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), v) };
+    std::array::from_fn(|q| lanes[4 * q])
 }
 
 /// W4A16 micro-kernel (frame tile `WR` × `XR`, `WR` 4 or 1): the spec's
@@ -225,10 +236,8 @@ pub(crate) fn tile_w4a16<const WR: usize, const XR: usize>(x: &[&[f32]], w: &[&[
     }
     let rows: [&[u8]; QUAD] = std::array::from_fn(|q| w[q % WR]);
     let next = WR * w[0].len();
-    q4_quad_tile::<XR>(std::array::from_fn(|i| x[i]), rows, (k, k), next, |t, q, _, p| {
-        if q < WR {
-            out[t * WR + q] = p;
-        }
+    q4_quad_tile::<XR>(std::array::from_fn(|i| x[i]), rows, (k, k), next, |t, _, p| {
+        out[t * WR..(t + 1) * WR].copy_from_slice(&row_partials(p)[..WR]);
     });
 }
 
@@ -252,15 +261,27 @@ pub(crate) fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
     }
     let rows: [&[u8]; QUAD] = std::array::from_fn(|q| w[q % WR]);
     let next = WR * w[0].len();
+    // each output's chain in lane 4q of its activation row's vector:
+    // total += s · partial, group by group, the scalar form lane by lane
+    let mut total = [_mm512_setzero_ps(); XR];
+    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    let (mut scales, mut scales_of) = (_mm512_setzero_ps(), usize::MAX);
     q4_quad_tile::<XR>(
         std::array::from_fn(|i| x[i]),
         rows,
         (groups * g, g),
         next,
-        |t, q, gi, p| {
-            if q < WR {
-                out[t * WR + q] += s[q * groups + gi] * p;
+        |t, gi, p| {
+            if scales_of != gi {
+                let of = |q: usize| s[(q % WR) * groups + gi];
+                let four = _mm_setr_ps(of(0), of(1), of(2), of(3));
+                scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(four));
+                scales_of = gi;
             }
+            total[t] = _mm512_add_ps(total[t], _mm512_mul_ps(scales, p));
         },
     );
+    for (t, v) in total.iter().enumerate() {
+        out[t * WR..(t + 1) * WR].copy_from_slice(&row_partials(*v)[..WR]);
+    }
 }
