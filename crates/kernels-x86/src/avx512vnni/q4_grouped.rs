@@ -353,6 +353,113 @@ fn dpbusd_broadcast(acc: __m512i, a: __m512i, quad: &i32) -> __m512i {
     acc
 }
 
+/// The 8 × 16 tile's step for one 32-column sub-block: `acc[q] += Σ` of the
+/// 16 activation rows' 8 quads `x` against row `q`'s 8 code quads, which
+/// sit at byte offsets `q · 128 + {0, 4, 8, 12, 64, 68, 72, 76}` from
+/// `quads` (rows' codes 128 bytes apart, each the low nibbles' 16 dwords,
+/// then the high nibbles'), each broadcast as `vpdpbusd`'s memory operand.
+/// Written out with immediate offsets: LLVM otherwise forwards the quads
+/// from the vector they were stored from and broadcasts each with a
+/// shuffle (which spilled), and computed an address per instruction.
+///
+/// # Safety
+/// `quads` must point at 8 · 128 readable bytes less the 48 bytes past the
+/// last quad (the caller passes `codes[0]` advanced by `4t` dwords, t < 4).
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn dpbusd_8x8(acc: &mut [__m512i; 8], x: &[__m512i; 8], quads: *const i32) {
+    let [mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7] = *acc;
+    // SAFETY: reads 64 dwords inside the 8 rows' codes (this function's
+    // contract); the target features this instruction needs are enabled.
+    unsafe {
+        std::arch::asm!(
+            "vpdpbusd {a0}, {x0}, dword ptr [{p} + 0]{{1to16}}",
+            "vpdpbusd {a1}, {x0}, dword ptr [{p} + 128]{{1to16}}",
+            "vpdpbusd {a2}, {x0}, dword ptr [{p} + 256]{{1to16}}",
+            "vpdpbusd {a3}, {x0}, dword ptr [{p} + 384]{{1to16}}",
+            "vpdpbusd {a4}, {x0}, dword ptr [{p} + 512]{{1to16}}",
+            "vpdpbusd {a5}, {x0}, dword ptr [{p} + 640]{{1to16}}",
+            "vpdpbusd {a6}, {x0}, dword ptr [{p} + 768]{{1to16}}",
+            "vpdpbusd {a7}, {x0}, dword ptr [{p} + 896]{{1to16}}",
+            "vpdpbusd {a0}, {x1}, dword ptr [{p} + 4]{{1to16}}",
+            "vpdpbusd {a1}, {x1}, dword ptr [{p} + 132]{{1to16}}",
+            "vpdpbusd {a2}, {x1}, dword ptr [{p} + 260]{{1to16}}",
+            "vpdpbusd {a3}, {x1}, dword ptr [{p} + 388]{{1to16}}",
+            "vpdpbusd {a4}, {x1}, dword ptr [{p} + 516]{{1to16}}",
+            "vpdpbusd {a5}, {x1}, dword ptr [{p} + 644]{{1to16}}",
+            "vpdpbusd {a6}, {x1}, dword ptr [{p} + 772]{{1to16}}",
+            "vpdpbusd {a7}, {x1}, dword ptr [{p} + 900]{{1to16}}",
+            "vpdpbusd {a0}, {x2}, dword ptr [{p} + 8]{{1to16}}",
+            "vpdpbusd {a1}, {x2}, dword ptr [{p} + 136]{{1to16}}",
+            "vpdpbusd {a2}, {x2}, dword ptr [{p} + 264]{{1to16}}",
+            "vpdpbusd {a3}, {x2}, dword ptr [{p} + 392]{{1to16}}",
+            "vpdpbusd {a4}, {x2}, dword ptr [{p} + 520]{{1to16}}",
+            "vpdpbusd {a5}, {x2}, dword ptr [{p} + 648]{{1to16}}",
+            "vpdpbusd {a6}, {x2}, dword ptr [{p} + 776]{{1to16}}",
+            "vpdpbusd {a7}, {x2}, dword ptr [{p} + 904]{{1to16}}",
+            "vpdpbusd {a0}, {x3}, dword ptr [{p} + 12]{{1to16}}",
+            "vpdpbusd {a1}, {x3}, dword ptr [{p} + 140]{{1to16}}",
+            "vpdpbusd {a2}, {x3}, dword ptr [{p} + 268]{{1to16}}",
+            "vpdpbusd {a3}, {x3}, dword ptr [{p} + 396]{{1to16}}",
+            "vpdpbusd {a4}, {x3}, dword ptr [{p} + 524]{{1to16}}",
+            "vpdpbusd {a5}, {x3}, dword ptr [{p} + 652]{{1to16}}",
+            "vpdpbusd {a6}, {x3}, dword ptr [{p} + 780]{{1to16}}",
+            "vpdpbusd {a7}, {x3}, dword ptr [{p} + 908]{{1to16}}",
+            "vpdpbusd {a0}, {x4}, dword ptr [{p} + 64]{{1to16}}",
+            "vpdpbusd {a1}, {x4}, dword ptr [{p} + 192]{{1to16}}",
+            "vpdpbusd {a2}, {x4}, dword ptr [{p} + 320]{{1to16}}",
+            "vpdpbusd {a3}, {x4}, dword ptr [{p} + 448]{{1to16}}",
+            "vpdpbusd {a4}, {x4}, dword ptr [{p} + 576]{{1to16}}",
+            "vpdpbusd {a5}, {x4}, dword ptr [{p} + 704]{{1to16}}",
+            "vpdpbusd {a6}, {x4}, dword ptr [{p} + 832]{{1to16}}",
+            "vpdpbusd {a7}, {x4}, dword ptr [{p} + 960]{{1to16}}",
+            "vpdpbusd {a0}, {x5}, dword ptr [{p} + 68]{{1to16}}",
+            "vpdpbusd {a1}, {x5}, dword ptr [{p} + 196]{{1to16}}",
+            "vpdpbusd {a2}, {x5}, dword ptr [{p} + 324]{{1to16}}",
+            "vpdpbusd {a3}, {x5}, dword ptr [{p} + 452]{{1to16}}",
+            "vpdpbusd {a4}, {x5}, dword ptr [{p} + 580]{{1to16}}",
+            "vpdpbusd {a5}, {x5}, dword ptr [{p} + 708]{{1to16}}",
+            "vpdpbusd {a6}, {x5}, dword ptr [{p} + 836]{{1to16}}",
+            "vpdpbusd {a7}, {x5}, dword ptr [{p} + 964]{{1to16}}",
+            "vpdpbusd {a0}, {x6}, dword ptr [{p} + 72]{{1to16}}",
+            "vpdpbusd {a1}, {x6}, dword ptr [{p} + 200]{{1to16}}",
+            "vpdpbusd {a2}, {x6}, dword ptr [{p} + 328]{{1to16}}",
+            "vpdpbusd {a3}, {x6}, dword ptr [{p} + 456]{{1to16}}",
+            "vpdpbusd {a4}, {x6}, dword ptr [{p} + 584]{{1to16}}",
+            "vpdpbusd {a5}, {x6}, dword ptr [{p} + 712]{{1to16}}",
+            "vpdpbusd {a6}, {x6}, dword ptr [{p} + 840]{{1to16}}",
+            "vpdpbusd {a7}, {x6}, dword ptr [{p} + 968]{{1to16}}",
+            "vpdpbusd {a0}, {x7}, dword ptr [{p} + 76]{{1to16}}",
+            "vpdpbusd {a1}, {x7}, dword ptr [{p} + 204]{{1to16}}",
+            "vpdpbusd {a2}, {x7}, dword ptr [{p} + 332]{{1to16}}",
+            "vpdpbusd {a3}, {x7}, dword ptr [{p} + 460]{{1to16}}",
+            "vpdpbusd {a4}, {x7}, dword ptr [{p} + 588]{{1to16}}",
+            "vpdpbusd {a5}, {x7}, dword ptr [{p} + 716]{{1to16}}",
+            "vpdpbusd {a6}, {x7}, dword ptr [{p} + 844]{{1to16}}",
+            "vpdpbusd {a7}, {x7}, dword ptr [{p} + 972]{{1to16}}",
+            a0 = inout(zmm_reg) a0,
+            a1 = inout(zmm_reg) a1,
+            a2 = inout(zmm_reg) a2,
+            a3 = inout(zmm_reg) a3,
+            a4 = inout(zmm_reg) a4,
+            a5 = inout(zmm_reg) a5,
+            a6 = inout(zmm_reg) a6,
+            a7 = inout(zmm_reg) a7,
+            x0 = in(zmm_reg) x[0],
+            x1 = in(zmm_reg) x[1],
+            x2 = in(zmm_reg) x[2],
+            x3 = in(zmm_reg) x[3],
+            x4 = in(zmm_reg) x[4],
+            x5 = in(zmm_reg) x[5],
+            x6 = in(zmm_reg) x[6],
+            x7 = in(zmm_reg) x[7],
+            p = in(reg) quads,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    *acc = [a0, a1, a2, a3, a4, a5, a6, a7];
+}
+
 /// W4A8-grouped batch micro-kernel (frame tile `WR` × 16) on the
 /// activations' interleaved blocks (`Layout::EvenOddQuads16`: activation row
 /// `l`'s 4 bytes `x + 128` in lane `l`): each `vpdpbusd` multiplies one
@@ -422,12 +529,19 @@ pub(crate) fn tile_w4a8_grouped_rows16<const WR: usize>(
                 let v = blk * 32 + 16 * (k / 4) + 4 * t + k % 4;
                 _mm512_loadu_si512(quads.as_ptr().add(64 * v).cast())
             });
-            // the WR rows' chains advance together: 8 dependent vpdpbusd on one
-            // row at a time left the tile waiting on their latency
-            for (k, &xk) in xv.iter().enumerate() {
-                let at = 16 * (k / 4) + 4 * t + k % 4;
-                for q in 0..WR {
-                    acc[q] = dpbusd_broadcast(acc[q], xk, &codes[q][at]);
+            if WR == 8 {
+                let acc8: &mut [__m512i; 8] = (&mut acc[..]).try_into().expect("WR = 8");
+                // SAFETY: codes holds 8 rows of 32 dwords (128 bytes each, one
+                // array) and 4t + 19 < 32, so every quad read lies inside it.
+                unsafe { dpbusd_8x8(acc8, &xv, codes.as_ptr().cast::<i32>().add(4 * t)) };
+            } else {
+                // the WR rows' chains advance together: 8 dependent vpdpbusd
+                // on one row at a time waited on their latency
+                for (k, &xk) in xv.iter().enumerate() {
+                    let at = 16 * (k / 4) + 4 * t + k % 4;
+                    for q in 0..WR {
+                        acc[q] = dpbusd_broadcast(acc[q], xk, &codes[q][at]);
+                    }
                 }
             }
             for q in 0..WR {
