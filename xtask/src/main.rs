@@ -395,7 +395,7 @@ fn minilm(args: &[String]) -> Result {
         .arg(&dump))
 }
 
-/// `cargo xtask bench [--quick] [--repeat N] [--compare REV]`: the bandwidth
+/// `cargo xtask bench [--quick] [--repeat N] [--compare REV] [--ggml]`: the bandwidth
 /// probe and the hot/cold GEMV matrix; prints a table and writes
 /// `target/qlinear-bench.json`. `--candle` builds the bench with the peer
 /// comparison (candle-core's `QMatMul`). `--compare REV` builds the same
@@ -404,6 +404,9 @@ fn minilm(args: &[String]) -> Result {
 /// revision's matrix, REV's runs once, and the table gives both medians and
 /// their ratio. Every other argument goes to `qlinear-bench`.
 fn bench(args: &[String]) -> Result {
+    if args.iter().any(|a| a == "--ggml") {
+        return ggml_bench(args);
+    }
     let candle = args.iter().any(|a| a == "--candle");
     let features: &[&str] = if candle { &["--features", "candle"] } else { &[] };
     let compare = args
@@ -470,6 +473,46 @@ fn bench(args: &[String]) -> Result {
         .args(features)
         .args(["--bin", "qlinear-bench", "--"])
         .args(&passthrough))
+}
+
+/// The virtual environment `--ggml` installs `llama-cpp-python` into.
+const GGML_VENV: &str = "target/ggml-venv";
+
+/// `cargo xtask bench --ggml [--repeat R] [--shape NxK]`: ggml's own matrix
+/// multiply (repacked Q4_0 and Q8_0, from PyPI's `llama-cpp-python` built
+/// from source with the native CPU flags, in a virtual environment under
+/// `target/`) against qlinear's plan at M = 1, 16 and 256, the two runners
+/// alternated R times (`tools/ggml_bench.py --alternate`); the table to
+/// stdout, the rows to `target/ggml-bench.json`. Not part of CI: the build
+/// takes minutes.
+fn ggml_bench(args: &[String]) -> Result {
+    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let venv = root().join(GGML_VENV);
+    let python = venv.join("bin/python");
+    let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(["llama-cpp-python", "numpy"])
+            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+            .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
+    }
+    let lib = Command::new(&python)
+        .args(["-c", "import llama_cpp, os; print(os.path.join(os.path.dirname(llama_cpp.__file__), 'lib'))"])
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    let lib = String::from_utf8_lossy(&lib.stdout).trim().to_string();
+    run(cargo().args(["build", "--quiet", "--release", "--package", "qlinear-benches", "--bin", "qlinear-bench"]))?;
+    run(Command::new(&python)
+        .arg(root().join("tools/ggml_bench.py"))
+        .args(["--lib", &lib, "--m", "1,16,256"])
+        .args(["--shape", &opt("--shape").unwrap_or_else(|| "11008x4096".into())])
+        .args(["--repeat", &opt("--repeat").unwrap_or_else(|| "3".into())])
+        .arg("--alternate")
+        .arg(root().join("target/release/qlinear-bench"))
+        .arg("--json")
+        .arg(root().join("target/ggml-bench.json")))
 }
 
 const AARCH64: &str = "aarch64-unknown-linux-gnu";
