@@ -512,7 +512,8 @@ fn main() {
 
 /// The plan's tier against the fastest proven tier of the same run, for
 /// every family, M, shape, thread count and cache mode the run timed (the
-/// chosen tier's own row against the fastest row): printed
+/// chosen tier's own row against the fastest row; 1 where the two tiers run
+/// the same kernel for the family): printed
 /// (a row the plan loses by more than 5 % is marked `LOSES`) and returned
 /// as JSON rows.
 fn plan_against_best(cases: &[Case], med: &dyn Fn(usize) -> f64) -> Vec<serde_json::Value> {
@@ -545,7 +546,15 @@ fn plan_against_best(cases: &[Case], med: &dyn Fn(usize) -> f64) -> Vec<serde_js
             .iter()
             .position(|o| same(o) && o.tier == plan_tier)
             .map_or_else(|| med(c), med);
-        let ratio = plan_us / best_us;
+        // a tier running another's kernel for this family ties with it: the
+        // difference between their rows is noise
+        let family = FAMILIES.iter().find(|(_, f)| *f == case.family).map(|(k, _)| *k);
+        let route = |t: &str| t.parse::<Int8Tier>().ok().and_then(|t| Route::for_tier(t).ok());
+        let same = match (family, route(plan_tier), route(&best)) {
+            (Some(f), Some(a), Some(b)) => a.runs_same_kernel(&b, f),
+            _ => false,
+        };
+        let ratio = if same { 1.0 } else { plan_us / best_us };
         println!(
             "{:<10} {:>3} {:>6} {:>5} {:>2} {:<5} {:<18} {:>10.1} {:<18} {:>10.1} {:>6.3}{}",
             case.family,
@@ -559,12 +568,18 @@ fn plan_against_best(cases: &[Case], med: &dyn Fn(usize) -> f64) -> Vec<serde_js
             best,
             best_us,
             ratio,
-            if ratio > 1.05 { "  LOSES" } else { "" }
+            if same {
+                "  (the same kernel)"
+            } else if ratio > 1.05 {
+                "  LOSES"
+            } else {
+                ""
+            }
         );
         out.push(json!({
             "family": case.family, "m": case.m, "n": case.n, "k": case.k, "threads": case.threads,
             "cache": case.cache, "plan_tier": plan_tier, "plan_us": plan_us, "fastest_tier": best,
-            "fastest_us": best_us, "ratio": ratio,
+            "fastest_us": best_us, "ratio": ratio, "same_kernel": same,
         }));
     }
     out

@@ -486,7 +486,12 @@ const GGML_VENV: &str = "target/ggml-venv";
 /// stdout, the rows to `target/ggml-bench.json`. Not part of CI: the build
 /// takes minutes.
 fn ggml_bench(args: &[String]) -> Result {
-    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let venv = root().join(GGML_VENV);
     let python = venv.join("bin/python");
     let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
@@ -499,11 +504,22 @@ fn ggml_bench(args: &[String]) -> Result {
             .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
     }
     let lib = Command::new(&python)
-        .args(["-c", "import llama_cpp, os; print(os.path.join(os.path.dirname(llama_cpp.__file__), 'lib'))"])
+        .args([
+            "-c",
+            "import llama_cpp, os; print(os.path.join(os.path.dirname(llama_cpp.__file__), 'lib'))",
+        ])
         .output()
         .map_err(|e| format!("{}: {e}", python.display()))?;
     let lib = String::from_utf8_lossy(&lib.stdout).trim().to_string();
-    run(cargo().args(["build", "--quiet", "--release", "--package", "qlinear-benches", "--bin", "qlinear-bench"]))?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "--package",
+        "qlinear-benches",
+        "--bin",
+        "qlinear-bench",
+    ]))?;
     run(Command::new(&python)
         .arg(root().join("tools/ggml_bench.py"))
         .args(["--lib", &lib, "--m", "1,16,256"])

@@ -294,13 +294,23 @@ impl<'w> PlanInputs<'w> {
     /// alternated so that drift in the machine's speed falls on every tier
     /// alike; the best of its rounds.
     /// Decode: tier `j`'s calls read matrices `j · PLAN_DECODE_CALLS ..` in
-    /// turn, which no other tier's call read, so none is in L2.
+    /// turn, which no other tier's call read, so none is in L2. A tier that
+    /// runs an earlier tier's kernel for the family takes that tier's time
+    /// (the preference order then keeps the narrower of the two).
     fn time(&self, tables: &[(Int8Tier, &KernelTable)]) -> Vec<(Int8Tier, f64)> {
         let mut y = vec![0f32; self.m * self.n];
         let first = |j: usize| if self.m == 1 { j * PLAN_DECODE_CALLS } else { 0 };
         let mut times: Vec<(Int8Tier, f64)> = vec![];
         let mut alive: Vec<usize> = vec![];
+        // a tier that runs an earlier tier's kernel for this family is timed
+        // once, as that tier: the choice between them is no choice
+        let mut same: Vec<Option<usize>> = vec![None; tables.len()];
         for (j, &(tier, table)) in tables.iter().enumerate() {
+            same[j] = (0..j).find(|&i| same[i].is_none() && tables[i].1.same_gemm(table, self.family));
+            if let Some(i) = same[j] {
+                times.push((tier, times[i].1));
+                continue;
+            }
             let probe = self.run(table, &mut y, first(j), self.n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64;
             let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
             times.push((tier, probe));
@@ -317,6 +327,11 @@ impl<'w> PlanInputs<'w> {
                 let copy = first(j) + if self.m == 1 { round } else { 0 };
                 let ns = self.run(tables[j].1, &mut y, copy, self.n);
                 times[j].1 = times[j].1.min(ns);
+            }
+        }
+        for (j, s) in same.iter().enumerate() {
+            if let Some(i) = *s {
+                times[j].1 = times[i].1;
             }
         }
         times

@@ -108,6 +108,13 @@ impl Route {
         self.tier
     }
 
+    /// Whether this route and `other` run the same kernel for `family` (one
+    /// tier taking another's entry), so that their timings differ by noise
+    /// alone.
+    pub fn runs_same_kernel(&self, other: &Route, family: KernelFamily) -> bool {
+        self.table.same_gemm(other.table, family)
+    }
+
     /// Calls with fewer multiply-adds than this run on the calling thread
     /// (0: always split rows across the current rayon pool). Never changes bits.
     pub fn with_parallel_threshold(mut self, multiply_adds: usize) -> Self {

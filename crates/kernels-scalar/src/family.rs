@@ -107,6 +107,23 @@ impl KernelTable {
         })
     }
 
+    /// Whether `self` and `other` run the same entry for a matrix family (a
+    /// tier that takes another's kernel for it, as AVX-512 VNNI takes
+    /// AVX2's W8A16): timing the two would compare a kernel with itself.
+    pub fn same_gemm(&self, other: &KernelTable, family: KernelFamily) -> bool {
+        // the entries' addresses: equal exactly when both tables hold the
+        // same function (or, folded by the linker, the same code)
+        let address = |g: Option<Gemm>| match g {
+            Some(Gemm::Q8Q8(f)) => f as usize,
+            Some(Gemm::Q8Q4(f)) => f as usize,
+            Some(Gemm::F32Q8(f)) => f as usize,
+            Some(Gemm::F32Q4(f)) => f as usize,
+            None => 0,
+        };
+        let a = address(self.gemm(family));
+        a != 0 && a == address(other.gemm(family))
+    }
+
     /// The tiles a matrix family's entry declares (what the selftest's random
     /// shapes are derived from); [`Shapes::SINGLE`] for the other families.
     pub fn shapes(&self, family: KernelFamily) -> Shapes {
