@@ -86,7 +86,8 @@ def plan_table():
     print("| family | M | N×K | thr | cache | plan's tier | its µs | fastest tier | its µs | plan / fastest |")
     print("|---|--:|---|--:|---|---|--:|---|--:|--:|")
     for p in data.get("plan_against_best", []):
-        flag = " (the same kernel)" if p.get("same_kernel") else " **LOSES**" if p["ratio"] > 1.05 else ""
+        same = p.get("same_kernel") and p["plan_tier"] != p["fastest_tier"]
+        flag = " (the same kernel)" if same else " **LOSES**" if p["ratio"] > 1.05 else ""
         print(f"| {p['family']} | {p['m']} | {p['n']}×{p['k']} | {p['threads']} | {p['cache']} | "
               f"{p['plan_tier']} | {p['plan_us']:.1f} | {p['fastest_tier']} | {p['fastest_us']:.1f} | "
               f"{p['ratio']:.3f}{flag} |")

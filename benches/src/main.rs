@@ -550,10 +550,11 @@ fn plan_against_best(cases: &[Case], med: &dyn Fn(usize) -> f64) -> Vec<serde_js
         // difference between their rows is noise
         let family = FAMILIES.iter().find(|(_, f)| *f == case.family).map(|(k, _)| *k);
         let route = |t: &str| t.parse::<Int8Tier>().ok().and_then(|t| Route::for_tier(t).ok());
-        let same = match (family, route(plan_tier), route(&best)) {
-            (Some(f), Some(a), Some(b)) => a.runs_same_kernel(&b, f),
-            _ => false,
-        };
+        let same = plan_tier != best
+            && match (family, route(plan_tier), route(&best)) {
+                (Some(f), Some(a), Some(b)) => a.runs_same_kernel(&b, f),
+                _ => false,
+            };
         let ratio = if same { 1.0 } else { plan_us / best_us };
         println!(
             "{:<10} {:>3} {:>6} {:>5} {:>2} {:<5} {:<18} {:>10.1} {:<18} {:>10.1} {:>6.3}{}",
