@@ -2,10 +2,10 @@
 //! `tests/vnni.rs`, `tests/neon.rs`, `tests/wasm.rs`, `tests/frame.rs`): each is a plausible
 //! mistake of a real tier, and each must fail
 //! `qlinear_dispatch::prove_kernel_table`. The crate is never published; its
-//! library holds only what the test files share: [`failing`],
+//! library holds only what the test files share: [`failing`], [`first_failure`],
 //! [`evenodd_dot`] and [`w4a8_on_frame!`].
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
+use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
 use qlinear_kernels_scalar::KernelTable;
 
 /// The families whose proof fails for `table` over the default census, in
@@ -16,6 +16,18 @@ pub fn failing(table: &KernelTable) -> Vec<KernelFamily> {
         .filter(|p| p.mismatch.is_some())
         .map(|p| p.family)
         .collect()
+}
+
+/// The first mismatch of `family`'s proof for `table` over the default
+/// census; panics if any other family fails (only `family` was mutated).
+pub fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
+    let proofs = prove_kernel_table(table, &default_census());
+    for p in &proofs {
+        if p.family != family {
+            assert!(p.mismatch.is_none(), "only {family} was mutated, {} failed", p.family);
+        }
+    }
+    proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
 }
 
 /// `Σ x·b` (biased nibbles, uncorrected) of one activation row split even/odd

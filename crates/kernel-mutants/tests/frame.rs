@@ -5,23 +5,10 @@
 //! exercised — its leftovers and chunk boundaries too — as soon as it is
 //! registered.
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
+use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
+use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4};
 use qlinear_kernels_scalar::{dot_i8_i8, dot_i8_q4_biased, lane_tree, GemmShapes, KernelTable, SCALAR};
-
-fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
-    let proofs = prove_kernel_table(table, &default_census());
-    for p in &proofs {
-        if p.family != family {
-            assert!(
-                p.mismatch.is_none(),
-                "only {family} was mutated, {} failed: {p:?}",
-                p.family
-            );
-        }
-    }
-    proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
-}
 
 /// 3 weight rows × 5 activation rows, 6 × 1 for M = 1, in chunks of 7 rows.
 const TILES: &[Tile] = &[Tile::ONE, Tile::new(6, 1), Tile::new(3, 5), Tile::new(1, 5)];

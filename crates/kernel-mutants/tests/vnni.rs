@@ -5,19 +5,10 @@
 //! CPU and on every other architecture too: what they prove is that the
 //! proof's rows and K reach each tile of the real tier's shapes.
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
+use qlinear_dispatch::KernelFamily;
+use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile};
 use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
-
-fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
-    let proofs = prove_kernel_table(table, &default_census());
-    for p in &proofs {
-        if p.family != family {
-            assert!(p.mismatch.is_none(), "only {family} was mutated, {} failed", p.family);
-        }
-    }
-    proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
-}
 
 /// `mod $module` with `TABLE`: the scalar tier with its `$family` GEMM on
 /// the frame, every one of the `$n` tiles of `$tiles` running `$tile`, over

@@ -5,19 +5,10 @@
 use std::arch::x86_64::*;
 
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
+use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Shapes, Tile};
 use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
-
-fn first_failure(table: &KernelTable, family: KernelFamily) -> Option<Mismatch> {
-    let proofs = prove_kernel_table(table, &default_census());
-    for p in &proofs {
-        if p.family != family {
-            assert!(p.mismatch.is_none(), "only {family} was mutated, {} failed", p.family);
-        }
-    }
-    proofs.into_iter().find(|p| p.family == family).and_then(|p| p.mismatch)
-}
 
 /// Keeps the i16 pair sums in a saturating i16 accumulator instead of widening
 /// to i32 every block.
