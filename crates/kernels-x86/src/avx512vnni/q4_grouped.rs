@@ -16,9 +16,11 @@
 //!    group added to the 16 outputs' chains with one vector `add`, so no
 //!    output waits on a chain of one scalar `add` per group.
 //!
-//! Batches keep 4 weight rows per register (one 128-bit lane each) against
-//! broadcast activations, so each unpacked weight load serves the tile's
-//! activation rows.
+//! Batches of 4 to 15 activation rows keep 4 weight rows per register (one
+//! 128-bit lane each) against broadcast activations, so each unpacked weight
+//! load serves the tile's activation rows. From 16 rows the 8 × 16 tile puts
+//! the activation rows in the lanes instead (`Layout::EvenOddQuads16`), so
+//! a group's sums need no reduction at all.
 
 use std::arch::x86_64::*;
 
