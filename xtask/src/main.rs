@@ -448,16 +448,7 @@ fn bench(args: &[String]) -> Result {
                 .arg(&tree)
                 .arg(&hash))?;
         }
-        run(cargo()
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "--package",
-                "qlinear-benches",
-                "--bin",
-                "qlinear-bench",
-            ])
+        run(build_bench_runner()
             .arg("--manifest-path")
             .arg(tree.join("Cargo.toml"))
             .args(features)
@@ -473,6 +464,22 @@ fn bench(args: &[String]) -> Result {
         .args(features)
         .args(["--bin", "qlinear-bench", "--"])
         .args(&passthrough))
+}
+
+/// `cargo build` of the `qlinear-bench` runner in release (callers add a
+/// manifest, features or a target directory).
+fn build_bench_runner() -> Command {
+    let mut c = cargo();
+    c.args([
+        "build",
+        "--quiet",
+        "--release",
+        "--package",
+        "qlinear-benches",
+        "--bin",
+        "qlinear-bench",
+    ]);
+    c
 }
 
 /// The virtual environment `--ggml` installs `llama-cpp-python` into.
@@ -511,15 +518,7 @@ fn ggml_bench(args: &[String]) -> Result {
         .output()
         .map_err(|e| format!("{}: {e}", python.display()))?;
     let lib = String::from_utf8_lossy(&lib.stdout).trim().to_string();
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--release",
-        "--package",
-        "qlinear-benches",
-        "--bin",
-        "qlinear-bench",
-    ]))?;
+    run(&mut build_bench_runner())?;
     run(Command::new(&python)
         .arg(root().join("tools/ggml_bench.py"))
         .args(["--lib", &lib, "--m", "1,16,256"])

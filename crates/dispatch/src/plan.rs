@@ -176,8 +176,9 @@ impl PlanWeights {
         };
         let q8 = |n: usize, k: usize| {
             let codes = fill(n * k, &|i| ((i % 255) as i32 - 127) as i8 as u8);
-            QuantizedMatrix::from_parts(n, k, codes.into_iter().map(|b| b as i8).collect(), vec![0.01; n])
-                .expect("a valid synthetic Q8 matrix")
+            // valid by construction (codes in -127..=127); a refusal would
+            // leave the kind untimed, never a panic in a library
+            QuantizedMatrix::from_parts(n, k, codes.into_iter().map(|b| b as i8).collect(), vec![0.01; n]).ok()
         };
         let q4 = |n: usize, k: usize, grouped: bool| {
             let scales = if grouped {
@@ -188,20 +189,22 @@ impl PlanWeights {
             } else {
                 Q4Scales::PerChannel(vec![0.01; n])
             };
-            QuantizedMatrixQ4::from_parts_biased(n, k, fill(n * k / 2, &|i| (i * 37) as u8), scales)
-                .expect("a valid synthetic Q4 matrix")
+            QuantizedMatrixQ4::from_parts_biased(n, k, fill(n * k / 2, &|i| (i * 37) as u8), scales).ok()
         };
         let (dn, dk, bn, bk) = (PLAN_DECODE_N, PLAN_K, PLAN_BATCH_N, PLAN_BATCH_K);
         let copies = |bytes_per_row: usize| (PLAN_DECODE_BYTES / (dn * bytes_per_row)).max(2 * PLAN_DECODE_CALLS);
         PlanWeights {
-            q8: [(0..copies(dk)).map(|_| q8(dn, dk)).collect(), vec![q8(bn, bk)]],
+            q8: [
+                (0..copies(dk)).filter_map(|_| q8(dn, dk)).collect(),
+                q8(bn, bk).into_iter().collect(),
+            ],
             q4: [
-                (0..copies(dk / 2)).map(|_| q4(dn, dk, false)).collect(),
-                vec![q4(bn, bk, false)],
+                (0..copies(dk / 2)).filter_map(|_| q4(dn, dk, false)).collect(),
+                q4(bn, bk, false).into_iter().collect(),
             ],
             q4g: [
-                (0..copies(dk / 2)).map(|_| q4(dn, dk, true)).collect(),
-                vec![q4(bn, bk, true)],
+                (0..copies(dk / 2)).filter_map(|_| q4(dn, dk, true)).collect(),
+                q4(bn, bk, true).into_iter().collect(),
             ],
         }
     }
