@@ -41,7 +41,7 @@ fn check_k(family: KernelFamily, k: usize) -> Result<(), DispatchError> {
 }
 
 fn check_codes(codes: &[i8], k: usize) -> Result<(), DispatchError> {
-    match codes.iter().position(|&c| c == i8::MIN) {
+    match qlinear_quant_recipe::find_code_out_of_range(codes) {
         Some(i) => Err(DispatchError::ActivationCodeOutOfRange {
             row: i / k.max(1),
             col: i % k.max(1),

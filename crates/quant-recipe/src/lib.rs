@@ -31,7 +31,7 @@ pub use nibble::{
     Q4_BIAS, Q4_PAD_BIASED,
 };
 pub use q4::{quantize_row_q4, quantize_row_q4_grouped, GroupSize, Q4Scales, QuantizedMatrixQ4};
-pub use q8::{quantize_row_q8, QuantizedMatrix};
+pub use q8::{find_code_out_of_range, quantize_row_q8, QuantizedMatrix};
 pub use recipe::{
     quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
     quantize_row_q8_weighted, quantize_row_q8_with, Recipe,

@@ -20,6 +20,20 @@ pub fn quantize_row_q8(w: &[f32], codes: &mut [i8]) -> Result<f32, RecipeError> 
     Ok(scale)
 }
 
+/// The index of the first −128 in `codes`, if any: the one i8 value that is
+/// not a Q8 code (docs/NUMERICS.md §3.1), in weights and activations alike.
+/// Runs at memory speed (a byte search), because a whole matrix is checked
+/// each time one is built from parts.
+pub fn find_code_out_of_range(codes: &[i8]) -> Option<usize> {
+    // `contains` on bytes is a memchr; the position is looked for only once
+    // a code is known to be out of range
+    if codes.contains(&i8::MIN) {
+        codes.iter().position(|&c| c == i8::MIN)
+    } else {
+        None
+    }
+}
+
 /// A weight matrix quantized with per-output-channel symmetric Q8 scales:
 /// `n` rows (output features) × `k` columns, codes `i8` row-major in
 /// `[-127, 127]`, one `f32` scale per row. `W[r, c] ≈ codes[r·k + c] · scales[r]`.
@@ -71,7 +85,7 @@ impl QuantizedMatrix {
     pub fn from_parts(n: usize, k: usize, codes: Vec<i8>, scales: Vec<f32>) -> Result<Self, RecipeError> {
         check_len("Q8 codes", checked_elems(n, k)?, codes.len())?;
         check_len("Q8 scales", n, scales.len())?;
-        if let Some(i) = codes.iter().position(|&c| c == i8::MIN) {
+        if let Some(i) = find_code_out_of_range(&codes) {
             return Err(RecipeError::Q8CodeOutOfRange { row: i / k, col: i % k });
         }
         if let Some((row, &value)) = scales.iter().enumerate().find(|(_, s)| !(s.is_finite() && **s >= 0.0)) {

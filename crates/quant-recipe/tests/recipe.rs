@@ -210,6 +210,17 @@ fn group_and_shape_errors() {
 }
 
 #[test]
+fn the_first_out_of_range_code_is_found() {
+    use qlinear_quant_recipe::find_code_out_of_range;
+    assert_eq!(find_code_out_of_range(&[]), None);
+    assert_eq!(find_code_out_of_range(&[0, 127, -127, 5]), None);
+    assert_eq!(find_code_out_of_range(&[3, -128, 0, -128]), Some(1));
+    let mut long = vec![1i8; 1 << 20];
+    long[(1 << 20) - 1] = i8::MIN;
+    assert_eq!(find_code_out_of_range(&long), Some((1 << 20) - 1));
+}
+
+#[test]
 fn from_parts_validates() {
     assert!(matches!(
         QuantizedMatrix::from_parts(2, 2, vec![1, 2, -128, 4], vec![1.0, 1.0]),
