@@ -85,37 +85,40 @@ impl KernelPlanV0 {
                 plan.batch = plan.decode.clone();
                 return plan;
             }
-            let weights = PlanWeights::new();
-            for family in KernelFamily::GEMM {
-                for m in [1, PLAN_BATCH_M] {
-                    let tables: Vec<(Int8Tier, &KernelTable)> = tiers
-                        .iter()
-                        .rev()
-                        .filter_map(|&t| t.table().ok().map(|table| (t, table)))
-                        .collect();
-                    let inputs = PlanInputs::new(family, m, &weights);
-                    let timed = inputs.time(&tables);
-                    for &(tier, ns) in &timed {
-                        plan.timings.push(PlanTiming {
-                            family,
-                            tier,
-                            m,
-                            n: inputs.n,
-                            k: inputs.k,
-                            best_ns: ns,
-                        });
-                    }
-                    // in preference order, a later (wider) tier must win by 3% to displace an earlier one
-                    let mut best: Option<(f64, Int8Tier)> = None;
-                    for (tier, ns) in timed.into_iter().rev() {
-                        if best.is_none_or(|(b, _)| ns < b * 0.97) {
-                            best = Some((ns, tier));
+            let tables: Vec<(Int8Tier, &KernelTable)> = tiers
+                .iter()
+                .rev()
+                .filter_map(|&t| t.table().ok().map(|table| (t, table)))
+                .collect();
+            let mut weights = PlanWeights::new();
+            // kind by kind, so that the decode buffers are lent to one kind's
+            // matrices at a time
+            for kind in WeightKind::ALL {
+                let decode = weights.lend(kind);
+                for family in KernelFamily::GEMM.into_iter().filter(|&f| WeightKind::of(f) == kind) {
+                    for m in [1, PLAN_BATCH_M] {
+                        let inputs = PlanInputs::new(family, m, if m == 1 { &decode } else { weights.batch(kind) });
+                        let timed = inputs.time(&tables);
+                        for &(tier, ns) in &timed {
+                            plan.timings.push(PlanTiming {
+                                family,
+                                tier,
+                                m,
+                                n: inputs.n,
+                                k: inputs.k,
+                                best_ns: ns,
+                            });
                         }
+                        let tier = pick(&tables, &timed, family);
+                        if m == 1 { &mut plan.decode } else { &mut plan.batch }.push((family, tier));
                     }
-                    let tier = best.map_or(Int8Tier::Scalar, |(_, t)| t);
-                    if m == 1 { &mut plan.decode } else { &mut plan.batch }.push((family, tier));
                 }
+                weights.take_back(decode);
             }
+            // in the families' order, as the report lists them (a stable
+            // sort keeps each family's decode before its batch)
+            plan.timings
+                .sort_by_key(|t| KernelFamily::GEMM.iter().position(|&f| f == t.family));
         }
         plan.elapsed = start.elapsed();
         plan
@@ -130,84 +133,205 @@ const PLAN_K: usize = 4096;
 /// milliseconds.
 const PLAN_BATCH_K: usize = 1024;
 /// Decode (M = 1) is timed on weights streamed past L2, as a decoder reads
-/// them: each call reads the next of several distinct matrices of
-/// [`PLAN_DECODE_N`] rows, [`PLAN_DECODE_BYTES`] in all, so every call finds
-/// its weights evicted from L2 (L2 is 0.5–2 MiB a core on the x86 and ARM
-/// cores this targets). A small hot matrix favours the widest loads and
-/// picked the 4-row lockstep VNNI kernels on a Zen 4 where streaming
-/// weights ran 1.4–2.2× slower than AVX2 (issue #20 of the tracker).
-const PLAN_DECODE_N: usize = 128;
-/// The decode copies' total, per weight kind.
-const PLAN_DECODE_BYTES: usize = 4 << 20;
+/// them: each call reads a buffer of [`PLAN_DECODE_COPY_BYTES`] that no
+/// other call of the family read, out of [`PLAN_DECODE_COPIES`], so every
+/// call finds its weights evicted from L2 (L2 is 0.5–2 MiB a core on the
+/// x86 and ARM cores this targets). A small hot matrix favours the widest
+/// loads and picked the 4-row lockstep VNNI kernels on a Zen 4 where
+/// streaming weights ran 1.4–2.2× slower than AVX2 (issue #20 of the
+/// tracker). The buffers are faulted in once and lent to each weight kind
+/// in turn (64 Q8 rows or 128 Q4 rows of [`PLAN_K`] a buffer): a fresh
+/// page costs more in a VM than the kernels take to read it.
+const PLAN_DECODE_COPY_BYTES: usize = 512 << 10;
+/// Buffers in the decode pool (4 MiB): the calls take them in turn, so a
+/// buffer is read again only after the 15 others (3.75 MiB) have passed.
+const PLAN_DECODE_COPIES: usize = 8;
 /// Batches (every M > 1) are bound by their arithmetic: timed at M = 16 on
 /// one matrix of [`PLAN_BATCH_N`] rows, hot.
 const PLAN_BATCH_M: usize = 16;
 /// Rows of the batch matrix: every tier's widest batch tile several times.
 const PLAN_BATCH_N: usize = 64;
 /// Calls per tier and regime after the probe (a warm-up, then the timed
-/// rounds); at decode each reads its own matrix, the next tier's after the
-/// previous tier's, so no tier finds its weights in L2.
+/// rounds); at decode each call reads the next buffer of the pool, so no
+/// call finds its weights in L2.
 const PLAN_DECODE_CALLS: usize = 5;
-/// The first call of a tier computes this fraction of the rows; a tier
+/// The probe calls of a tier compute this fraction of the rows; a tier
 /// whose extrapolated time already loses by 3× stops there, so the scalar
 /// tier costs little.
 const PLAN_PROBE_SLICE: usize = 8;
+/// Two tiers whose best calls are within this fraction of each other are
+/// timed for [`PLAN_CLOSE_ROUNDS`] more rounds: in this VM the machine
+/// slows for a millisecond at a time, and a tie seen only in a slow spell
+/// once decided W4A16 grouped decode against a tier 1.3× faster.
+const PLAN_CLOSE: f64 = 0.10;
+/// The extra rounds of a close call.
+const PLAN_CLOSE_ROUNDS: usize = 8;
+/// Probe calls per tier, the best of which counts: a tier's first call
+/// pays for its code and tables coming into cache, which once let the
+/// scalar tier's probe look within 3× of a cold VNNI probe. A tier whose
+/// first probe already loses by 3× to the best warm one makes no second.
+const PLAN_PROBE_CALLS: usize = 2;
 
-/// The synthetic weights the plan times, one set per weight kind (the
-/// families that share a kind share its matrices): for decode
-/// [`PLAN_DECODE_BYTES`] of distinct matrices of [`PLAN_DECODE_N`] rows,
-/// for batches one matrix of [`PLAN_BATCH_N`] rows.
+/// The three weight kinds, each with the matrix families that read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WeightKind {
+    Q8,
+    Q4,
+    Q4Grouped,
+}
+
+impl WeightKind {
+    const ALL: [WeightKind; 3] = [WeightKind::Q8, WeightKind::Q4, WeightKind::Q4Grouped];
+
+    fn of(family: KernelFamily) -> WeightKind {
+        use KernelFamily as F;
+        match family {
+            F::W8A8 | F::W8A16 | F::DotI8I8 | F::QuantizeActivations => WeightKind::Q8,
+            F::W4A8 | F::W4A16 | F::DotI8Q4 => WeightKind::Q4,
+            F::W4A8Grouped | F::W4A16Grouped => WeightKind::Q4Grouped,
+        }
+    }
+}
+
+/// Matrices of one weight kind.
+enum Matrices {
+    Q8(Vec<QuantizedMatrix>),
+    Q4(Vec<QuantizedMatrixQ4>),
+}
+
+/// The synthetic weights the plan times: the decode pool (lent to one
+/// kind at a time as [`PLAN_DECODE_COPIES`] matrices), and for batches one
+/// matrix of [`PLAN_BATCH_N`] rows per kind.
 struct PlanWeights {
-    q8: [Vec<QuantizedMatrix>; 2],
-    q4: [Vec<QuantizedMatrixQ4>; 2],
-    q4g: [Vec<QuantizedMatrixQ4>; 2],
+    pool: Vec<Vec<u8>>,
+    /// The grouped decode matrices' f16 scales (groups of 32), one per buffer.
+    group_scales: Vec<Vec<f16>>,
+    batch: [Matrices; 3],
 }
 
 impl PlanWeights {
     fn new() -> Self {
-        // patterns repeated per 4 KiB: the values do not change the time
-        let fill = |len: usize, byte: &dyn Fn(usize) -> u8| -> Vec<u8> {
-            let block: Vec<u8> = (0..4096).map(byte).collect();
+        // codes in -127..=127 (valid Q8 codes; any byte is a valid pair of
+        // Q4 nibbles), a pattern repeated per 4 KiB: the values do not
+        // change the time
+        let block: Vec<u8> = (0..4096i32).map(|i| (i * 37 % 255 - 127) as i8 as u8).collect();
+        let fill = |len: usize| -> Vec<u8> {
             let mut v = Vec::with_capacity(len);
             while v.len() < len {
                 v.extend_from_slice(&block[..block.len().min(len - v.len())]);
             }
             v
         };
-        let q8 = |n: usize, k: usize| {
-            let codes = fill(n * k, &|i| ((i % 255) as i32 - 127) as i8 as u8);
-            // valid by construction (codes in -127..=127); a refusal would
-            // leave the kind untimed, never a panic in a library
-            QuantizedMatrix::from_parts(n, k, codes.into_iter().map(|b| b as i8).collect(), vec![0.01; n]).ok()
-        };
-        let q4 = |n: usize, k: usize, grouped: bool| {
-            let scales = if grouped {
-                Q4Scales::Grouped {
-                    group: 32,
-                    scales: vec![f16::from_f32(0.01); n * k / 32],
-                }
-            } else {
-                Q4Scales::PerChannel(vec![0.01; n])
-            };
-            QuantizedMatrixQ4::from_parts_biased(n, k, fill(n * k / 2, &|i| (i * 37) as u8), scales).ok()
-        };
-        let (dn, dk, bn, bk) = (PLAN_DECODE_N, PLAN_K, PLAN_BATCH_N, PLAN_BATCH_K);
-        let copies = |bytes_per_row: usize| (PLAN_DECODE_BYTES / (dn * bytes_per_row)).max(2 * PLAN_DECODE_CALLS);
+        let group_scales = |n: usize, k: usize| vec![f16::from_f32(0.01); n * k / 32];
+        let (bn, bk) = (PLAN_BATCH_N, PLAN_BATCH_K);
+        let batch = [
+            Matrices::Q8(q8_matrix(bn, bk, fill(bn * bk)).into_iter().collect()),
+            Matrices::Q4(q4_matrix(bn, bk, fill(bn * bk / 2), None).into_iter().collect()),
+            Matrices::Q4(
+                q4_matrix(bn, bk, fill(bn * bk / 2), Some(group_scales(bn, bk)))
+                    .into_iter()
+                    .collect(),
+            ),
+        ];
+        let q4_rows = 2 * PLAN_DECODE_COPY_BYTES / PLAN_K;
         PlanWeights {
-            q8: [
-                (0..copies(dk)).filter_map(|_| q8(dn, dk)).collect(),
-                q8(bn, bk).into_iter().collect(),
-            ],
-            q4: [
-                (0..copies(dk / 2)).filter_map(|_| q4(dn, dk, false)).collect(),
-                q4(bn, bk, false).into_iter().collect(),
-            ],
-            q4g: [
-                (0..copies(dk / 2)).filter_map(|_| q4(dn, dk, true)).collect(),
-                q4(bn, bk, true).into_iter().collect(),
-            ],
+            pool: (0..PLAN_DECODE_COPIES).map(|_| fill(PLAN_DECODE_COPY_BYTES)).collect(),
+            group_scales: (0..PLAN_DECODE_COPIES).map(|_| group_scales(q4_rows, PLAN_K)).collect(),
+            batch,
         }
     }
+
+    /// The batch matrix of `kind`.
+    fn batch(&self, kind: WeightKind) -> &Matrices {
+        match kind {
+            WeightKind::Q8 => &self.batch[0],
+            WeightKind::Q4 => &self.batch[1],
+            WeightKind::Q4Grouped => &self.batch[2],
+        }
+    }
+
+    /// The decode pool as matrices of `kind` (the buffers move, nothing is
+    /// copied); [`PlanWeights::take_back`] returns them to the pool.
+    fn lend(&mut self, kind: WeightKind) -> Matrices {
+        let (k, pool) = (PLAN_K, std::mem::take(&mut self.pool));
+        match kind {
+            // the same bytes as i8 (an in-place collect: no copy, no allocation)
+            WeightKind::Q8 => Matrices::Q8(
+                pool.into_iter()
+                    .filter_map(|b| q8_matrix(PLAN_DECODE_COPY_BYTES / k, k, b))
+                    .collect(),
+            ),
+            WeightKind::Q4 => Matrices::Q4(
+                pool.into_iter()
+                    .filter_map(|b| q4_matrix(2 * PLAN_DECODE_COPY_BYTES / k, k, b, None))
+                    .collect(),
+            ),
+            WeightKind::Q4Grouped => {
+                let scales = std::mem::take(&mut self.group_scales);
+                Matrices::Q4(
+                    pool.into_iter()
+                        .zip(scales)
+                        .filter_map(|(b, s)| q4_matrix(2 * PLAN_DECODE_COPY_BYTES / k, k, b, Some(s)))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// Returns lent matrices' buffers (and group scales) to the pool.
+    fn take_back(&mut self, m: Matrices) {
+        match m {
+            Matrices::Q8(v) => {
+                self.pool = v
+                    .into_iter()
+                    .map(|w| w.into_parts().0.into_iter().map(|c| c as u8).collect())
+                    .collect();
+            }
+            Matrices::Q4(v) => {
+                for w in v {
+                    let (packed, scales) = w.into_parts();
+                    self.pool.push(packed);
+                    if let Q4Scales::Grouped { scales, .. } = scales {
+                        self.group_scales.push(scales);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An `n × k` Q8 matrix on `bytes` (codes in -127..=127 by construction; a
+/// refusal would leave the kind untimed, never a panic in a library).
+fn q8_matrix(n: usize, k: usize, bytes: Vec<u8>) -> Option<QuantizedMatrix> {
+    QuantizedMatrix::from_parts(n, k, bytes.into_iter().map(|b| b as i8).collect(), vec![0.01; n]).ok()
+}
+
+/// An `n × k` Q4 matrix on `packed`, per channel, or grouped by 32 with
+/// `group_scales`.
+fn q4_matrix(n: usize, k: usize, packed: Vec<u8>, group_scales: Option<Vec<f16>>) -> Option<QuantizedMatrixQ4> {
+    let scales = match group_scales {
+        Some(scales) => Q4Scales::Grouped { group: 32, scales },
+        None => Q4Scales::PerChannel(vec![0.01; n]),
+    };
+    QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales).ok()
+}
+
+/// The widest tier whose time is within 3 % of the best (`timed` in the
+/// order of `tables`, widest first), and of tiers that run one kernel for
+/// the family the narrowest. A tie is not a property of the kernels here:
+/// in the VMs this was measured in, the machine slows 1.5× for spells of
+/// milliseconds, and in such a spell W4A16 grouped decode on AVX-512 VNNI
+/// and AVX2 timed within 2 % of each other where out of it VNNI was 1.3×
+/// faster. Preferring the narrower tier on a tie took the slower kernel.
+fn pick(tables: &[(Int8Tier, &KernelTable)], timed: &[(Int8Tier, f64)], family: KernelFamily) -> Int8Tier {
+    let best = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+    let Some(mut j) = timed.iter().position(|t| t.1 <= best / 0.97) else {
+        return Int8Tier::Scalar;
+    };
+    while let Some(i) = (j + 1..tables.len()).find(|&i| tables[i].1.same_gemm(tables[j].1, family)) {
+        j = i;
+    }
+    timed[j].0
 }
 
 /// What one family is timed on at one regime: synthetic activations and
@@ -227,20 +351,17 @@ struct PlanInputs<'w> {
 }
 
 impl<'w> PlanInputs<'w> {
-    fn new(family: KernelFamily, m: usize, w: &'w PlanWeights) -> Self {
-        use KernelFamily as F;
-        let regime = usize::from(m > 1);
-        let grouped = matches!(family, F::W4A8Grouped | F::W4A16Grouped);
-        let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match family {
-            F::W8A8 | F::W8A16 => (&w.q8[regime], &[]),
-            _ if grouped => (&[], &w.q4g[regime]),
-            _ => (&[], &w.q4[regime]),
+    fn new(family: KernelFamily, m: usize, w: &'w Matrices) -> Self {
+        let grouped = WeightKind::of(family) == WeightKind::Q4Grouped;
+        let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match w {
+            Matrices::Q8(v) => (v, &[]),
+            Matrices::Q4(v) => (&[], v),
         };
         let (n, k) = q8
             .first()
             .map_or_else(|| q4.first().map_or((0, 0), |w| (w.n(), w.k())), |w| (w.n(), w.k()));
         let mut rng = Rng::new(7);
-        let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
+        let xc: Vec<i8> = rng.codes(m * k);
         let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
         let sum_group = if grouped { 32 } else { k };
         let sums = activation_group_sums(&xc, m, k, sum_group);
@@ -290,19 +411,25 @@ impl<'w> PlanInputs<'w> {
     }
 
     /// Times `tables` (widest first) and returns each tier's time in ns:
-    /// first one call per tier on 1/[`PLAN_PROBE_SLICE`] of the rows (a
-    /// tier whose extrapolation is over 3× the best so far has lost, and
-    /// that extrapolation is its time), then a warm-up call per remaining
-    /// tier, then `PLAN_DECODE_CALLS − 1` rounds of one call per tier,
-    /// alternated so that drift in the machine's speed falls on every tier
-    /// alike; the best of its rounds.
-    /// Decode: tier `j`'s calls read matrices `j · PLAN_DECODE_CALLS ..` in
-    /// turn, which no other tier's call read, so none is in L2. A tier that
-    /// runs an earlier tier's kernel for the family takes that tier's time
-    /// (the preference order then keeps the narrower of the two).
+    /// first up to [`PLAN_PROBE_CALLS`] calls per tier on
+    /// 1/[`PLAN_PROBE_SLICE`] of the rows (a tier whose best probe,
+    /// extrapolated, is over 3× the best so far has lost, and that
+    /// extrapolation is its time), then a warm-up call per remaining tier,
+    /// then `PLAN_DECODE_CALLS − 1` rounds of one call per tier, alternated
+    /// so that drift in the machine's speed falls on every tier alike, and
+    /// [`PLAN_CLOSE_ROUNDS`] more when the two fastest are within
+    /// [`PLAN_CLOSE`] of each other; each tier's best call.
+    /// Decode: every call reads the next matrix of the pool in turn, so a
+    /// matrix is read again only after all the others. A tier that runs an
+    /// earlier tier's kernel for the family takes that tier's time (the
+    /// preference order then keeps the narrower of the two).
     fn time(&self, tables: &[(Int8Tier, &KernelTable)]) -> Vec<(Int8Tier, f64)> {
         let mut y = vec![0f32; self.m * self.n];
-        let first = |j: usize| if self.m == 1 { j * PLAN_DECODE_CALLS } else { 0 };
+        let mut next = 0usize;
+        let mut call = |table: &KernelTable, y: &mut [f32], rows: usize| {
+            next += 1;
+            self.run(table, y, next - 1, rows)
+        };
         let mut times: Vec<(Int8Tier, f64)> = vec![];
         let mut alive: Vec<usize> = vec![];
         // a tier that runs an earlier tier's kernel for this family is timed
@@ -314,22 +441,37 @@ impl<'w> PlanInputs<'w> {
                 times.push((tier, times[i].1));
                 continue;
             }
-            let probe = self.run(table, &mut y, first(j), self.n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64;
             let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+            let mut probe = f64::INFINITY;
+            for _ in 0..PLAN_PROBE_CALLS {
+                probe = probe.min(call(table, &mut y, self.n / PLAN_PROBE_SLICE) * PLAN_PROBE_SLICE as f64);
+                if probe > 3.0 * best {
+                    break;
+                }
+            }
             times.push((tier, probe));
             if probe <= 3.0 * best {
                 alive.push(j);
             }
         }
         for &j in &alive {
-            self.run(tables[j].1, &mut y, first(j), self.n);
+            call(tables[j].1, &mut y, self.n);
             times[j].1 = f64::INFINITY;
         }
-        for round in 1..PLAN_DECODE_CALLS {
+        let mut rounds = PLAN_DECODE_CALLS - 1;
+        let mut round = 0;
+        while round < rounds {
             for &j in &alive {
-                let copy = first(j) + if self.m == 1 { round } else { 0 };
-                let ns = self.run(tables[j].1, &mut y, copy, self.n);
+                let ns = call(tables[j].1, &mut y, self.n);
                 times[j].1 = times[j].1.min(ns);
+            }
+            round += 1;
+            if round == rounds && rounds < PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS {
+                let mut t: Vec<f64> = alive.iter().map(|&j| times[j].1).collect();
+                t.sort_by(f64::total_cmp);
+                if t.len() > 1 && t[1] < t[0] * (1.0 + PLAN_CLOSE) {
+                    rounds += PLAN_CLOSE_ROUNDS;
+                }
             }
         }
         for (j, s) in same.iter().enumerate() {
@@ -387,7 +529,13 @@ impl fmt::Display for KernelPlanV0 {
             )?;
         }
         if !self.timings.is_empty() {
-            writeln!(f, "timings (best of {} alternated calls, µs):", PLAN_DECODE_CALLS - 1)?;
+            writeln!(
+                f,
+                "timings (best of {} alternated calls, {} when two tiers are within {:.0} %, µs):",
+                PLAN_DECODE_CALLS - 1,
+                PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS,
+                PLAN_CLOSE * 100.0
+            )?;
             for t in &self.timings {
                 writeln!(
                     f,

@@ -320,6 +320,13 @@ const Q4_PATTERNS: [Pattern<u8>; 7] = [
 /// reach 8 groups of 32. Chunk boundaries do not depend on K, and the
 /// chunk-spanning rows cost several times the others.
 const CHUNK_PROOF_K: [usize; 2] = [67, 256];
+/// Below this K (the tails) the random rows take the lighter shapes of
+/// [`Shapes::tail_proof_calls`](qlinear_kernels_scalar::frame::Shapes::tail_proof_calls),
+/// every tile once: a tile's code depends on K only through its count of
+/// whole blocks, the frame's tail loop (every column past them) is one
+/// piece of code for every tile, and the full shapes at each of 66 tails
+/// took half the selftest.
+const TAIL_PROOF_BELOW: usize = 67;
 
 /// Every pattern at ordinary K; at large K (past the random-row limit) only the two that reach the i32 extremes in both directions
 /// (the dot families always run all of them).
@@ -337,15 +344,6 @@ fn alt(i: usize) -> i8 {
     } else {
         -127
     }
-}
-
-fn pack_nibbles(k: usize, mut nib: impl FnMut(usize) -> u8) -> Vec<u8> {
-    (0..k.div_ceil(2))
-        .map(|b| {
-            let lo = nib(2 * b);
-            lo | if 2 * b + 1 < k { nib(2 * b + 1) << 4 } else { 8 << 4 }
-        })
-        .collect()
 }
 
 type MemoKey = (&'static str, &'static str, usize, usize);
@@ -382,7 +380,7 @@ fn periodic(f: fn(usize) -> i8, k: usize) -> Vec<i8> {
     v
 }
 
-/// [`pack_nibbles`] of a period-2 nibble pattern: one repeated byte, and the
+/// The packed row of a period-2 nibble pattern: one repeated byte, and the
 /// odd-K pad.
 fn pack_periodic(k: usize, nib: fn(usize) -> u8) -> Vec<u8> {
     let mut v = vec![nib(0) | nib(1) << 4; k.div_ceil(2)];
@@ -413,11 +411,33 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    pub(crate) fn code(&mut self, max: i64) -> i8 {
-        ((self.next() % (2 * max as u64 + 1)) as i64 - max) as i8
-    }
     pub(crate) fn unit(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+    /// `len` codes in −127..=127, eight from each draw (each byte mod 255:
+    /// −127 comes up 2/256 of the time, which a proof does not mind). The
+    /// random rows draw about a million a selftest.
+    pub(crate) fn codes(&mut self, len: usize) -> Vec<i8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend(self.next().to_le_bytes().map(|b| ((b % 255) as i32 - 127) as i8));
+        }
+        v.truncate(len);
+        v
+    }
+    /// A packed row of `k` random nibbles (two from each random byte), the
+    /// odd-K pad nibble 8 where the format needs it.
+    pub(crate) fn packed(&mut self, k: usize) -> Vec<u8> {
+        let len = k.div_ceil(2);
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend(self.next().to_le_bytes());
+        }
+        v.truncate(len);
+        if k % 2 == 1 {
+            v[len - 1] = (v[len - 1] & 0x0F) | 8 << 4;
+        }
+        v
     }
 }
 
@@ -533,7 +553,11 @@ impl Prover<'_> {
                 exact.map(|e| (e as f32).to_bits()),
                 [y[0].to_bits(), y[1].to_bits()],
             );
-            self.prove_w8a8_tile(case, &xc, w, exact);
+            // a table with no batch tile (the scalar one) would only
+            // repeat the rows above, 16 times over at the largest K
+            if self.table.shapes(KernelFamily::W8A8).max_xr() > 1 {
+                self.prove_w8a8_tile(case, &xc, w, exact);
+            }
         } else {
             let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
             let act = ActivationsF32 { m: 1, k, x: &xf };
@@ -673,19 +697,40 @@ impl Prover<'_> {
     }
 
     /// Random rows (random codes and scales) against the scalar table, in
-    /// the shape the table declares for the family
-    /// ([`Shapes::proof_rows`](qlinear_kernels_scalar::frame::Shapes::proof_rows)):
+    /// calls shaped by the tiles the table declares for the family
+    /// ([`Shapes::proof_calls`](qlinear_kernels_scalar::frame::Shapes::proof_calls)):
     /// M runs the largest activation-row tile twice and then its largest
-    /// leftover, N likewise for weight rows, and at [`CHUNK_PROOF_K`] N
-    /// first fills one whole weight-row chunk. A new tile is covered the
-    /// moment it is declared.
+    /// leftover, N likewise for weight rows (with a call of its own for a
+    /// smaller activation tile that needs more weight rows), and at
+    /// [`CHUNK_PROOF_K`] N first fills one whole weight-row chunk; below
+    /// [`TAIL_PROOF_BELOW`] every tile once
+    /// ([`Shapes::tail_proof_calls`](qlinear_kernels_scalar::frame::Shapes::tail_proof_calls)).
+    /// A new tile is covered the moment it is declared.
     fn prove_random(&mut self, k: usize) {
-        use KernelFamily as F;
-        let (m, n) = self.table.shapes(self.family).proof_rows(CHUNK_PROOF_K.contains(&k));
+        let shapes = self.table.shapes(self.family);
+        let calls = if k < TAIL_PROOF_BELOW {
+            shapes.tail_proof_calls()
+        } else {
+            shapes.proof_calls(CHUNK_PROOF_K.contains(&k))
+        };
         let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
-        let xc: Vec<i8> = (0..m * k).map(|_| rng.code(127)).collect();
+        for (m, n) in calls {
+            self.prove_random_rows(&mut rng, m, n, k);
+        }
+    }
+
+    /// One call of the random rows: `m` activation rows against `n` weight rows.
+    fn prove_random_rows(&mut self, rng: &mut Rng, m: usize, n: usize, k: usize) {
+        use KernelFamily as F;
+        let float = matches!(self.family, F::W8A16 | F::W4A16 | F::W4A16Grouped);
+        let xc: Vec<i8> = rng.codes(m * k);
         let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
-        let xf: Vec<f32> = (0..m * k).map(|_| rng.unit() * 4.0).collect();
+        // f32 activations only where a float family reads them
+        let xf: Vec<f32> = if float {
+            (0..m * k).map(|_| rng.unit() * 4.0).collect()
+        } else {
+            Vec::new()
+        };
         let act_f = ActivationsF32 { m, k, x: &xf };
         let run = |kernel: &dyn Fn(&mut OutputTile<'_>)| {
             let mut y = vec![f32::NAN; m * n];
@@ -695,7 +740,7 @@ impl Prover<'_> {
         let case = "random rows";
         match self.family {
             F::DotI8I8 => {
-                let w: Vec<i8> = (0..k).map(|_| rng.code(127)).collect();
+                let w: Vec<i8> = rng.codes(k);
                 self.check(
                     case,
                     k,
@@ -704,7 +749,7 @@ impl Prover<'_> {
                 );
             }
             F::DotI8Q4 => {
-                let p = pack_nibbles(k, |_| (rng.next() % 16) as u8);
+                let p = rng.packed(k);
                 self.check(
                     case,
                     k,
@@ -714,7 +759,7 @@ impl Prover<'_> {
             }
             F::QuantizeActivations => {}
             F::W8A8 | F::W8A16 => {
-                let codes: Vec<i8> = (0..n * k).map(|_| rng.code(127)).collect();
+                let codes: Vec<i8> = rng.codes(n * k);
                 let scales: Vec<f32> = (0..n).map(|_| rng.unit().abs() * 0.01).collect();
                 let Ok(w) = QuantizedMatrix::from_parts(n, k, codes, scales) else {
                     return;
@@ -753,9 +798,9 @@ impl Prover<'_> {
                 // after them and the 8-row batch tile; its code does not
                 // change with K beyond that)
                 if grouped && g == 64 && (256..=1024).contains(&k) {
-                    self.prove_random_q4(&mut rng, m, n, k, 32, &xc, &xs, &act_f, &run, case);
+                    self.prove_random_q4(rng, m, n, k, 32, &xc, &xs, &act_f, &run, case);
                 }
-                self.prove_random_q4(&mut rng, m, n, k, g, &xc, &xs, &act_f, &run, case);
+                self.prove_random_q4(rng, m, n, k, g, &xc, &xs, &act_f, &run, case);
             }
         }
     }
@@ -777,9 +822,7 @@ impl Prover<'_> {
     ) {
         use KernelFamily as F;
         let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
-        let packed: Vec<u8> = (0..n)
-            .flat_map(|_| pack_nibbles(k, |_| (rng.next() % 16) as u8))
-            .collect();
+        let packed: Vec<u8> = (0..n).flat_map(|_| rng.packed(k)).collect();
         let scales = if grouped {
             Q4Scales::Grouped {
                 group: g,
@@ -836,4 +879,30 @@ type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
 
 fn bits(y: &[f32]) -> Vec<u32> {
     y.iter().map(|v| v.to_bits()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rng;
+
+    #[test]
+    fn random_codes_are_codes_and_cover_the_range() {
+        let codes = Rng::new(1).codes(100_003);
+        assert_eq!(codes.len(), 100_003);
+        assert!(codes.iter().all(|&c| (-127..=127).contains(&c)));
+        assert!(codes.contains(&-127) && codes.contains(&127) && codes.contains(&0));
+    }
+
+    #[test]
+    fn random_packed_rows_carry_the_pad_nibble_at_odd_k() {
+        for k in [1, 2, 15, 16, 17, 4097] {
+            let p = Rng::new(k as u64).packed(k);
+            assert_eq!(p.len(), k.div_ceil(2), "k = {k}");
+            if k % 2 == 1 {
+                assert_eq!(p[k / 2] >> 4, 8, "k = {k}");
+            }
+        }
+        let p = Rng::new(3).packed(4096);
+        assert!((0..16).all(|n| p.iter().any(|&b| b & 0x0F == n)));
+    }
 }

@@ -6,7 +6,7 @@
 //! (`docs/NUMERICS.md` §6). A tier supplies only micro-kernels: each computes
 //! one tile of `wr` weight rows × `xr` activation rows and is registered with
 //! its [`Tile`] in one [`Family`] value per kernel family. The declared tiles are also what the selftest derives its
-//! random shapes from (see [`Shapes::proof_rows`]), so a new tile is proven
+//! random shapes from (see [`Shapes::proof_calls`]), so a new tile is proven
 //! the moment it is registered.
 //!
 //! Exactness: integer micro-kernels return exact i32 sums over whole blocks,
@@ -102,20 +102,63 @@ impl Shapes {
         self.tiles.iter().map(|t| t.wr).max().unwrap_or(1)
     }
 
-    /// Activation rows `m` and weight rows `n` that run every declared tile,
-    /// every leftover row and (when `chunks`) a second, partial weight-row
-    /// chunk: `m` is twice the largest `xr` plus the largest leftover, and
-    /// `n` the largest `wr` twice plus its largest leftover, past one whole
-    /// chunk when `chunks`.
-    pub fn proof_rows(&self, chunks: bool) -> (usize, usize) {
-        let (xr, wr) = (self.max_xr(), self.max_wr());
-        let m = 2 * xr + xr.saturating_sub(1).max(1);
-        let n = 2 * wr + wr.saturating_sub(1).max(1);
-        if chunks && self.chunk > 0 {
-            (m, self.chunk + n)
-        } else {
-            (m, n)
+    /// The declared `xr` values, ascending.
+    fn xrs(&self) -> Vec<usize> {
+        let mut xrs: Vec<usize> = self.tiles.iter().map(|t| t.xr).collect();
+        xrs.sort_unstable();
+        xrs.dedup();
+        xrs
+    }
+
+    /// The largest `wr` declared with `xr`.
+    fn max_wr_for(&self, xr: usize) -> usize {
+        self.tiles
+            .iter()
+            .filter(|t| t.xr == xr)
+            .map(|t| t.wr)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The selftest's random-row calls, `(m, n)` each, that together run
+    /// every declared tile, every leftover row and (when `chunks`) a
+    /// second, partial weight-row chunk. The first call has `m` twice the
+    /// largest `xr` plus its largest leftover (which the smaller `xr` take)
+    /// and `n` twice the largest `wr` declared with that `xr` plus its
+    /// largest leftover; a smaller `xr` whose own tiles need more weight
+    /// rows than that (VNNI's 16 × 1 decode tile beside its 8 × 16 batch
+    /// tile) gets a call of its own, one tile tall, so that the rows of
+    /// the largest tile are not multiplied by the widest tile's. Each `n`
+    /// is past one whole chunk when `chunks`.
+    pub fn proof_calls(&self, chunks: bool) -> Vec<(usize, usize)> {
+        let rows = |r: usize| 2 * r + r.saturating_sub(1).max(1);
+        let past = if chunks { self.chunk } else { 0 };
+        let xr = self.max_xr();
+        let n = rows(self.max_wr_for(xr));
+        let mut calls = vec![(rows(xr), past + n)];
+        for x in self.xrs() {
+            let nx = rows(self.max_wr_for(x));
+            if x < xr && nx > n {
+                calls.push((x, past + nx));
+            }
         }
+        calls
+    }
+
+    /// The lighter shapes of the selftest's random rows at the tail K: one
+    /// `(m, n)` call per declared `xr`, `m = xr` activation rows against
+    /// `n = 2·wr − 1` weight rows for that `xr`'s largest `wr`, so every
+    /// declared tile runs once and every leftover weight row of each `xr`
+    /// too. A tile's code depends on K only through its count of whole
+    /// blocks, and the frame's tail loop is one piece of code for every
+    /// tile, so running each tile once at every tail K covers what the
+    /// tails vary; [`Shapes::proof_calls`] runs the tiles twice and the
+    /// chunk boundary at the other K.
+    pub fn tail_proof_calls(&self) -> Vec<(usize, usize)> {
+        self.xrs()
+            .into_iter()
+            .map(|xr| (xr, 2 * self.max_wr_for(xr) - 1))
+            .collect()
     }
 
     /// The largest tile that fits `xr_left` activation rows and `wr_left`
@@ -881,10 +924,36 @@ mod tests {
     }
 
     #[test]
-    fn proof_rows_reach_every_tile_and_leftover() {
+    fn proof_calls_reach_every_tile_and_leftover() {
+        // TILES: 1×1, 4×1, 2×4, 1×4; the 4-row tiles' 2 × 2 + 1 weight rows
+        // do not reach the 4 × 1 tile twice, so xr = 1 has a call of its own
         let shapes = Shapes { tiles: TILES, chunk: 8 };
-        assert_eq!(shapes.proof_rows(false), (11, 11));
-        assert_eq!(shapes.proof_rows(true), (11, 19));
-        assert_eq!(Shapes::SINGLE.proof_rows(true), (3, 3));
+        assert_eq!(shapes.proof_calls(false), [(11, 5), (1, 11)]);
+        assert_eq!(shapes.proof_calls(true), [(11, 13), (1, 19)]);
+        assert_eq!(Shapes::SINGLE.proof_calls(true), [(3, 3)]);
+        const WIDE: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
+        let wide = Shapes { tiles: WIDE, chunk: 16 };
+        assert_eq!(wide.proof_calls(false), [(11, 47)]);
+        // every tile runs at least twice
+        let mut used = std::collections::HashMap::new();
+        for (m, n) in shapes.proof_calls(false) {
+            shapes.sweep(m, 0..n, |t, _, _| *used.entry(t).or_insert(0) += 1);
+        }
+        assert!(TILES.iter().all(|t| used.get(t).copied().unwrap_or(0) >= 2), "{used:?}");
+    }
+
+    #[test]
+    fn tail_proof_calls_run_every_tile_once() {
+        // TILES: 1×1, 4×1, 2×4, 1×4
+        let shapes = Shapes { tiles: TILES, chunk: 8 };
+        assert_eq!(shapes.tail_proof_calls(), [(1, 7), (4, 3)]);
+        assert_eq!(Shapes::SINGLE.tail_proof_calls(), [(1, 1)]);
+        let mut used = std::collections::HashSet::new();
+        for (m, n) in shapes.tail_proof_calls() {
+            shapes.sweep(m, 0..n, |t, _, _| {
+                used.insert(t);
+            });
+        }
+        assert_eq!(used.len(), TILES.len(), "{used:?}");
     }
 }
