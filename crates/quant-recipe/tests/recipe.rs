@@ -264,3 +264,16 @@ fn from_parts_validates() {
     };
     assert!(QuantizedMatrixQ4::from_parts_biased(1, 4, vec![0; 2], inf).is_err());
 }
+
+#[test]
+fn every_f16_group_scale_is_accepted_exactly_when_finite_and_not_below_zero() {
+    for bits in 0..=u16::MAX {
+        let s = f16::from_bits(bits);
+        let scales = Q4Scales::Grouped {
+            group: 2,
+            scales: vec![s],
+        };
+        let accepted = QuantizedMatrixQ4::from_parts_biased(1, 2, vec![0x88], scales).is_ok();
+        assert_eq!(accepted, s.is_finite() && f32::from(s) >= 0.0, "f16 bits {bits:#06x}");
+    }
+}
