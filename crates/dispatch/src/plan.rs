@@ -160,12 +160,19 @@ const PLAN_DECODE_CALLS: usize = 5;
 /// tier costs little.
 const PLAN_PROBE_SLICE: usize = 8;
 /// Two tiers whose best calls are within this fraction of each other are
-/// timed for [`PLAN_CLOSE_ROUNDS`] more rounds: in this VM the machine
-/// slows for a millisecond at a time, and a tie seen only in a slow spell
-/// once decided W4A16 grouped decode against a tier 1.3× faster.
+/// timed for [`PLAN_CLOSE_ROUNDS`] more rounds: in the VMs measured the
+/// machine slows by up to 1.8× for milliseconds at a time, and more calls
+/// give each tier more chances of a call outside such a spell.
 const PLAN_CLOSE: f64 = 0.10;
 /// The extra rounds of a close call.
-const PLAN_CLOSE_ROUNDS: usize = 8;
+const PLAN_CLOSE_ROUNDS: usize = 4;
+/// Two tiers already this far apart after [`PLAN_CLEAR_AFTER`] rounds are
+/// not timed further: no slow spell seen here moved a ratio by as much
+/// (the largest, W4A16 grouped decode, 1.3× to 0.98×, was a tie the other
+/// way), and most families' tiers are 1.3–2.5× apart.
+const PLAN_CLEAR: f64 = 0.30;
+/// Rounds after which a clear call stops.
+const PLAN_CLEAR_AFTER: usize = 2;
 /// Probe calls per tier, the best of which counts: a tier's first call
 /// pays for its code and tables coming into cache, which once let the
 /// scalar tier's probe look within 3× of a cold VNNI probe. A tier whose
@@ -416,9 +423,10 @@ impl<'w> PlanInputs<'w> {
     /// extrapolated, is over 3× the best so far has lost, and that
     /// extrapolation is its time), then a warm-up call per remaining tier,
     /// then `PLAN_DECODE_CALLS − 1` rounds of one call per tier, alternated
-    /// so that drift in the machine's speed falls on every tier alike, and
-    /// [`PLAN_CLOSE_ROUNDS`] more when the two fastest are within
-    /// [`PLAN_CLOSE`] of each other; each tier's best call.
+    /// so that drift in the machine's speed falls on every tier alike
+    /// ([`PLAN_CLEAR_AFTER`] when the two fastest are already more than
+    /// [`PLAN_CLEAR`] apart, [`PLAN_CLOSE_ROUNDS`] more when they are within
+    /// [`PLAN_CLOSE`] of each other); each tier's best call.
     /// Decode: every call reads the next matrix of the pool in turn, so a
     /// matrix is read again only after all the others. A tier that runs an
     /// earlier tier's kernel for the family takes that tier's time (the
@@ -458,6 +466,16 @@ impl<'w> PlanInputs<'w> {
             call(tables[j].1, &mut y, self.n);
             times[j].1 = f64::INFINITY;
         }
+        // the two fastest tiers' ratio so far
+        let gap = |times: &[(Int8Tier, f64)]| {
+            let mut t: Vec<f64> = alive.iter().map(|&j| times[j].1).collect();
+            t.sort_by(f64::total_cmp);
+            if t.len() > 1 {
+                t[1] / t[0]
+            } else {
+                f64::INFINITY
+            }
+        };
         let mut rounds = PLAN_DECODE_CALLS - 1;
         let mut round = 0;
         while round < rounds {
@@ -466,12 +484,11 @@ impl<'w> PlanInputs<'w> {
                 times[j].1 = times[j].1.min(ns);
             }
             round += 1;
-            if round == rounds && rounds < PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS {
-                let mut t: Vec<f64> = alive.iter().map(|&j| times[j].1).collect();
-                t.sort_by(f64::total_cmp);
-                if t.len() > 1 && t[1] < t[0] * (1.0 + PLAN_CLOSE) {
-                    rounds += PLAN_CLOSE_ROUNDS;
-                }
+            if round == PLAN_CLEAR_AFTER && gap(&times) > 1.0 + PLAN_CLEAR {
+                break;
+            }
+            if round == PLAN_DECODE_CALLS - 1 && gap(&times) < 1.0 + PLAN_CLOSE {
+                rounds += PLAN_CLOSE_ROUNDS;
             }
         }
         for (j, s) in same.iter().enumerate() {
@@ -531,8 +548,10 @@ impl fmt::Display for KernelPlanV0 {
         if !self.timings.is_empty() {
             writeln!(
                 f,
-                "timings (best of {} alternated calls, {} when two tiers are within {:.0} %, µs):",
+                "timings (best of {} alternated calls; {} when the two fastest are over {:.0} % apart, {} within {:.0} %; µs):",
                 PLAN_DECODE_CALLS - 1,
+                PLAN_CLEAR_AFTER,
+                PLAN_CLEAR * 100.0,
                 PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS,
                 PLAN_CLOSE * 100.0
             )?;
