@@ -109,7 +109,8 @@ fn setup_test() -> Result {
     if !have("node") {
         return Err("the wasm tests run under Node.js (>= 20): apt-get install nodejs".into());
     }
-    ensure_python(&["numpy", "safetensors"])
+    // the GGUF reader's decoders are checked against the gguf package
+    ensure_python(&["numpy", "safetensors", "gguf"])
 }
 
 fn test() -> Result {
@@ -170,7 +171,9 @@ fn test() -> Result {
     run(cargo()
         .args(["test", "--workspace"])
         .env("QLINEAR_EXPECT_PROVEN", here.join(","))
-        .env("QLINEAR_EXPECT_ABSENT", elsewhere.join(",")))?;
+        .env("QLINEAR_EXPECT_ABSENT", elsewhere.join(","))
+        // setup_test installed it: a missing gguf package fails, not skips
+        .env("QLINEAR_REQUIRE_GGUF", "1"))?;
     // The whole kernel-facing suite again on each forced tier this CPU has, so
     // a tier the plan does not pick here is still tested on every run.
     for tier in forced_tiers() {
@@ -869,9 +872,10 @@ fn wasm_tests() -> Result {
         .env("QLINEAR_EXPECT_ABSENT", names(wasm.iter().copied()).join(",")))
 }
 
-/// `cargo xtask fuzz [SECONDS]`: both fuzz targets (`fuzz/`) under
+/// `cargo xtask fuzz [SECONDS]`: the fuzz targets (`fuzz/`) under
 /// cargo-fuzz, SECONDS each (60 by default): `reader` (the safetensors
-/// reader) and `convert` (the whole convert pipeline in memory), installing
+/// reader), `convert` (the whole convert pipeline in memory) and `gguf`
+/// (the GGUF reader and its decoders), installing
 /// cargo-fuzz if missing. libFuzzer's instrumentation needs unstable flags;
 /// `RUSTC_BOOTSTRAP=1` lets the one stable toolchain this project has accept them.
 fn fuzz(args: &[String]) -> Result {
@@ -888,7 +892,11 @@ fn fuzz(args: &[String]) -> Result {
     if !listed {
         run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
-    for (target, seeds) in [("reader", "fuzz/seeds"), ("convert", "fuzz/seeds-convert")] {
+    for (target, seeds) in [
+        ("reader", "fuzz/seeds"),
+        ("convert", "fuzz/seeds-convert"),
+        ("gguf", "fuzz/seeds-gguf"),
+    ] {
         let corpus = root().join(format!("target/fuzz-corpus-{target}"));
         std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
         run(Command::new("cargo")

@@ -128,6 +128,18 @@ pub enum FormatError {
         /// What is wrong, with row and column.
         source: RecipeError,
     },
+    /// A file read as GGUF does not start with the GGUF magic.
+    #[error("not a GGUF file (it does not start with the bytes \"GGUF\")")]
+    NotGguf,
+    /// A GGUF file's header is malformed or lies: `at` names the metadata
+    /// key, the tensor or the part of the header at fault.
+    #[error("GGUF {at}: {reason}")]
+    Gguf {
+        /// The key, tensor or header part at fault.
+        at: String,
+        /// What is wrong, with the numbers that show it.
+        reason: String,
+    },
     /// Anything else a writer or producer refused, naming the tensor.
     #[error("{tensor}: {reason}")]
     Unsupported {

@@ -1,4 +1,6 @@
-//! qlinear's on-disk format: quantized weights in safetensors files.
+//! qlinear's on-disk format: quantized weights in safetensors files; and
+//! GGUF files (llama.cpp's) read and dequantized as converter input
+//! ([`GgufFile`], [`dequantize_ggml`]).
 //!
 //! A weight `P.weight` `[N, K]` is stored as `P.qweight` and `P.scales`:
 //!
@@ -18,10 +20,18 @@
 #![warn(missing_docs)]
 
 mod error;
+mod ggml_quants;
+mod gguf;
+mod mapped;
 mod reader;
 mod writer;
 
 pub use error::FormatError;
+pub use ggml_quants::{dequantize as dequantize_ggml, DEQUANTIZABLE};
+pub use gguf::{
+    is_gguf, GgmlType, GgufFile, GgufTensorInfo, GgufValue, GgufValueType, GGML_MAX_DIMS, GGUF_ALIGNMENT_KEY,
+    GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH,
+};
 pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
 pub use safetensors::Dtype;

@@ -1,0 +1,567 @@
+//! The GGUF reader on hand-built files: every value type, both versions,
+//! the tensor layout, and every way a hostile header can lie; the block
+//! decoders on hand examples and, where Python's `gguf` package is
+//! installed, bit for bit against `gguf.quants.dequantize`.
+
+use std::time::Instant;
+
+use half::f16;
+use proptest::prelude::*;
+use qlinear_formats::{dequantize_ggml, FormatError, GgmlType, GgufFile, GgufValue, GgufValueType, DEQUANTIZABLE};
+
+/// Builds GGUF bytes: header, key/values, tensor infos, padding, data.
+struct Builder {
+    version: u32,
+    kv: Vec<u8>,
+    n_kv: u64,
+    infos: Vec<u8>,
+    n_tensors: u64,
+    data: Vec<u8>,
+    alignment: usize,
+}
+
+fn string(s: &[u8]) -> Vec<u8> {
+    let mut v = (s.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(s);
+    v
+}
+
+impl Builder {
+    fn new() -> Self {
+        Builder {
+            version: 3,
+            kv: vec![],
+            n_kv: 0,
+            infos: vec![],
+            n_tensors: 0,
+            data: vec![],
+            alignment: 32,
+        }
+    }
+
+    /// A key with a value type id and its raw bytes.
+    fn kv(mut self, key: &str, ty: u32, value: &[u8]) -> Self {
+        self.kv.extend(string(key.as_bytes()));
+        self.kv.extend(ty.to_le_bytes());
+        self.kv.extend_from_slice(value);
+        self.n_kv += 1;
+        self
+    }
+
+    /// A tensor of `ty` with `dims` (ggml order) and `bytes` of data, placed
+    /// at the next aligned offset.
+    fn tensor(mut self, name: &str, dims: &[u64], ty: u32, bytes: &[u8]) -> Self {
+        while !self.data.len().is_multiple_of(self.alignment) {
+            self.data.push(0);
+        }
+        let offset = self.data.len() as u64;
+        self.data.extend_from_slice(bytes);
+        self.tensor_at(name, dims, ty, offset)
+    }
+
+    /// A tensor info alone, with its offset as given.
+    fn tensor_at(mut self, name: &str, dims: &[u64], ty: u32, offset: u64) -> Self {
+        self.infos.extend(string(name.as_bytes()));
+        self.infos.extend((dims.len() as u32).to_le_bytes());
+        for d in dims {
+            self.infos.extend(d.to_le_bytes());
+        }
+        self.infos.extend(ty.to_le_bytes());
+        self.infos.extend(offset.to_le_bytes());
+        self.n_tensors += 1;
+        self
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = b"GGUF".to_vec();
+        v.extend(self.version.to_le_bytes());
+        v.extend(self.n_tensors.to_le_bytes());
+        v.extend(self.n_kv.to_le_bytes());
+        v.extend_from_slice(&self.kv);
+        v.extend_from_slice(&self.infos);
+        while !v.len().is_multiple_of(self.alignment) {
+            v.push(0);
+        }
+        v.extend_from_slice(&self.data);
+        v
+    }
+}
+
+fn open(b: &Builder) -> Result<GgufFile, FormatError> {
+    GgufFile::from_bytes(b.bytes())
+}
+
+fn refusal(b: &Builder) -> String {
+    match open(b) {
+        Ok(_) => panic!("accepted a bad file"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// One Q4_0 block: scale `d`, codes `q[j]` in -8..=7.
+fn q4_0_block(d: f32, q: [i8; 32]) -> Vec<u8> {
+    let mut b = f16::from_f32(d).to_le_bytes().to_vec();
+    for j in 0..16 {
+        b.push(((q[j] + 8) as u8) | (((q[j + 16] + 8) as u8) << 4));
+    }
+    b
+}
+
+fn sample() -> Builder {
+    let f32s: Vec<u8> = [1.5f32, -2.0, 0.25, 8.0, 0.0, -0.5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let q: [i8; 32] = std::array::from_fn(|j| (j as i8 % 16) - 8);
+    Builder::new()
+        .kv("general.architecture", 8, &string(b"llama"))
+        .kv("u8", 0, &[200])
+        .kv("i8", 1, &[0xFF])
+        .kv("u16", 2, &513u16.to_le_bytes())
+        .kv("i16", 3, &(-2i16).to_le_bytes())
+        .kv("u32", 4, &70000u32.to_le_bytes())
+        .kv("i32", 5, &(-70000i32).to_le_bytes())
+        .kv("f32", 6, &0.5f32.to_le_bytes())
+        .kv("bool", 7, &[1])
+        .kv("u64", 10, &(1u64 << 40).to_le_bytes())
+        .kv("i64", 11, &(-1i64).to_le_bytes())
+        .kv("f64", 12, &0.125f64.to_le_bytes())
+        .kv(
+            "tokens",
+            9,
+            &[
+                8u32.to_le_bytes().to_vec(),
+                2u64.to_le_bytes().to_vec(),
+                string(b"a"),
+                string("é".as_bytes()),
+            ]
+            .concat(),
+        )
+        .kv(
+            "nested",
+            9,
+            &[
+                9u32.to_le_bytes().to_vec(),
+                1u64.to_le_bytes().to_vec(),
+                4u32.to_le_bytes().to_vec(),
+                2u64.to_le_bytes().to_vec(),
+                7u32.to_le_bytes().to_vec(),
+                9u32.to_le_bytes().to_vec(),
+            ]
+            .concat(),
+        )
+        .tensor("norm.weight", &[6], 0, &f32s)
+        .tensor(
+            "blk.0.ffn_up.weight",
+            &[32, 2],
+            2,
+            &[q4_0_block(0.5, q), q4_0_block(-2.0, q)].concat(),
+        )
+}
+
+#[test]
+fn every_value_type_and_tensor_reads_back() {
+    let f = open(&sample()).unwrap();
+    assert_eq!(f.version(), 3);
+    assert_eq!(f.alignment(), 32);
+    assert_eq!(f.get("general.architecture").and_then(GgufValue::as_str), Some("llama"));
+    assert_eq!(f.get("u8"), Some(&GgufValue::U8(200)));
+    assert_eq!(f.get("i8"), Some(&GgufValue::I8(-1)));
+    assert_eq!(f.get("u16"), Some(&GgufValue::U16(513)));
+    assert_eq!(f.get("i16"), Some(&GgufValue::I16(-2)));
+    assert_eq!(f.get("u32").and_then(GgufValue::as_u64), Some(70000));
+    assert_eq!(f.get("i32"), Some(&GgufValue::I32(-70000)));
+    assert_eq!(f.get("i32").and_then(GgufValue::as_u64), None);
+    assert_eq!(f.get("f32"), Some(&GgufValue::F32(0.5)));
+    assert_eq!(f.get("bool"), Some(&GgufValue::Bool(true)));
+    assert_eq!(f.get("u64"), Some(&GgufValue::U64(1 << 40)));
+    assert_eq!(f.get("i64"), Some(&GgufValue::I64(-1)));
+    assert_eq!(f.get("f64"), Some(&GgufValue::F64(0.125)));
+    assert_eq!(
+        f.get("tokens"),
+        Some(&GgufValue::Array {
+            item: GgufValueType::String,
+            values: vec![GgufValue::String("a".into()), GgufValue::String("é".into())]
+        })
+    );
+    let inner = GgufValue::Array {
+        item: GgufValueType::U32,
+        values: vec![GgufValue::U32(7), GgufValue::U32(9)],
+    };
+    assert_eq!(
+        f.get("nested"),
+        Some(&GgufValue::Array {
+            item: GgufValueType::Array,
+            values: vec![inner]
+        })
+    );
+    assert_eq!(f.metadata().len(), 14);
+    assert_eq!(f.metadata()[0].0, "general.architecture");
+    assert_eq!(f.tensors().len(), 2);
+    let up = f.tensor("blk.0.ffn_up.weight").unwrap();
+    assert_eq!(
+        (up.dims.clone(), up.shape(), up.ggml_type, up.n_bytes),
+        (vec![32, 2], vec![2, 32], GgmlType::Q4_0, 36)
+    );
+    assert_eq!(f.tensor_data(up).len(), 36);
+    let w = f.tensor_f32("blk.0.ffn_up.weight").unwrap();
+    let want: Vec<f32> = [0.5f32, -2.0]
+        .iter()
+        .flat_map(|&d| (0..32).map(move |j| d * ((j % 16) as f32 - 8.0)))
+        .collect();
+    assert_eq!(w, want);
+    assert_eq!(f.tensor_f32("norm.weight").unwrap(), [1.5, -2.0, 0.25, 8.0, 0.0, -0.5]);
+    assert!(matches!(f.tensor_f32("nope"), Err(FormatError::MissingTensor { .. })));
+    // version 2 reads the same
+    let mut v2 = sample();
+    v2.version = 2;
+    assert_eq!(open(&v2).unwrap().tensors(), f.tensors());
+}
+
+#[test]
+fn the_alignment_key_moves_the_data_section() {
+    let mut b = Builder::new().kv("general.alignment", 4, &64u32.to_le_bytes());
+    b.alignment = 64;
+    let b = b.tensor("a", &[3], 0, &[0; 12]).tensor("b", &[2], 0, &[0; 8]);
+    let f = open(&b).unwrap();
+    assert_eq!(f.alignment(), 64);
+    assert_eq!(f.tensor("b").unwrap().offset, 64);
+    for (v, ty) in [
+        (48u32.to_le_bytes().to_vec(), 4),
+        (0u32.to_le_bytes().to_vec(), 4),
+        (64u64.to_le_bytes().to_vec(), 10),
+    ] {
+        let e = refusal(&Builder::new().kv("general.alignment", ty, &v));
+        assert!(e.contains("general.alignment") && e.contains("power of two"), "{e}");
+    }
+}
+
+#[test]
+fn wrong_magic_and_versions_are_refused() {
+    assert!(matches!(
+        GgufFile::from_bytes(b"GGML\x03\0\0\0".to_vec()),
+        Err(FormatError::NotGguf)
+    ));
+    assert!(matches!(GgufFile::from_bytes(vec![]), Err(FormatError::Gguf { .. })));
+    for (version, says) in [
+        (1, "version 1"),
+        (0x0300_0000, "big-endian"),
+        (4, "unknown GGUF version 4"),
+    ] {
+        let mut b = sample();
+        b.version = version;
+        let e = refusal(&b);
+        assert!(e.contains(says), "{e}");
+    }
+}
+
+#[test]
+fn every_truncation_is_refused() {
+    let bytes = sample().bytes();
+    for len in 0..bytes.len() {
+        let r = GgufFile::from_bytes(bytes[..len].to_vec());
+        assert!(r.is_err(), "a file cut at {len} of {} bytes was accepted", bytes.len());
+    }
+}
+
+#[test]
+fn lying_counts_and_lengths_are_refused_at_once() {
+    let lie = |n_tensors: u64, n_kv: u64, rest: &[u8]| {
+        let mut v = b"GGUF".to_vec();
+        v.extend(3u32.to_le_bytes());
+        v.extend(n_tensors.to_le_bytes());
+        v.extend(n_kv.to_le_bytes());
+        v.extend_from_slice(rest);
+        let t = Instant::now();
+        let e = GgufFile::from_bytes(v).map(|_| ()).unwrap_err().to_string();
+        assert!(t.elapsed().as_secs_f64() < 0.5, "{e}: took {:?}", t.elapsed());
+        e
+    };
+    assert!(lie(1 << 40, 0, &[0; 64]).contains("tensor count"));
+    assert!(lie(0, 1 << 40, &[0; 64]).contains("metadata count"));
+    assert!(lie(u64::MAX, u64::MAX, &[]).contains("count"));
+    // a key of 2^63 bytes
+    let mut kv = (1u64 << 63).to_le_bytes().to_vec();
+    kv.extend([0; 32]);
+    assert!(lie(0, 1, &kv).contains("needs 9223372036854775808 bytes"));
+    // a string value of 2^63 bytes
+    let e = refusal(&Builder::new().kv("s", 8, &[(1u64 << 63).to_le_bytes().to_vec(), vec![0; 16]].concat()));
+    assert!(e.starts_with("GGUF s:"), "{e}");
+    // an array of 2^62 u64
+    let e = refusal(&Builder::new().kv(
+        "a",
+        9,
+        &[10u32.to_le_bytes().to_vec(), (1u64 << 62).to_le_bytes().to_vec()].concat(),
+    ));
+    assert!(e.contains("4611686018427387904 items"), "{e}");
+    // arrays nested 10 000 deep
+    let mut deep = vec![];
+    for _ in 0..10_000 {
+        deep.extend(9u32.to_le_bytes());
+        deep.extend(1u64.to_le_bytes());
+    }
+    deep.extend(4u32.to_le_bytes());
+    deep.extend(0u64.to_le_bytes());
+    let t = Instant::now();
+    let e = refusal(&Builder::new().kv("deep", 9, &deep));
+    assert!(e.contains("nested deeper than"), "{e}");
+    assert!(t.elapsed().as_secs_f64() < 0.5);
+}
+
+#[test]
+fn malformed_values_are_refused_naming_the_key() {
+    for (key, ty, value, says) in [
+        ("k", 13u32, vec![], "unknown metadata value type 13"),
+        ("k", 7, vec![2], "bool byte 2"),
+        ("k", 8, string(&[0xFF, 0xFE]), "not UTF-8"),
+        (
+            "k",
+            9,
+            [99u32.to_le_bytes().to_vec(), 0u64.to_le_bytes().to_vec()].concat(),
+            "unknown value type 99",
+        ),
+    ] {
+        let e = refusal(&Builder::new().kv(key, ty, &value));
+        assert!(e.starts_with("GGUF k:") && e.contains(says), "{e}");
+    }
+    let e = refusal(&Builder::new().kv("k", 0, &[1]).kv("k", 0, &[2]));
+    assert!(e.contains("twice"), "{e}");
+    let mut bad_key = Builder::new();
+    bad_key.kv.extend(string(&[0xC3]));
+    bad_key.kv.extend(0u32.to_le_bytes());
+    bad_key.kv.push(0);
+    bad_key.n_kv = 1;
+    assert!(refusal(&bad_key).contains("not UTF-8"));
+}
+
+#[test]
+fn malformed_tensors_are_refused_naming_the_tensor() {
+    let f32x4 = [0u8; 16];
+    for (b, says) in [
+        (
+            Builder::new().tensor("t", &[4], 99, &f32x4),
+            "unknown ggml tensor type 99",
+        ),
+        (
+            Builder::new().tensor("t", &[4], 4, &f32x4),
+            "unknown ggml tensor type 4",
+        ),
+        (Builder::new().tensor("t", &[], 0, &f32x4), "0 dimensions"),
+        (Builder::new().tensor("t", &[1, 1, 1, 1, 4], 0, &f32x4), "5 dimensions"),
+        (Builder::new().tensor("t", &[4, 0], 0, &f32x4), "no elements"),
+        (
+            Builder::new().tensor("t", &[u64::MAX, u64::MAX], 0, &f32x4),
+            "too many elements",
+        ),
+        (Builder::new().tensor("t", &[1 << 62], 0, &f32x4), "too many bytes"),
+        (
+            Builder::new().tensor("t", &[16], 2, &[0; 18]),
+            "not a multiple of Q4_0's block of 32",
+        ),
+        (Builder::new().tensor("t", &[8], 0, &f32x4), "past its end"),
+        (
+            Builder::new().tensor_at("t", &[4], 0, 16),
+            "not a multiple of the alignment 32",
+        ),
+        (Builder::new().tensor_at("t", &[4], 0, 1 << 40), "past its end"),
+        (
+            Builder::new()
+                .tensor("a", &[16], 0, &[0; 64])
+                .tensor_at("b", &[4], 0, 32),
+            "overlap",
+        ),
+    ] {
+        let e = refusal(&b);
+        assert!(e.contains(says), "{e} (expected: {says})");
+    }
+    let dup = Builder::new().tensor("t", &[4], 0, &f32x4).tensor("t", &[4], 0, &f32x4);
+    assert!(matches!(open(&dup), Err(FormatError::DuplicateTensor { tensor }) if tensor == "t"));
+    // the same tensor type refuses a dequantization it cannot do
+    let iq = open(&Builder::new().tensor("t", &[256], 16, &[0; 66])).unwrap();
+    let e = iq.tensor_f32("t").unwrap_err().to_string();
+    assert!(e.contains("IQ2_XXS cannot be dequantized"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    /// Any bytes after a valid magic and version: an error or a file, never
+    /// a panic, and quickly.
+    #[test]
+    fn random_headers_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..400), cut in 0usize..2000) {
+        let mut v = b"GGUF\x03\0\0\0".to_vec();
+        v.extend(tail);
+        let _ = GgufFile::from_bytes(v);
+        let s = sample().bytes();
+        let mut corrupt = s.clone();
+        let at = cut % s.len();
+        corrupt[at] ^= 0xA5;
+        let _ = GgufFile::from_bytes(corrupt);
+    }
+}
+
+/// Hand examples of each decoder against the formulas of the `gguf` package.
+#[test]
+fn each_block_format_decodes_a_hand_example() {
+    let h = |v: f32| f16::from_f32(v).to_le_bytes();
+    let mut y = vec![0f32; 32];
+    // Q8_0: d · q
+    let mut b = h(0.5).to_vec();
+    b.extend((0..32).map(|i| (i as i8 - 16) as u8));
+    dequantize_ggml("t", GgmlType::Q8_0, &b, &mut y).unwrap();
+    assert_eq!(y, (0..32).map(|i| 0.5 * (i as f32 - 16.0)).collect::<Vec<_>>());
+    // Q4_1: d · q + m, low nibbles first
+    let mut b = [h(2.0), h(-1.0)].concat();
+    b.extend((0..16).map(|i| (i as u8) | ((15 - i as u8) << 4)));
+    dequantize_ggml("t", GgmlType::Q4_1, &b, &mut y).unwrap();
+    let want: Vec<f32> = (0..16)
+        .map(|i| 2.0 * i as f32 - 1.0)
+        .chain((0..16).map(|i| 2.0 * (15 - i) as f32 - 1.0))
+        .collect();
+    assert_eq!(y, want);
+    // Q5_0: fifth bit j of qh for weight j, minus 16
+    let mut b = h(1.0).to_vec();
+    b.extend(0x8000_0001u32.to_le_bytes());
+    b.extend([0u8; 16]);
+    dequantize_ggml("t", GgmlType::Q5_0, &b, &mut y).unwrap();
+    assert_eq!((y[0], y[1], y[31]), (0.0, -16.0, 0.0));
+    // Q6_K: weight 0 = d · scale[0] · ((ql[0] & 15 | (qh[0] & 3) << 4) - 32)
+    let mut b = vec![0u8; 210];
+    b[0] = 0x05;
+    b[128] = 0x02;
+    b[192] = 3;
+    b[208..210].copy_from_slice(&h(0.25));
+    let mut y = vec![0f32; 256];
+    dequantize_ggml("t", GgmlType::Q6_K, &b, &mut y).unwrap();
+    assert_eq!(y[0], 0.25 * 3.0 * ((5 | 2 << 4) - 32) as f32);
+    assert_eq!(y[16], 0.0 * -32.0);
+    // lengths that are not whole blocks, or do not match the output
+    assert!(dequantize_ggml("t", GgmlType::Q4_0, &[0; 17], &mut [0.0; 32]).is_err());
+    assert!(dequantize_ggml("t", GgmlType::Q4_0, &[0; 18], &mut [0.0; 31]).is_err());
+}
+
+/// `python3` with the `gguf` package, or why not. Under `cargo xtask test`
+/// (`QLINEAR_REQUIRE_GGUF=1`) its absence is a failure, not a skip.
+fn python_gguf() -> Option<()> {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import gguf, numpy"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var_os("QLINEAR_REQUIRE_GGUF").is_none(),
+            "QLINEAR_REQUIRE_GGUF is set but python3 cannot import gguf and numpy"
+        );
+        eprintln!("skipped: python3 with the gguf package is not installed (pip install gguf)");
+        return None;
+    }
+    Some(())
+}
+
+/// Random blocks of every decodable type, with the f16 scales drawn from
+/// every class (subnormal, ±0, NaN, ±inf, ordinary), decoded here and by
+/// `gguf.quants.dequantize`: the same bits.
+#[test]
+fn every_decoder_matches_the_gguf_package_bit_for_bit() {
+    if python_gguf().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let special: [u16; 8] = [0x0001, 0x03FF, 0x0000, 0x8000, 0x7E00, 0x7C00, 0xFC00, 0x3C00];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for ty in DEQUANTIZABLE {
+        let blocks = 64;
+        let mut data: Vec<u8> = (0..blocks * ty.block_bytes()).map(|_| next() as u8).collect();
+        // f16 fields at the offsets each format keeps them: a special value
+        // in every other block
+        let f16_at: &[usize] = match ty {
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+            GgmlType::Q6_K => &[208],
+            _ => &[],
+        };
+        for (i, block) in data.chunks_exact_mut(ty.block_bytes()).enumerate() {
+            for &at in f16_at {
+                let v = if i % 2 == 0 {
+                    special[(i / 2) % special.len()]
+                } else {
+                    0x3000 | (next() as u16 & 0x0FFF)
+                };
+                block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        if ty == GgmlType::F16 || ty == GgmlType::BF16 {
+            for (i, &v) in special.iter().enumerate() {
+                data[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let n = blocks * ty.block_weights();
+        let mut ours = vec![0f32; n];
+        dequantize_ggml("t", ty, &data, &mut ours).unwrap();
+        let (inp, out) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+        std::fs::write(&inp, &data).unwrap();
+        let script = format!(
+            "import numpy as np, gguf\n\
+             np.seterr(all='ignore')\n\
+             t = gguf.GGMLQuantizationType['{ty}']\n\
+             b = np.fromfile('{}', dtype=np.uint8)\n\
+             bs, ts = gguf.GGML_QUANT_SIZES[t]\n\
+             assert (bs, ts) == ({}, {}), (bs, ts)\n\
+             y = gguf.quants.dequantize(b.reshape(1, -1), t).astype(np.float32)\n\
+             y.tofile('{}')\n",
+            inp.display(),
+            ty.block_weights(),
+            ty.block_bytes(),
+            out.display()
+        );
+        let st = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(st.success(), "{ty}: the gguf package failed");
+        let theirs: Vec<f32> = std::fs::read(&out)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(theirs.len(), n, "{ty}");
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            // NaN payloads: numpy keeps them as IEEE does; compare bits
+            // except that any NaN equals any NaN
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{ty} weight {i}: {a:e} against {b:e}"
+            );
+        }
+    }
+}
+
+/// Every block size this reader knows is the `gguf` package's.
+#[test]
+fn the_block_table_is_the_gguf_packages() {
+    if python_gguf().is_none() {
+        return;
+    }
+    let rows: String = GgmlType::all()
+        .map(|t| format!("({}, '{t}', {}, {}),", t.id(), t.block_weights(), t.block_bytes()))
+        .collect();
+    let script = format!(
+        "import gguf\n\
+         for i, name, bs, ts in [{rows}]:\n\
+         \x20   t = gguf.GGMLQuantizationType(i)\n\
+         \x20   assert t.name == name, (i, t.name, name)\n\
+         \x20   assert gguf.GGML_QUANT_SIZES[t] == (bs, ts), (name, gguf.GGML_QUANT_SIZES[t], bs, ts)\n"
+    );
+    let st = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(st.success(), "the block table differs from gguf.GGML_QUANT_SIZES");
+}
