@@ -494,10 +494,18 @@ fn check_output(input: &std::path::Path, output: &std::path::Path, force: bool) 
         ));
     }
     let _ = inp;
+    if out.is_dir() {
+        return Err(format!(
+            "{}: is a directory; give the output file's path (e.g. {}), nothing was written",
+            output.display(),
+            output.join("model.safetensors").display()
+        ));
+    }
     if !out.is_file() {
         return Err(format!(
-            "{}: exists and is not a regular file; it is left as it is",
-            output.display()
+            "{}: exists and is {}, not a regular file; it is left as it is",
+            output.display(),
+            qlinear::format::file_kind(&out)
         ));
     }
     if !force {

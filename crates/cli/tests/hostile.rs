@@ -222,16 +222,22 @@ fn an_existing_output_needs_force_and_must_be_a_regular_file() {
     std::fs::create_dir(&sub).unwrap();
     refused(
         &qlinear(&["convert", s(&input), s(&sub), "--scheme", "q8", "--force"]),
-        &["not a regular file"],
+        &["is a directory", "give the output file's path"],
     );
-    assert!(sub.is_dir());
+    // with a trailing slash, and without --force, the same
+    let slash = format!("{}/", s(&sub));
+    refused(
+        &qlinear(&["convert", s(&input), &slash, "--scheme", "q8"]),
+        &["is a directory"],
+    );
+    assert!(sub.is_dir() && std::fs::read_dir(&sub).unwrap().next().is_none());
     #[cfg(unix)]
     {
         let fifo = d.join("fifo");
         assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         refused(
             &qlinear(&["convert", s(&input), s(&fifo), "--scheme", "q8", "--force"]),
-            &["not a regular file"],
+            &["is a FIFO, not a regular file"],
         );
         use std::os::unix::fs::FileTypeExt;
         assert!(

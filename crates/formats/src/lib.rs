@@ -32,6 +32,7 @@ pub use gguf::{
     is_gguf, GgmlType, GgufFile, GgufTensorInfo, GgufValue, GgufValueType, GGML_MAX_DIMS, GGUF_ALIGNMENT_KEY,
     GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH,
 };
+pub use mapped::file_kind;
 pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
 pub use safetensors::Dtype;

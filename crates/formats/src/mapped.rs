@@ -59,8 +59,20 @@ pub(crate) fn open(path: &Path) -> Result<Bytes, FormatError> {
 }
 
 fn not_regular(path: &Path, m: &std::fs::Metadata) -> FormatError {
+    FormatError::NotARegularFile {
+        path: path.to_path_buf(),
+        kind: file_kind(m),
+    }
+}
+
+/// What a path that is not a regular file is, for a message: `"a
+/// directory"`, `"a symbolic link"`, `"a FIFO"`, `"a socket"`, `"a
+/// device"`, or `"not a regular file"` (`"a regular file"` for one).
+pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
     let t = m.file_type();
-    let kind = if t.is_dir() {
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
         "a directory"
     } else if t.is_symlink() {
         "a symbolic link"
@@ -80,9 +92,5 @@ fn not_regular(path: &Path, m: &std::fs::Metadata) -> FormatError {
         }
         #[cfg(not(unix))]
         "not a regular file"
-    };
-    FormatError::NotARegularFile {
-        path: path.to_path_buf(),
-        kind,
     }
 }

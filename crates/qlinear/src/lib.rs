@@ -119,8 +119,8 @@ pub mod packing {
 #[cfg(feature = "formats")]
 pub mod format {
     pub use qlinear_formats::{
-        in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype, OutputTensor, QuantizedTensorInfo,
-        RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+        file_kind, in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype, OutputTensor,
+        QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
     };
 }
 
