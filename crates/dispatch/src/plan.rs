@@ -133,18 +133,18 @@ const PLAN_K: usize = 4096;
 /// milliseconds.
 const PLAN_BATCH_K: usize = 1024;
 /// Decode (M = 1) is timed on weights streamed past L2, as a decoder reads
-/// them: each call reads a buffer of [`PLAN_DECODE_COPY_BYTES`] that no
-/// other call of the family read, out of [`PLAN_DECODE_COPIES`], so every
-/// call finds its weights evicted from L2 (L2 is 0.5–2 MiB a core on the
+/// them: each call reads the next of [`PLAN_DECODE_COPIES`] buffers of
+/// [`PLAN_DECODE_COPY_BYTES`] in turn, last read 7 calls (3.5 MiB) before,
+/// so every call finds its weights evicted from L2 (L2 is 0.5–2 MiB a core on the
 /// x86 and ARM cores this targets). A small hot matrix favours the widest
 /// loads and picked the 4-row lockstep VNNI kernels on a Zen 4 where
 /// streaming weights ran 1.4–2.2× slower than AVX2 (issue #20 of the
 /// tracker). The buffers are faulted in once and lent to each weight kind
-/// in turn (64 Q8 rows or 128 Q4 rows of [`PLAN_K`] a buffer): a fresh
+/// in turn (128 Q8 rows or 256 Q4 rows of [`PLAN_K`] a buffer): a fresh
 /// page costs more in a VM than the kernels take to read it.
 const PLAN_DECODE_COPY_BYTES: usize = 512 << 10;
 /// Buffers in the decode pool (4 MiB): the calls take them in turn, so a
-/// buffer is read again only after the 15 others (3.75 MiB) have passed.
+/// buffer is read again only after the 7 others (3.5 MiB) have passed.
 const PLAN_DECODE_COPIES: usize = 8;
 /// Batches (every M > 1) are bound by their arithmetic: timed at M = 16 on
 /// one matrix of [`PLAN_BATCH_N`] rows, hot.
@@ -429,8 +429,8 @@ impl<'w> PlanInputs<'w> {
     /// [`PLAN_CLOSE`] of each other); each tier's best call.
     /// Decode: every call reads the next matrix of the pool in turn, so a
     /// matrix is read again only after all the others. A tier that runs an
-    /// earlier tier's kernel for the family takes that tier's time (the
-    /// preference order then keeps the narrower of the two).
+    /// earlier tier's kernel for the family takes that tier's time ([`pick`]
+    /// then keeps the narrower of the two).
     fn time(&self, tables: &[(Int8Tier, &KernelTable)]) -> Vec<(Int8Tier, f64)> {
         let mut y = vec![0f32; self.m * self.n];
         let mut next = 0usize;
@@ -569,5 +569,52 @@ impl fmt::Display for KernelPlanV0 {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qlinear_kernels_scalar::SCALAR;
+    use qlinear_quant_recipe::QuantizedMatrix;
+
+    /// A W8A8 entry of its own (the scalar one, through another function).
+    fn own_w8a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut OutputTile<'_>) {
+        (SCALAR.gemm_w8a8)(x, w, rows, y)
+    }
+    static WIDE: KernelTable = KernelTable {
+        name: "wide",
+        gemm_w8a8: own_w8a8,
+        ..SCALAR
+    };
+    static TWIN: KernelTable = KernelTable { name: "twin", ..SCALAR };
+
+    #[test]
+    fn the_widest_tier_within_3_percent_is_picked_and_of_twins_the_narrowest() {
+        let tables = [
+            (Int8Tier::Avx512Vnni, &WIDE),
+            (Int8Tier::Avx2, &TWIN),
+            (Int8Tier::Scalar, &SCALAR),
+        ];
+        let f = KernelFamily::W8A8;
+        let timed = |t: [f64; 3]| {
+            [
+                (Int8Tier::Avx512Vnni, t[0]),
+                (Int8Tier::Avx2, t[1]),
+                (Int8Tier::Scalar, t[2]),
+            ]
+        };
+        // 2 % slower than the best: still the pick
+        assert_eq!(pick(&tables, &timed([100.0, 98.0, 98.0]), f), Int8Tier::Avx512Vnni);
+        // 5 % slower: the best, and of the two tables running one kernel
+        // (AVX2's twin is the scalar entry) the narrower
+        assert_eq!(pick(&tables, &timed([103.0, 98.0, 98.0]), f), Int8Tier::Scalar);
+        assert_eq!(pick(&tables, &timed([50.0, 98.0, 98.0]), f), Int8Tier::Avx512Vnni);
+        // a family where all three run one kernel: the narrowest
+        assert_eq!(
+            pick(&tables, &timed([98.0, 98.0, 98.0]), KernelFamily::W4A8),
+            Int8Tier::Scalar
+        );
+        assert_eq!(pick(&[], &[], f), Int8Tier::Scalar);
     }
 }

@@ -219,6 +219,16 @@ fn the_plan_picks_its_fastest_timing_in_each_regime() {
             let best = timed.iter().map(|t| t.best_ns).fold(f64::INFINITY, f64::min);
             // the widest tier within 3 % of the best, or a narrower one
             // running the same kernel (the same time)
+            // and no wider tier with a kernel of its own (a tier running
+            // another's kernel carries that tier's very time) was within 3 %
+            let rank = |t: Int8Tier| Int8Tier::ALL.iter().position(|&a| a == t);
+            for t in &timed {
+                assert!(
+                    !(rank(t.tier) > rank(pick) && t.best_ns <= best / 0.97 && t.best_ns != picked.best_ns),
+                    "{family} M={m}: picked {pick}, but the wider {} was within 3 % of the best",
+                    t.tier
+                );
+            }
             assert!(
                 picked.best_ns <= best / 0.97,
                 "{family} M={m}: picked {pick} at {} ns, best {best} ns",

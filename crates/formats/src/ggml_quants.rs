@@ -2,11 +2,11 @@
 //! `gguf.quants.dequantize` does it (numpy, each product and sum rounded
 //! once, in the order written below; `docs/FORMAT.md`, "GGUF input").
 //!
-//! A block's f16 scales are converted exactly (`half`); NaN, infinite,
-//! subnormal and negative-zero scales pass through the arithmetic as IEEE
-//! says, with no special case, as they do in numpy.
+//! A block's f16 scales are converted exactly, NaN payloads included;
+//! NaN, infinite, subnormal and negative-zero scales pass through the
+//! arithmetic as IEEE says, with no special case, as they do in numpy.
 
-use half::{bf16, f16};
+use half::f16;
 
 use crate::{FormatError, GgmlType};
 
@@ -51,7 +51,10 @@ pub fn dequantize(tensor: &str, ty: GgmlType, data: &[u8], out: &mut [f32]) -> R
     match ty {
         GgmlType::F32 => blocks.for_each(|(b, y)| y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         GgmlType::F16 => blocks.for_each(|(b, y)| y[0] = half(b, 0)),
-        GgmlType::BF16 => blocks.for_each(|(b, y)| y[0] = bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+        // bf16 is the top half of an f32: a shift, NaN payloads kept
+        GgmlType::BF16 => {
+            blocks.for_each(|(b, y)| y[0] = f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
+        }
         GgmlType::Q8_0 => blocks.for_each(|(b, y)| {
             let d = half(b, 0);
             for (y, &q) in y.iter_mut().zip(&b[2..34]) {
@@ -131,9 +134,17 @@ pub fn dequantize(tensor: &str, ty: GgmlType, data: &[u8], out: &mut [f32]) -> R
     Ok(())
 }
 
-/// The little-endian f16 at byte `at`, as f32 (exact).
+/// The little-endian f16 at byte `at`, as f32 (exact). A NaN keeps its
+/// payload and stays signalling if it was, as numpy's conversion does
+/// (`half`, like F16C's `vcvtph2ps`, would set the quiet bit).
 fn half(b: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+    let h = f16::from_le_bytes([b[at], b[at + 1]]);
+    if h.is_nan() {
+        let bits = u32::from(h.to_bits());
+        f32::from_bits((bits & 0x8000) << 16 | 0x7F80_0000 | (bits & 0x03FF) << 13)
+    } else {
+        h.to_f32()
+    }
 }
 
 /// Weight `j` of a 32-weight block's 16 packed bytes: the low nibbles hold

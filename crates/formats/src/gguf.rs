@@ -642,7 +642,9 @@ impl<'b> Cursor<'b> {
                     .ok_or_else(|| gguf(key, format!("an array of unknown value type {t}")))?;
                 let count = self.u64(key)?;
                 self.fits(count, item.min_bytes(), key)?;
-                let mut values = Vec::with_capacity(count as usize);
+                // reserved up to a bound: the items' own bytes, read one by
+                // one, are what may grow it further
+                let mut values = Vec::with_capacity((count as usize).min(1 << 16));
                 for _ in 0..count {
                     values.push(self.value(item, key, depth + 1)?);
                 }

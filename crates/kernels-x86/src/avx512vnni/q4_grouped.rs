@@ -292,9 +292,8 @@ pub(crate) fn tile_w4a8_grouped_quad<const WR: usize, const XR: usize>(
         for sub in 0..g / SUB {
             let col = gi * g + sub * SUB;
             let (b, blk, o) = (col / 2, col / BLOCK, col % BLOCK / 2);
-            // SAFETY: col + 32 <= kb, so each row's 16 bytes at b lie within
-            // its kb / 2, and each activation row's 16 even and 16 odd bytes
-            // of the sub-block (at blk · 128 + o and 64 further) within its kb.
+            // SAFETY: col + 32 <= kb: each row's 16 bytes at b lie in its kb / 2, each
+            // activation row's even and odd 16 (blk · 128 + o, +64) in its kb.
             unsafe {
                 let quad = _mm512_inserti32x4::<3>(
                     _mm512_inserti32x4::<2>(
