@@ -869,7 +869,8 @@ impl Prover<'_> {
         let scales = if grouped {
             Q4Scales::Grouped {
                 group: g,
-                scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit().abs())).collect(),
+                // both signs: a group scale may be negative (NUMERICS §4)
+                scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit())).collect(),
             }
         } else {
             Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs() * 0.01).collect())

@@ -100,9 +100,10 @@ fn outputs(route: &Route, c: &Case) -> Vec<Vec<u32>> {
         out.push(bits(&y));
         route.linear_w4a16(&c.x, m, &q4g, &mut y).unwrap();
         out.push(bits(&y));
-        // raw nibbles with random f16 scales, including code -8
+        // raw nibbles with random f16 scales of both signs (an imported
+        // GGUF Q4_0 block's may be negative, NUMERICS §4), including code -8
         let (packed, _) = q4raw.clone().into_parts();
-        let gs: Vec<f16> = c.w.iter().step_by(c.group).map(|v| f16::from_f32(v.abs())).collect();
+        let gs: Vec<f16> = c.w.iter().step_by(c.group).map(|&v| f16::from_f32(v)).collect();
         if k % 2 == 0 {
             let w = QuantizedMatrixQ4::from_parts_biased(
                 n,

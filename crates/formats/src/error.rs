@@ -49,8 +49,8 @@ pub enum FormatError {
     /// The `safetensors` crate refused the header or the layout.
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),
-    /// `qlinear.format` is not `"1"`.
-    #[error("unknown qlinear format version {found:?} (this reader knows \"1\")")]
+    /// `qlinear.format` is neither `"1"` nor `"2"`.
+    #[error("unknown qlinear format version {found:?} (this reader knows \"1\" and \"2\")")]
     UnknownFormatVersion {
         /// The version found.
         found: String,
@@ -127,6 +127,22 @@ pub enum FormatError {
         tensor: String,
         /// What is wrong, with row and column.
         source: RecipeError,
+    },
+    /// A file of format version 1 holds a negative q4g scale, which only
+    /// version 2 allows (`docs/FORMAT.md`, "Versions").
+    #[error(
+        "{tensor}: row {row}, group {group} holds the negative scale {value}, which qlinear.format \"1\" does \
+         not allow (a q4g file with negative scales says \"2\")"
+    )]
+    NegativeScaleInVersion1 {
+        /// The scales tensor.
+        tensor: String,
+        /// The row.
+        row: usize,
+        /// The group within the row.
+        group: usize,
+        /// The scale.
+        value: f32,
     },
     /// A file read as GGUF does not start with the GGUF magic.
     #[error("not a GGUF file (it does not start with the bytes \"GGUF\")")]

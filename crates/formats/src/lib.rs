@@ -12,7 +12,8 @@
 //!
 //! Q4 nibbles on disk are two's complement, low nibble = even column, odd-K
 //! pad nibble 0 (in memory they are biased by +8; the conversion is `XOR
-//! 0x88`). `__metadata__` carries `qlinear.format = "1"`, `P.qscheme` and
+//! 0x88`). `__metadata__` carries `qlinear.format = "1"` (`"2"` when a q4g
+//! scale is negative), `P.qscheme` and
 //! `P.in_features`. Headers are parsed by the `safetensors` crate; every
 //! inconsistency is a [`FormatError`] naming the tensor, never a panic.
 //! `docs/FORMAT.md` is the complete description.
@@ -40,8 +41,23 @@ pub use writer::{write_file, write_streaming, write_to, OutputTensor, TensorPlan
 
 /// The `__metadata__` key holding the format version.
 pub const FORMAT_KEY: &str = "qlinear.format";
-/// The format version this crate reads and writes.
+/// The format version written when no q4g scale is negative (every file
+/// qlinear's recipes produce): readable by every qlinear reader.
 pub const FORMAT_VERSION: &str = "1";
+/// The format version whose q4g scales may be negative (`docs/FORMAT.md`,
+/// "Versions"): written only when one is, e.g. after a lossless GGUF
+/// `Q4_0` import.
+pub const FORMAT_VERSION_SIGNED_GROUP_SCALES: &str = "2";
+
+/// The version a file must say: [`FORMAT_VERSION_SIGNED_GROUP_SCALES`] if
+/// any of its q4g tensors holds a negative scale, else [`FORMAT_VERSION`].
+pub fn format_version(any_negative_group_scale: bool) -> &'static str {
+    if any_negative_group_scale {
+        FORMAT_VERSION_SIGNED_GROUP_SCALES
+    } else {
+        FORMAT_VERSION
+    }
+}
 
 /// The metadata key of tensor prefix `P`'s scheme: `P.qscheme`.
 pub fn qscheme_key(prefix: &str) -> String {

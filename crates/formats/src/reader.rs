@@ -7,7 +7,10 @@ use safetensors::tensor::Metadata;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::mapped::Bytes;
-use crate::{in_features_key, qscheme_key, FormatError, QScheme, QuantizedWeight, FORMAT_KEY, FORMAT_VERSION};
+use crate::{
+    in_features_key, qscheme_key, FormatError, QScheme, QuantizedWeight, FORMAT_KEY, FORMAT_VERSION,
+    FORMAT_VERSION_SIGNED_GROUP_SCALES,
+};
 
 /// A raw tensor of the file.
 #[derive(Debug, Clone, Copy)]
@@ -101,7 +104,7 @@ impl QuantizedFile {
         }
         let meta = metadata.metadata().clone().unwrap_or_default();
         if let Some(v) = meta.get(FORMAT_KEY) {
-            if v != FORMAT_VERSION {
+            if v != FORMAT_VERSION && v != FORMAT_VERSION_SIGNED_GROUP_SCALES {
                 return Err(FormatError::UnknownFormatVersion { found: v.clone() });
             }
         }
@@ -170,8 +173,9 @@ impl QuantizedFile {
 
     /// Decodes and validates the quantized tensor `prefix`: the scheme and K
     /// from the metadata, dtypes and shapes of `qweight` and `scales` against
-    /// them, scales finite and `>= 0`, Q8 codes never -128, the odd-K pad
-    /// nibble 0. Two's-complement nibbles become biased ones.
+    /// them, scales finite and `>= 0` (q4g scales of either sign in a
+    /// version 2 file), Q8 codes never -128, the odd-K pad nibble 0.
+    /// Two's-complement nibbles become biased ones.
     pub fn load(&self, prefix: &str) -> Result<QuantizedWeight, FormatError> {
         let meta = &self.meta;
         let tensor = format!("{prefix}.qweight");
@@ -245,9 +249,19 @@ impl QuantizedFile {
                     },
                     _ => Q4Scales::PerChannel(f32s(scales.data)),
                 };
-                QuantizedWeight::Q4(
-                    QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s).map_err(blame)?,
-                )
+                let w = QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s).map_err(blame)?;
+                // version 1 promises scales >= 0 (docs/FORMAT.md, "Versions")
+                if meta.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT_VERSION) {
+                    if let Some((row, group, value)) = w.negative_group_scale() {
+                        return Err(FormatError::NegativeScaleInVersion1 {
+                            tensor: scales_name,
+                            row,
+                            group,
+                            value,
+                        });
+                    }
+                }
+                QuantizedWeight::Q4(w)
             }
         })
     }

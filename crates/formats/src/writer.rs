@@ -8,7 +8,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
-use crate::{in_features_key, qscheme_key, FormatError, QuantizedWeight, FORMAT_KEY, FORMAT_VERSION};
+use crate::{in_features_key, qscheme_key, FormatError, QuantizedWeight, FORMAT_KEY};
 
 /// One tensor of a file to be written: its name, dtype and shape (the bytes
 /// come later, from the producer of [`write_streaming`]).
@@ -377,7 +377,8 @@ impl TensorPlan {
 }
 
 /// Writes quantized and raw tensors to one safetensors file at `path`, with
-/// `metadata` kept and the qlinear keys added (`qlinear.format`, and per
+/// `metadata` kept and the qlinear keys added (`qlinear.format`: `"2"` when
+/// a q4g tensor holds a negative scale, else `"1"`; and per
 /// quantized tensor `P.qscheme`, `P.in_features`). Tensors are written in
 /// name order (so each `P.qweight` sits next to its `P.scales`); the write goes
 /// through a temporary file renamed at the end.
@@ -387,7 +388,10 @@ pub fn write_file(
     tensors: Vec<OutputTensor<'_>>,
 ) -> Result<(), FormatError> {
     let mut meta = metadata.clone();
-    meta.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
+    let negative = tensors.iter().any(|t| {
+        matches!(t, OutputTensor::Quantized { tensor: QuantizedWeight::Q4(w), .. } if w.negative_group_scale().is_some())
+    });
+    meta.insert(FORMAT_KEY.into(), crate::format_version(negative).into());
     let mut entries: Vec<(TensorPlan, Cow<'_, [u8]>)> = Vec::new();
     for t in tensors {
         match t {

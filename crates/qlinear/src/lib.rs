@@ -119,8 +119,9 @@ pub mod packing {
 #[cfg(feature = "formats")]
 pub mod format {
     pub use qlinear_formats::{
-        file_kind, in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype, OutputTensor,
-        QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+        file_kind, format_version, in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype,
+        OutputTensor, QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
+        FORMAT_VERSION_SIGNED_GROUP_SCALES,
     };
 }
 

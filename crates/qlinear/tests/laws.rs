@@ -378,3 +378,58 @@ fn grouped_f16_scale_is_applied_once_per_group() {
     linear_w4a16(&[1.0, 2.0, 3.0, 4.0], 1, &w, &mut y).unwrap();
     assert_eq!(y[0], 3.0 + 700.0);
 }
+
+/// A negative group scale (an imported GGUF `Q4_0` block, NUMERICS §4)
+/// multiplies its group's sum with its sign, in both grouped families: by
+/// hand, codes `[-8, 1 | 7, -8]` with scales `[-0.5 | 2]`, so the weights are
+/// `[4, -0.5 | 14, -16]`.
+#[test]
+fn negative_group_scale_by_hand() {
+    let scales = Q4Scales::Grouped {
+        group: 2,
+        scales: vec![f16::from_f32(-0.5), f16::from_f32(2.0)],
+    };
+    // two's complement: byte 0 = 0x18 (col 0 = -8, col 1 = 1), byte 1 = 0x87
+    let w = QuantizedMatrixQ4::from_parts_twos_complement(1, 4, vec![0x18, 0x87], scales).unwrap();
+    assert_eq!(w.dequantize(), vec![4.0, -0.5, 14.0, -16.0]);
+    let x = [1.0f32, 2.0, 3.0, 4.0];
+    let mut y = [0f32];
+    linear_w4a16(&x, 1, &w, &mut y).unwrap();
+    assert_eq!(y[0], 4.0 - 1.0 + 42.0 - 64.0);
+    // W4A8: x quantizes to codes [32, 64, 95, 127] (scale 4/127), exactly
+    // (-0.5·(−8·32 + 64) + 2·(7·95 − 8·127)) · 4/127
+    let mut y8 = [0f32];
+    quant_linear(QuantLinearMode::W4A8, &x, 1, QuantizedWeightRef::Q4(&w), &mut y8).unwrap();
+    let xs = 4.0f32 / 127.0;
+    let sum = 0f32 + (-256.0f32 + 64.0) * -0.5 + (665.0f32 - 1016.0) * 2.0;
+    assert_eq!(y8[0], sum * xs);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Negating every group scale negates every output exactly, in both
+    /// grouped families, on the tier the plan picks (the codes are the same,
+    /// only the scale's sign differs: NUMERICS §4, §6.1).
+    #[test]
+    fn negated_group_scales_negate_the_output(
+        seed in any::<u64>(), m in 1usize..6, n in 1usize..20, groups in 1usize..5,
+    ) {
+        let (g, k) = (32, 32 * groups);
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        let packed: Vec<u8> = (0..n * k / 2).map(|_| next() as u8).collect();
+        let scales: Vec<f16> = (0..n * groups).map(|_| f16::from_f32(((next() >> 40) as f32 / 16777216.0) * 2.0 - 1.0)).collect();
+        let x: Vec<f32> = (0..m * k).map(|_| ((next() >> 40) as f32 / 16777216.0) * 2.0 - 1.0).collect();
+        let make = |sc: Vec<f16>| QuantizedMatrixQ4::from_parts_biased(n, k, packed.clone(), Q4Scales::Grouped { group: g, scales: sc }).unwrap();
+        let pos = make(scales.clone());
+        let neg = make(scales.iter().map(|s| -*s).collect());
+        for mode in [QuantLinearMode::W4A8, QuantLinearMode::W4A16] {
+            let (mut a, mut b) = (vec![0f32; m * n], vec![0f32; m * n]);
+            quant_linear(mode, &x, m, QuantizedWeightRef::Q4(&pos), &mut a).unwrap();
+            quant_linear(mode, &x, m, QuantizedWeightRef::Q4(&neg), &mut b).unwrap();
+            for (p, q) in a.iter().zip(&b) {
+                prop_assert_eq!(p.to_bits(), (-*q).to_bits());
+            }
+        }
+    }
+}

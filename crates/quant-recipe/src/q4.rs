@@ -202,8 +202,10 @@ impl QuantizedMatrixQ4 {
     }
 
     /// Builds a matrix from biased packed bytes and scales, validating lengths,
-    /// the group, the pad nibble of odd-K rows (must be 8) and the scales
-    /// (finite, `>= 0`). All 16 nibble values are accepted.
+    /// the group, the pad nibble of odd-K rows (must be 8) and the scales:
+    /// per channel finite and `>= 0`; grouped finite, of either sign
+    /// (`docs/NUMERICS.md` §4: an imported GGUF `Q4_0` block keeps its
+    /// negative scale). All 16 nibble values are accepted.
     pub fn from_parts_biased(n: usize, k: usize, packed: Vec<u8>, scales: Q4Scales) -> Result<Self, RecipeError> {
         let stride = packed_row_bytes(k);
         check_len("Q4 packed bytes", checked_elems(n, stride)?, packed.len())?;
@@ -218,14 +220,11 @@ impl QuantizedMatrixQ4 {
                 GroupSize::Group(*group).validate(k)?;
                 let groups = k / group;
                 check_len("Q4 group scales", checked_elems(n, groups)?, scales.len())?;
-                // on the bits: finite (exponent not all ones) and not below
-                // zero (sign clear, or −0.0), as `is_finite() && f32 >= 0`
-                // without a conversion per scale, which dominated building a
-                // matrix from parts
-                let valid = |s: &f16| {
-                    let b = s.to_bits();
-                    b & 0x7C00 != 0x7C00 && (b & 0x8000 == 0 || b == 0x8000)
-                };
+                // on the bits: finite (exponent not all ones), as
+                // `is_finite()` without a conversion per scale, which
+                // dominated building a matrix from parts. Any sign: a group
+                // scale may be negative (docs/NUMERICS.md §4, GGUF Q4_0)
+                let valid = |s: &f16| s.to_bits() & 0x7C00 != 0x7C00;
                 if let Some((i, s)) = scales.iter().enumerate().find(|(_, s)| !valid(s)) {
                     return Err(RecipeError::InvalidScale {
                         row: i / groups,
@@ -326,6 +325,19 @@ impl QuantizedMatrixQ4 {
             out.extend((0..self.k).map(|c| f32::from(self.code(r, c)) * self.scale_at(r, c)));
         }
         out
+    }
+    /// The first group scale below zero (sign set, not −0.0) as `(row,
+    /// group, value)`, or `None`: what decides a file's format version
+    /// (`docs/FORMAT.md`, "Versions"). Always `None` per channel.
+    pub fn negative_group_scale(&self) -> Option<(usize, usize, f32)> {
+        let Q4Scales::Grouped { group, scales } = &self.scales else {
+            return None;
+        };
+        let groups = self.k / group;
+        scales
+            .iter()
+            .position(|s| s.to_bits() & 0x8000 != 0 && s.to_bits() != 0x8000)
+            .map(|i| (i / groups.max(1), i % groups.max(1), f32::from(scales[i])))
     }
     /// The packed bytes in two's complement (the on-disk form).
     pub fn to_twos_complement(&self) -> Vec<u8> {
