@@ -1,6 +1,8 @@
 //! `qlinear convert IN OUT --scheme S`: quantizes the selected 2-D `*.weight`
-//! tensors of a safetensors file, copies everything else, streams the output
-//! one tensor at a time through a temporary file renamed at the end.
+//! tensors of a safetensors or GGUF file (told apart by the magic), copies
+//! everything else, streams the output one tensor at a time through a
+//! temporary file renamed at the end. GGUF `Q4_0` weights become q4g32
+//! losslessly unless `--requantize` (`docs/FORMAT.md`, "GGUF input").
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -9,7 +11,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use half::{bf16, f16};
-use qlinear::format::{Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION};
+use qlinear::format::{format_version, Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION_SIGNED_GROUP_SCALES};
+use qlinear::gguf::{dequantize_ggml, GgmlType, GgufFile, GgufValue, DEQUANTIZABLE};
 use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
     quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
@@ -23,7 +26,8 @@ use crate::print_out;
 /// `qlinear convert`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The input safetensors file (F32, F16 or BF16 weights).
+    /// The input: a safetensors file (F32, F16 or BF16 weights) or a GGUF
+    /// file (decided by its first bytes, not its name).
     input: PathBuf,
     /// The output file (written through a temporary file beside it).
     output: PathBuf,
@@ -50,6 +54,16 @@ pub struct Args {
     /// Never quantize weights whose name matches this regex.
     #[arg(long)]
     exclude: Option<String>,
+    /// REGEX=SCHEME (repeatable): weights whose name matches REGEX are
+    /// quantized with SCHEME instead of --scheme (the first matching rule
+    /// wins; it overrides the rule that keeps embedding tables in float and
+    /// --include, not --exclude), e.g. --tensor-scheme 'token_embd=q8'.
+    #[arg(long = "tensor-scheme", value_name = "REGEX=SCHEME")]
+    tensor_scheme: Vec<String>,
+    /// GGUF input: take Q4_0 weights through the recipe too (dequantized,
+    /// then quantized), instead of importing them into q4g32 bit for bit.
+    #[arg(long)]
+    requantize: bool,
     /// Replace OUT if it exists (it must be a regular file, and not IN).
     #[arg(long)]
     force: bool,
@@ -62,6 +76,14 @@ enum Entry {
     Raw(String),
     QWeight(String),
     Scales(String),
+}
+
+/// How one selected weight is quantized.
+#[derive(Clone, Copy)]
+struct Job {
+    scheme: QScheme,
+    /// A GGUF `Q4_0` weight imported into q4g32 bit for bit.
+    lossless: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -97,13 +119,15 @@ struct Quantized {
 /// `qlinear convert`: the exit code, or the one-line error to print.
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let mut options =
-        Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?.with_recipe(&args.recipe)?;
+    let mut options = Options::parse(&args.scheme, args.include.as_deref(), args.exclude.as_deref())?
+        .with_recipe(&args.recipe)?
+        .with_tensor_schemes(&args.tensor_scheme)?
+        .with_requantize(args.requantize);
     if let Some(path) = &args.importance {
         options = options.with_importance(open(path)?, &path.display().to_string());
     }
     options.check()?;
-    let input = open(&args.input)?;
+    let input = Input::open(&args.input)?;
     check_output(&args.input, &args.output, args.force)?;
     let progress = std::io::stderr().is_terminal();
     let label = args.input.display().to_string();
@@ -129,14 +153,19 @@ pub struct Options {
     recipe: Recipe,
     include: Option<Regex>,
     exclude: Option<Regex>,
+    /// `--tensor-scheme` rules, in order.
+    tensor_schemes: Vec<(Regex, QScheme)>,
+    /// `--requantize`.
+    requantize: bool,
     /// The importance file and its name in messages.
     importance: Option<(QuantizedFile, String)>,
 }
 
 /// The default rule: weights whose name contains one of these are embedding
 /// or position tables (looked up, not multiplied), kept in float unless
-/// `--include` chooses otherwise.
-pub const KEEP_FLOAT: [&str; 5] = ["embed", "wte", "wpe", "position", "token_type"];
+/// `--include` or a `--tensor-scheme` rule chooses otherwise. `token_embd`
+/// is GGUF's name for the token embedding.
+pub const KEEP_FLOAT: [&str; 6] = ["embed", "token_embd", "wte", "wpe", "position", "token_type"];
 
 impl Options {
     /// The scheme and the `--include` / `--exclude` regexes, as the command
@@ -153,8 +182,41 @@ impl Options {
             recipe: Recipe::Canonical,
             include: regex(include, "--include")?,
             exclude: regex(exclude, "--exclude")?,
+            tensor_schemes: vec![],
+            requantize: false,
             importance: None,
         })
+    }
+
+    /// The same options with `--tensor-scheme` rules, each `REGEX=SCHEME`
+    /// (split at the last `=`); a refusal names the rule.
+    pub fn with_tensor_schemes(mut self, rules: &[String]) -> Result<Options, String> {
+        for rule in rules {
+            let (re, scheme) = rule.rsplit_once('=').ok_or_else(|| {
+                format!(
+                    "--tensor-scheme {}: expected REGEX=SCHEME, e.g. 'token_embd=q8'",
+                    esc(rule)
+                )
+            })?;
+            let scheme: QScheme = scheme
+                .parse()
+                .map_err(|e: RecipeError| format!("--tensor-scheme {}: {e}", esc(rule)))?;
+            let re = Regex::new(re).map_err(|e| {
+                format!(
+                    "--tensor-scheme {}: invalid regex: {}",
+                    esc(rule),
+                    e.to_string().lines().last().unwrap_or("")
+                )
+            })?;
+            self.tensor_schemes.push((re, scheme));
+        }
+        Ok(self)
+    }
+
+    /// The same options with `--requantize` set to `on`.
+    pub fn with_requantize(mut self, on: bool) -> Options {
+        self.requantize = on;
+        self
     }
 
     /// The same options with the importance file `file` (`--importance`,
@@ -201,12 +263,247 @@ pub struct Report {
 /// The producer a sink calls for each planned tensor, in order.
 pub type Produce<'a> = dyn FnMut(usize, &mut dyn Write) -> Result<(), FormatError> + 'a;
 
+/// What `qlinear convert` reads: a safetensors file or a GGUF file, told
+/// apart by the first bytes (`GGUF`), not by the name.
+pub enum Input {
+    /// A safetensors file: F32, F16 and BF16 weights are quantized, every
+    /// other tensor is copied as it is.
+    Safetensors(QuantizedFile),
+    /// A GGUF file: weights of a type in [`DEQUANTIZABLE`] are quantized
+    /// from their f32 values (or, `Q4_0` to q4g32, imported bit for bit),
+    /// other tensors of those types are written as F32, integer tensors
+    /// as they are.
+    Gguf(GgufFile),
+}
+
+/// One input tensor as the converter sees it.
+struct Source {
+    name: String,
+    /// Row-major (`[out, in]` for a linear weight; GGUF's dimensions reversed).
+    shape: Vec<usize>,
+    /// Its type as the report names it (`F16`, `Q4_1`).
+    what: String,
+    /// Its values can be decoded to f32, so it may be quantized.
+    float: bool,
+    /// Its bytes in the input.
+    bytes: usize,
+}
+
+impl Input {
+    /// Opens `path` as GGUF if it starts with `GGUF`, else as safetensors;
+    /// the message names the path once. A path that is not a regular file
+    /// is left to the safetensors reader, which says what it is.
+    pub fn open(path: &std::path::Path) -> Result<Input, String> {
+        let is_gguf = std::fs::metadata(path).is_ok_and(|m| m.is_file()) && {
+            let mut magic = [0u8; 4];
+            std::fs::File::open(path)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .is_ok()
+                && qlinear::gguf::is_gguf(&magic)
+        };
+        if !is_gguf {
+            return open(path).map(Input::Safetensors);
+        }
+        GgufFile::open(path)
+            .map(Input::Gguf)
+            .map_err(|e| esc(&format!("{}: {e}", path.display())))
+    }
+
+    /// Parses a file held in memory, GGUF or safetensors by its magic.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Input, FormatError> {
+        if qlinear::gguf::is_gguf(&bytes) {
+            GgufFile::from_bytes(bytes).map(Input::Gguf)
+        } else {
+            QuantizedFile::from_bytes(bytes).map(Input::Safetensors)
+        }
+    }
+
+    fn sources(&self) -> Vec<Source> {
+        match self {
+            Input::Safetensors(f) => f
+                .tensor_names()
+                .iter()
+                .filter_map(|name| {
+                    let raw = f.raw(name)?;
+                    Some(Source {
+                        name: name.clone(),
+                        shape: raw.shape.to_vec(),
+                        what: format!("{:?}", raw.dtype),
+                        float: matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16),
+                        bytes: raw.data.len(),
+                    })
+                })
+                .collect(),
+            Input::Gguf(f) => f
+                .tensors()
+                .iter()
+                .map(|t| Source {
+                    name: t.name.clone(),
+                    shape: t.shape(),
+                    what: t.ggml_type.to_string(),
+                    float: DEQUANTIZABLE.contains(&t.ggml_type),
+                    bytes: t.n_bytes,
+                })
+                .collect(),
+        }
+    }
+
+    /// The output dtype of a tensor copied without quantizing: a safetensors
+    /// tensor keeps its own, a decodable GGUF one becomes F32, a GGUF
+    /// integer or F64 one keeps its type; any other GGUF type is refused.
+    fn kept_dtype(&self, name: &str) -> Result<Dtype, String> {
+        match self {
+            Input::Safetensors(f) => f
+                .raw(name)
+                .map(|r| r.dtype)
+                .ok_or_else(|| format!("{}: vanished from the header", esc(name))),
+            Input::Gguf(f) => {
+                let ty = f
+                    .tensor(name)
+                    .map(|t| t.ggml_type)
+                    .ok_or_else(|| format!("{}: vanished from the header", esc(name)))?;
+                Ok(match ty {
+                    t if DEQUANTIZABLE.contains(&t) => Dtype::F32,
+                    GgmlType::I8 => Dtype::I8,
+                    GgmlType::I16 => Dtype::I16,
+                    GgmlType::I32 => Dtype::I32,
+                    GgmlType::I64 => Dtype::I64,
+                    GgmlType::F64 => Dtype::F64,
+                    other => {
+                        return Err(format!(
+                            "{}: GGUF type {other}, which this converter cannot decode (it decodes {}); no output \
+                             written",
+                            esc(name),
+                            DEQUANTIZABLE.map(|t| t.to_string()).join(", ")
+                        ))
+                    }
+                })
+            }
+        }
+    }
+
+    /// Writes a copied tensor's bytes (see [`Input::kept_dtype`]).
+    fn write_kept(&self, name: &str, out: &mut dyn Write) -> Result<(), FormatError> {
+        let io = |e: std::io::Error| FormatError::Unsupported {
+            tensor: name.into(),
+            reason: format!("cannot write: {e}"),
+        };
+        match self {
+            Input::Safetensors(f) => out
+                .write_all(f.raw(name).map(|r| r.data).unwrap_or_default())
+                .map_err(io),
+            Input::Gguf(f) => {
+                let info = f
+                    .tensor(name)
+                    .ok_or_else(|| FormatError::MissingTensor { tensor: name.into() })?;
+                if info.ggml_type != GgmlType::F32 && DEQUANTIZABLE.contains(&info.ggml_type) {
+                    let v = f.tensor_f32(name)?;
+                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    out.write_all(&bytes).map_err(io)
+                } else {
+                    out.write_all(f.tensor_data(info)).map_err(io)
+                }
+            }
+        }
+    }
+
+    /// Row `r` (of `k` values) of the 2-D float tensor `name`, as f32.
+    fn row_f32(&self, name: &str, r: usize, k: usize, out: &mut Vec<f32>) -> Result<(), String> {
+        match self {
+            Input::Safetensors(f) => {
+                let raw = f.raw(name).ok_or_else(|| format!("{}: vanished", esc(name)))?;
+                let elem = raw.dtype.bitsize() / 8;
+                decode_row(&raw, &raw.data[r * k * elem..(r + 1) * k * elem], out);
+                Ok(())
+            }
+            Input::Gguf(f) => {
+                let info = f.tensor(name).ok_or_else(|| format!("{}: vanished", esc(name)))?;
+                let data = f.tensor_data(info);
+                let rows = info.shape().first().copied().unwrap_or(1).max(1);
+                let row_bytes = data.len() / rows;
+                out.clear();
+                out.resize(k, 0.0);
+                dequantize_ggml(name, info.ggml_type, &data[r * row_bytes..(r + 1) * row_bytes], out)
+                    .map_err(|e| esc(&e.to_string()))
+            }
+        }
+    }
+
+    /// A GGUF `Q4_0` weight whose blocks can go to q4g32 unchanged.
+    fn is_q4_0(&self, name: &str) -> bool {
+        matches!(self, Input::Gguf(f) if f.tensor(name).is_some_and(|t| t.ggml_type == GgmlType::Q4_0))
+    }
+
+    /// Whether the imported `Q4_0` weight `name` holds a negative block
+    /// scale (sign set, not −0.0): the output must then say version 2.
+    fn q4_0_has_negative_scale(&self, name: &str) -> bool {
+        let Input::Gguf(f) = self else { return false };
+        f.tensor(name).is_some_and(|t| {
+            f.tensor_data(t).chunks_exact(GgmlType::Q4_0.block_bytes()).any(|b| {
+                let bits = u16::from_le_bytes([b[0], b[1]]);
+                bits & 0x8000 != 0 && bits != 0x8000
+            })
+        })
+    }
+
+    /// The output's metadata before the qlinear keys: a safetensors input's
+    /// own map; a GGUF input's key/values as `gguf.KEY` = the value's JSON
+    /// text (`docs/FORMAT.md`, "GGUF input").
+    fn metadata(&self) -> HashMap<String, String> {
+        match self {
+            Input::Safetensors(f) => f.metadata_map().clone(),
+            Input::Gguf(f) => f
+                .metadata()
+                .iter()
+                .map(|(k, v)| (format!("{GGUF_KEY_PREFIX}{k}"), gguf_json(v)))
+                .collect(),
+        }
+    }
+}
+
+/// The prefix of the metadata keys that carry a GGUF input's key/values.
+pub const GGUF_KEY_PREFIX: &str = "gguf.";
+
+/// A GGUF value as JSON text: strings quoted and escaped, integers in
+/// decimal, floats in the shortest decimal that reads back to the same
+/// f32 or f64 (NaN and ±infinity, which JSON lacks, as the strings "NaN",
+/// "inf", "-inf"), bools `true`/`false`, arrays as JSON arrays.
+pub fn gguf_json(v: &GgufValue) -> String {
+    fn float(x: f64, text: String) -> String {
+        if x.is_nan() {
+            "\"NaN\"".into()
+        } else if x.is_infinite() {
+            if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }.into()
+        } else {
+            text
+        }
+    }
+    match v {
+        GgufValue::U8(x) => x.to_string(),
+        GgufValue::I8(x) => x.to_string(),
+        GgufValue::U16(x) => x.to_string(),
+        GgufValue::I16(x) => x.to_string(),
+        GgufValue::U32(x) => x.to_string(),
+        GgufValue::I32(x) => x.to_string(),
+        GgufValue::U64(x) => x.to_string(),
+        GgufValue::I64(x) => x.to_string(),
+        GgufValue::F32(x) => float(f64::from(*x), format!("{x:?}")),
+        GgufValue::F64(x) => float(*x, format!("{x:?}")),
+        GgufValue::Bool(x) => x.to_string(),
+        GgufValue::String(s) => serde_json::Value::String(s.clone()).to_string(),
+        GgufValue::Array { values, .. } => {
+            let items: Vec<String> = values.iter().map(gguf_json).collect();
+            format!("[{}]", items.join(","))
+        }
+    }
+}
+
 /// Converts `input` (named `label` in messages): checks it, plans the output,
 /// and hands `sink` the metadata, the plans and the producer, which quantizes
 /// tensor i + 1 while tensor i is written. The sink is
 /// `write_streaming` for a file, `write_to` for memory.
 pub fn convert(
-    input: &QuantizedFile,
+    input: &Input,
     label: &str,
     options: &Options,
     progress: bool,
@@ -214,80 +511,91 @@ pub fn convert(
 ) -> Result<Report, String> {
     options.check()?;
     let Options {
-        scheme,
+        scheme: default_scheme,
         recipe,
         include,
         exclude,
+        tensor_schemes,
+        requantize,
         importance,
     } = options;
-    let (scheme, recipe) = (*scheme, *recipe);
+    let recipe = *recipe;
     let mut importances: HashMap<String, Vec<f32>> = HashMap::new();
     // qlinear tensors already in the input are copied through only if they
     // validate: the output must pass the same check
-    for (prefix, result) in input.validate() {
-        if let Err(e) = result {
-            return Err(format!(
-                "{}: the input already holds qlinear tensors or metadata for {} that do not validate ({}); \
-                 convert the original model instead",
-                label,
-                esc(&prefix),
-                esc(&e.to_string())
-            ));
+    let mut negative_scale = false;
+    if let Input::Safetensors(file) = input {
+        for (prefix, result) in file.validate() {
+            if let Err(e) = result {
+                return Err(format!(
+                    "{}: the input already holds qlinear tensors or metadata for {} that do not validate ({}); \
+                     convert the original model instead",
+                    label,
+                    esc(&prefix),
+                    esc(&e.to_string())
+                ));
+            }
+            // a version 2 input's negative q4g scales are copied: say 2 too
+            if file.metadata_map().get(FORMAT_KEY).map(String::as_str) == Some(FORMAT_VERSION_SIGNED_GROUP_SCALES) {
+                if let Ok(qlinear::QuantizedWeight::Q4(w)) = file.load(&prefix) {
+                    negative_scale |= w.negative_group_scale().is_some();
+                }
+            }
         }
     }
 
-    let mut meta: HashMap<String, String> = input.metadata_map().clone();
-    meta.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
+    let mut meta: HashMap<String, String> = input.metadata();
     let mut plans: Vec<(TensorPlan, Entry)> = vec![];
+    let mut jobs: HashMap<String, Job> = HashMap::new();
     let mut total_in = 0usize;
     let mut notes = String::new();
-    for name in input.tensor_names() {
-        let name = name.clone();
-        let raw = input
-            .raw(&name)
-            .ok_or_else(|| format!("{}: vanished from the header", esc(&name)))?;
-        let float = matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16);
-        let table = include.is_none() && KEEP_FLOAT.iter().any(|t| name.contains(t));
+    let names: std::collections::HashSet<String> = input.sources().into_iter().map(|s| s.name).collect();
+    for src in input.sources() {
+        let name = src.name.clone();
+        let rule = tensor_schemes.iter().find(|(r, _)| r.is_match(&name)).map(|r| r.1);
+        let table = include.is_none() && rule.is_none() && KEEP_FLOAT.iter().any(|t| name.contains(t));
         let wanted = name.ends_with(".weight")
-            && include.as_ref().is_none_or(|r| r.is_match(&name))
+            && (rule.is_some() || include.as_ref().is_none_or(|r| r.is_match(&name)))
             && !exclude.as_ref().is_some_and(|r| r.is_match(&name));
         if wanted && table {
             notes += &format!(
-                "{}  kept in float by the default rule (names containing {}; --include replaces the rule)\n",
+                "{}  kept in float by the default rule (names containing {}; --include or --tensor-scheme replaces \
+                 the rule)\n",
                 esc(&name),
                 KEEP_FLOAT.join(", ")
             );
         }
         let wanted = wanted && !table;
-        let selected = wanted && raw.shape.len() == 2 && float;
+        let selected = wanted && src.shape.len() == 2 && src.float;
         if wanted && !selected {
             notes += &format!(
-                "{}  {:?} {:?}  kept as it is: only 2-D F32, F16 or BF16 weights are quantized\n",
+                "{}  {} {:?}  kept as it is: only 2-D float weights are quantized\n",
                 esc(&name),
-                raw.dtype,
-                raw.shape
+                src.what,
+                src.shape,
             );
         }
         if !selected {
             plans.push((
                 TensorPlan {
                     name: name.clone(),
-                    dtype: raw.dtype,
-                    shape: raw.shape.to_vec(),
+                    dtype: input.kept_dtype(&name)?,
+                    shape: src.shape.clone(),
                 },
                 Entry::Raw(name),
             ));
             continue;
         }
+        let scheme = rule.unwrap_or(*default_scheme);
         let prefix = name.strip_suffix(".weight").unwrap_or(&name).to_string();
-        let (n, k) = (raw.shape[0], raw.shape[1]);
+        let (n, k) = (src.shape[0], src.shape[1]);
         if let QScheme::Q4Grouped(g) = scheme {
             qlinear::GroupSize::Group(g)
                 .validate(k)
                 .map_err(|e| format!("{}: {e}", esc(&name)))?;
         }
         for other in ["qweight", "scales"] {
-            if input.raw(&format!("{prefix}.{other}")).is_some() {
+            if names.contains(&format!("{prefix}.{other}")) {
                 return Err(format!(
                     "{}: the input already has {}.{other}",
                     esc(&name),
@@ -295,25 +603,35 @@ pub fn convert(
                 ));
             }
         }
-        if let Some((file, flabel)) = importance {
+        let lossless = !requantize && scheme == QScheme::Q4Grouped(32) && input.is_q4_0(&name);
+        if let (Some((file, flabel)), false) = (importance, lossless) {
             importances.insert(name.clone(), importance_of(file, flabel, &prefix, &name, k)?);
         }
-        total_in += raw.data.len();
+        negative_scale |= lossless && input.q4_0_has_negative_scale(&name);
+        total_in += src.bytes;
         let ([qp, sp], keys) = TensorPlan::quantized(scheme, &prefix, n, k);
         // which recipe chose the codes; readers ignore it (docs/FORMAT.md)
-        meta.insert(format!("{prefix}.qrecipe"), recipe.to_string());
+        let how = if lossless {
+            format!("gguf:{}", src.what)
+        } else {
+            recipe.to_string()
+        };
+        meta.insert(format!("{prefix}.qrecipe"), how);
         meta.extend(keys);
+        jobs.insert(name.clone(), Job { scheme, lossless });
         plans.push((qp, Entry::QWeight(name.clone())));
         plans.push((sp, Entry::Scales(name)));
     }
+    meta.insert(FORMAT_KEY.into(), format_version(negative_scale).into());
     plans.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-    if total_in == 0 && !plans.iter().any(|p| matches!(p.1, Entry::QWeight(_))) {
+    if jobs.is_empty() {
         let kept = notes.lines().count();
         return Err(format!(
-            "{label}: nothing to quantize (no 2-D F32, F16 or BF16 *.weight tensor matches the filters; \
-             {kept} *.weight kept as they are); no output written"
+            "{label}: nothing to quantize (no 2-D float *.weight tensor matches the filters; {kept} *.weight kept \
+             as they are); no output written"
         ));
     }
+    let sources: HashMap<String, Source> = input.sources().into_iter().map(|s| (s.name.clone(), s)).collect();
 
     let bar = if progress {
         let bar = indicatif::ProgressBar::new(total_in as u64);
@@ -343,16 +661,31 @@ pub fn convert(
     let just_plans: Vec<TensorPlan> = plans.iter().map(|p| p.0.clone()).collect();
     let result = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(String, Result<Quantized, String>)>(1);
-        let (input, bar, importances) = (&input, &bar, &importances);
+        let (bar, importances, jobs, sources) = (&bar, &importances, &jobs, &sources);
         scope.spawn(move || {
             for name in order {
-                let Some(raw) = input.raw(&name) else { break };
+                let (Some(src), Some(job)) = (sources.get(&name), jobs.get(&name)) else {
+                    break;
+                };
                 if let Some(bar) = bar {
                     bar.set_message(name.clone());
                 }
-                let q = quantize_tensor(raw, scheme, recipe, importances.get(&name).map(Vec::as_slice));
+                let (n, k) = (src.shape[0], src.shape[1]);
+                let q = if job.lossless {
+                    import_q4_0(input, &name)
+                } else {
+                    let rows = |r: usize, out: &mut Vec<f32>| input.row_f32(&name, r, k, out);
+                    quantize_tensor(
+                        n,
+                        k,
+                        &rows,
+                        job.scheme,
+                        recipe,
+                        importances.get(&name).map(Vec::as_slice),
+                    )
+                };
                 if let Some(bar) = bar {
-                    bar.inc(raw.data.len() as u64);
+                    bar.inc(src.bytes as u64);
                 }
                 let failed = q.is_err();
                 // a closed channel means the writer stopped: nothing more to do
@@ -372,25 +705,42 @@ pub fn convert(
                 reason,
             };
             match &plans[i].1 {
-                Entry::Raw(name) => out
-                    .write_all(input.raw(name).map(|r| r.data).unwrap_or_default())
-                    .map_err(io),
+                Entry::Raw(name) => input.write_kept(name, out),
                 Entry::QWeight(name) | Entry::Scales(name) => {
                     if current.as_ref().is_none_or(|c| &c.0 != name) {
                         let (got, q) = rx.recv().map_err(|_| fail(name, "quantizer stopped".into()))?;
                         let q = q.map_err(|reason| fail(&got, reason))?;
-                        let raw = input.raw(name).ok_or_else(|| fail(name, "vanished".into()))?;
-                        let (n, k) = (raw.shape[0], raw.shape[1]);
+                        let (src, job) = match (sources.get(name), jobs.get(name)) {
+                            (Some(s), Some(j)) => (s, j),
+                            _ => return Err(fail(name, "vanished".into())),
+                        };
+                        let (n, k) = (src.shape[0], src.shape[1]);
                         let out_bytes = q.qweight.len() + q.scales.len();
                         total_out += out_bytes;
-                        total_q_in += raw.data.len();
-                        lines += &format!(
-                            "{}  [{n}, {k}]  {scheme} {recipe}  {} -> {out_bytes} bytes  max|err| {:.3e}  SNR {:.1} dB\n",
-                            esc(name),
-                            raw.data.len(),
-                            q.stats.max_abs_err,
-                            q.stats.snr_db()
-                        );
+                        total_q_in += src.bytes;
+                        let scheme = job.scheme;
+                        lines += &if job.lossless {
+                            format!(
+                                "{}  [{n}, {k}]  {scheme} imported losslessly from {} (every code and scale bit \
+                                 kept)  {} -> {out_bytes} bytes\n",
+                                esc(name),
+                                src.what,
+                                src.bytes,
+                            )
+                        } else {
+                            let from = match input {
+                                Input::Gguf(_) => format!(" from {} (dequantized, then requantized)", src.what),
+                                Input::Safetensors(_) => String::new(),
+                            };
+                            format!(
+                                "{}  [{n}, {k}]  {scheme} {recipe}{from}  {} -> {out_bytes} bytes  max|err| {:.3e}  \
+                                 SNR {:.1} dB\n",
+                                esc(name),
+                                src.bytes,
+                                q.stats.max_abs_err,
+                                q.stats.snr_db()
+                            )
+                        };
                         current = Some((got, q));
                     }
                     let Some((_, q)) = current.as_ref() else {
@@ -414,11 +764,30 @@ pub fn convert(
     })
 }
 
+/// A GGUF `Q4_0` weight as q4g32 bytes, bit for bit (`docs/FORMAT.md`,
+/// "GGUF input"): the error statistics are zero by construction.
+fn import_q4_0(input: &Input, name: &str) -> Result<Quantized, String> {
+    let Input::Gguf(f) = input else {
+        return Err(format!("{}: not a GGUF tensor", esc(name)));
+    };
+    let w = f.q4g32_from_q4_0(name).map_err(|e| esc(&e.to_string()))?;
+    let qweight = w.to_twos_complement();
+    let (_, scales) = w.into_parts();
+    let qlinear::Q4Scales::Grouped { scales, .. } = scales else {
+        return Err(format!("{}: not grouped", esc(name)));
+    };
+    Ok(Quantized {
+        qweight,
+        scales: scales.iter().flat_map(|s| s.to_bits().to_le_bytes()).collect(),
+        stats: Stats::default(),
+    })
+}
+
 /// The whole conversion in memory: `input` bytes to the output file's bytes,
 /// checked exactly as a file is (read back and every quantized tensor
 /// validated). What the `convert` fuzz target runs.
 pub fn convert_bytes(input: Vec<u8>, options: &Options) -> Result<Vec<u8>, String> {
-    let file = QuantizedFile::from_bytes(input).map_err(|e| esc(&format!("input: {e}")))?;
+    let file = Input::from_bytes(input).map_err(|e| esc(&format!("input: {e}")))?;
     let mut out = Vec::new();
     convert(&file, "input", options, false, |meta, plans, produce| {
         let io = |e: std::io::Error| FormatError::Unsupported {
@@ -571,17 +940,20 @@ fn importance_of(file: &QuantizedFile, label: &str, prefix: &str, weight: &str, 
     Ok(v)
 }
 
-/// Quantizes one `[n, k]` tensor with `recipe` (weighted by `importance`
-/// for activation-aware), rows in parallel, into its on-disk `qweight` and
-/// `scales` bytes.
+/// Decodes row `r` of a weight into f32 values (cleared first).
+type RowSource<'a> = dyn Fn(usize, &mut Vec<f32>) -> Result<(), String> + Sync + 'a;
+
+/// Quantizes one `[n, k]` tensor, whose row `r` `rows` decodes to f32, with
+/// `recipe` (weighted by `importance` for activation-aware), rows in
+/// parallel, into its on-disk `qweight` and `scales` bytes.
 fn quantize_tensor(
-    raw: RawTensor<'_>,
+    n: usize,
+    k: usize,
+    rows: &RowSource<'_>,
     scheme: QScheme,
     recipe: Recipe,
     importance: Option<&[f32]>,
 ) -> Result<Quantized, String> {
-    let (n, k) = (raw.shape[0], raw.shape[1]);
-    let elem = raw.dtype.bitsize() / 8;
     let [qshape, sshape] = scheme.shapes(n, k);
     let q_row = qshape[1];
     let s_row =
@@ -607,7 +979,7 @@ fn quantize_tensor(
             let mut deq: Vec<f32> = Vec::with_capacity(k + 1);
             for j in 0..ROWS_PER_TASK.min(n - t * ROWS_PER_TASK) {
                 let r = t * ROWS_PER_TASK + j;
-                decode_row(&raw, &raw.data[r * k * elem..(r + 1) * k * elem], &mut w);
+                rows(r, &mut w)?;
                 let at = |e: RecipeError| match e {
                     RecipeError::NonFinite { col, value, .. } => format!("non-finite value {value} at row {r}, column {col}"),
                     RecipeError::ScaleOverflow { group, col_start, col_end, amax, .. } => format!(

@@ -8,6 +8,8 @@
 
 use half::f16;
 
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+
 use crate::{FormatError, GgmlType};
 
 /// The types [`dequantize`] decodes.
@@ -129,9 +131,74 @@ pub fn dequantize(tensor: &str, ty: GgmlType, data: &[u8], out: &mut [f32]) -> R
                 }
             }
         }),
-        _ => unreachable!("DEQUANTIZABLE was checked above"),
+        // DEQUANTIZABLE was checked above; a type added there without a
+        // decoder here is refused rather than decoded wrongly
+        other => {
+            return Err(FormatError::Unsupported {
+                tensor: tensor.into(),
+                reason: format!("ggml type {other} has no decoder"),
+            })
+        }
     }
     Ok(())
+}
+
+/// A `Q4_0` matrix of `n` rows and `k` columns (`data`: its `n · k / 32`
+/// blocks, rows of `k / 32` blocks) as q4g32, **losslessly**: every block's
+/// f16 `d` becomes the group's scale bit for bit (negative ones included,
+/// `docs/FORMAT.md`, "Versions"), and its codes `n − 8 ∈ [−8, 7]` the
+/// group's codes in qlinear's nibble order (column `2b` low, `2b + 1`
+/// high; `Q4_0` holds weights 0..16 in the low nibbles and 16..32 in the
+/// high ones). The dequantized values `code · f32(d)` are exactly ggml's
+/// `d · (n − 8)`.
+///
+/// Refused, naming `tensor`, row and block: a `d` that is NaN or infinite
+/// (q4g holds finite scales), and a `data` length that is not `n · k / 32`
+/// blocks or a `k` that is not a multiple of 32.
+pub fn q4_0_to_q4g32(tensor: &str, n: usize, k: usize, data: &[u8]) -> Result<QuantizedMatrixQ4, FormatError> {
+    const BLOCK: usize = 32;
+    let bb = GgmlType::Q4_0.block_bytes();
+    let blocks_per_row = k / BLOCK;
+    let expected = n.checked_mul(blocks_per_row).and_then(|b| b.checked_mul(bb));
+    if !k.is_multiple_of(BLOCK) || expected != Some(data.len()) {
+        return Err(FormatError::Unsupported {
+            tensor: tensor.into(),
+            reason: format!(
+                "{} bytes of Q4_0 for [{n}, {k}]: a row must be whole blocks of {BLOCK} weights ({bb} bytes each)",
+                data.len()
+            ),
+        });
+    }
+    let mut packed = Vec::with_capacity(n * k / 2);
+    let mut scales = Vec::with_capacity(n * blocks_per_row);
+    for (i, b) in data.chunks_exact(bb).enumerate() {
+        let d = f16::from_le_bytes([b[0], b[1]]);
+        if !d.is_finite() {
+            return Err(FormatError::Gguf {
+                at: format!("tensor {tensor}"),
+                reason: format!(
+                    "row {}, block {} (columns {}..{}) has the scale d = {} (f16 bits {:#06x}); q4g32 holds finite \
+                     scales only, so this tensor cannot be imported",
+                    i / blocks_per_row.max(1),
+                    i % blocks_per_row.max(1),
+                    i % blocks_per_row.max(1) * BLOCK,
+                    (i % blocks_per_row.max(1) + 1) * BLOCK,
+                    d,
+                    d.to_bits()
+                ),
+            });
+        }
+        scales.push(d);
+        let qs = &b[2..18];
+        // the raw nibble n is code + 8: qlinear's biased in-memory nibble
+        packed.extend((0..BLOCK / 2).map(|c| nibble(qs, 2 * c) | nibble(qs, 2 * c + 1) << 4));
+    }
+    QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::Grouped { group: BLOCK, scales }).map_err(|source| {
+        FormatError::Invalid {
+            tensor: tensor.into(),
+            source,
+        }
+    })
 }
 
 /// The little-endian f16 at byte `at`, as f32 (exact). A NaN keeps its

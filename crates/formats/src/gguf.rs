@@ -512,6 +512,28 @@ impl GgufFile {
         Ok(out)
     }
 
+    /// The 2-D `Q4_0` tensor `name` as q4g32, losslessly
+    /// ([`q4_0_to_q4g32`](crate::q4_0_to_q4g32)), shaped `[out, in]` (the
+    /// reverse of ggml's dimensions). Errors: no such tensor, not `Q4_0`,
+    /// not 2-D, or a block scale that is NaN or infinite.
+    pub fn q4g32_from_q4_0(&self, name: &str) -> Result<qlinear_quant_recipe::QuantizedMatrixQ4, FormatError> {
+        let info = self
+            .tensor(name)
+            .ok_or_else(|| FormatError::MissingTensor { tensor: name.into() })?;
+        if info.ggml_type != GgmlType::Q4_0 || info.dims.len() != 2 {
+            return Err(FormatError::Unsupported {
+                tensor: name.into(),
+                reason: format!(
+                    "{} {:?} is not a 2-D Q4_0 tensor, which alone has a lossless q4g32 image",
+                    info.ggml_type,
+                    info.shape()
+                ),
+            });
+        }
+        let shape = info.shape();
+        crate::q4_0_to_q4g32(name, shape[0], shape[1], self.tensor_data(info))
+    }
+
     /// A tensor's bytes, borrowed from the file: `info.n_bytes` of them,
     /// checked to lie inside the file when it was opened. `info` must be one
     /// of this file's (anything else gets an empty slice).

@@ -28,7 +28,7 @@ mod reader;
 mod writer;
 
 pub use error::FormatError;
-pub use ggml_quants::{dequantize as dequantize_ggml, DEQUANTIZABLE};
+pub use ggml_quants::{dequantize as dequantize_ggml, q4_0_to_q4g32, DEQUANTIZABLE};
 pub use gguf::{
     is_gguf, GgmlType, GgufFile, GgufTensorInfo, GgufValue, GgufValueType, GGML_MAX_DIMS, GGUF_ALIGNMENT_KEY,
     GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH,

@@ -564,3 +564,85 @@ fn the_block_table_is_the_gguf_packages() {
         .unwrap();
     assert!(st.success(), "the block table differs from gguf.GGML_QUANT_SIZES");
 }
+
+/// Q4_0 → q4g32 by hand: a block whose extreme is positive gets ggml's
+/// negative `d` and the code −8 for it, kept as they are.
+#[test]
+fn q4_0_imports_into_q4g32_by_hand() {
+    // ggml would quantize [16, -2, 0, …] as d = 16 / -8 = -2, codes -8, 1, 0, …
+    let mut q = [0i8; 32];
+    (q[0], q[1], q[16], q[31]) = (-8, 1, 7, -3);
+    let b = Builder::new().tensor("w", &[32, 1], 2, &q4_0_block(-2.0, q));
+    let f = open(&b).unwrap();
+    let w = f.q4g32_from_q4_0("w").unwrap();
+    assert_eq!(
+        (w.n(), w.k(), w.group_size()),
+        (1, 32, qlinear_quant_recipe::GroupSize::Group(32))
+    );
+    let codes: Vec<i8> = (0..32).map(|c| w.code(0, c)).collect();
+    assert_eq!(codes, q.to_vec());
+    assert_eq!(w.negative_group_scale(), Some((0, 0, -2.0)));
+    let mut y = w.dequantize();
+    assert_eq!((y[0], y[1], y[16], y[31], y[2]), (16.0, -2.0, -14.0, 6.0, -0.0));
+    // the same bits as the Q4_0 decoder (the gguf package's, tested above)
+    let mut theirs = vec![0f32; 32];
+    dequantize_ggml("w", GgmlType::Q4_0, &q4_0_block(-2.0, q), &mut theirs).unwrap();
+    y.iter_mut()
+        .zip(&theirs)
+        .for_each(|(a, b)| assert_eq!(a.to_bits(), b.to_bits()));
+    // refusals name what is wrong
+    let e = f.q4g32_from_q4_0("missing").unwrap_err().to_string();
+    assert_eq!(e, "missing: no such tensor");
+    let f32s = Builder::new().tensor("v", &[2, 1], 0, &[0; 8]);
+    let e = open(&f32s).unwrap().q4g32_from_q4_0("v").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "v: F32 [1, 2] is not a 2-D Q4_0 tensor, which alone has a lossless q4g32 image"
+    );
+    let mut nan = q4_0_block(1.0, q);
+    nan[..2].copy_from_slice(&0x7E00u16.to_le_bytes());
+    let bad = Builder::new().tensor("w", &[32, 2], 2, &[q4_0_block(1.0, q), nan].concat());
+    let e = open(&bad).unwrap().q4g32_from_q4_0("w").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "GGUF tensor w: row 1, block 0 (columns 0..32) has the scale d = NaN (f16 bits 0x7e00); q4g32 holds finite \
+         scales only, so this tensor cannot be imported"
+    );
+    let e = qlinear_formats::q4_0_to_q4g32("w", 1, 48, &[0; 18])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("18 bytes of Q4_0 for [1, 48]"), "{e}");
+}
+
+proptest! {
+    /// Random Q4_0 tensors (every nibble, scales of every finite class:
+    /// negative, ±0, subnormal) import with each code and scale bit kept,
+    /// and dequantize to the Q4_0 decoder's bits.
+    #[test]
+    fn q4_0_import_is_lossless(seed in any::<u64>(), rows in 1usize..5, blocks in 1usize..4) {
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        let specials = [0x0001u16, 0x8001, 0x0000, 0x8000, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF];
+        let mut data = vec![];
+        for i in 0..rows * blocks {
+            let d = if i % 2 == 0 { specials[(next() % 8) as usize] } else { next() as u16 & 0xBFFF };
+            data.extend(d.to_le_bytes());
+            data.extend((0..16).map(|_| next() as u8));
+        }
+        let k = 32 * blocks;
+        let w = qlinear_formats::q4_0_to_q4g32("w", rows, k, &data).unwrap();
+        let qlinear_quant_recipe::Q4Scales::Grouped { scales, .. } = w.scales() else { panic!("grouped") };
+        for (i, b) in data.chunks_exact(18).enumerate() {
+            prop_assert_eq!(scales[i].to_bits(), u16::from_le_bytes([b[0], b[1]]));
+            for j in 0..32 {
+                let raw = if j < 16 { b[2 + j] & 15 } else { b[2 + j - 16] >> 4 };
+                prop_assert_eq!(w.code(i / blocks, i % blocks * 32 + j), raw as i8 - 8);
+            }
+        }
+        let mut theirs = vec![0f32; rows * k];
+        dequantize_ggml("w", GgmlType::Q4_0, &data, &mut theirs).unwrap();
+        for (a, b) in w.dequantize().iter().zip(&theirs) {
+            prop_assert_eq!(a.to_bits(), b.to_bits());
+        }
+    }
+}

@@ -125,6 +125,16 @@ pub mod format {
     };
 }
 
+/// GGUF files (llama.cpp's format) read, dequantized and imported
+/// (`docs/FORMAT.md`, "GGUF input").
+#[cfg(feature = "formats")]
+pub mod gguf {
+    pub use qlinear_formats::{
+        dequantize_ggml, is_gguf, q4_0_to_q4g32, GgmlType, GgufFile, GgufTensorInfo, GgufValue, GgufValueType,
+        DEQUANTIZABLE,
+    };
+}
+
 /// Opens a quantized safetensors file and loads the weight `prefix` (the `P`
 /// of `P.qweight` / `P.scales`), fully validated.
 #[cfg(feature = "formats")]
