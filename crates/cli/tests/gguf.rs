@@ -317,6 +317,23 @@ fn hostile_gguf_inputs_are_one_line_and_write_nothing() {
     let o = qlinear(&["convert", s(&p), s(&p), "--scheme", "q8", "--force"]);
     refused(&o, &["is the input file"]);
     assert_eq!(std::fs::read(&p).unwrap(), good);
+    // nothing left behind: no output, no partial file
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "data.gguf",
+            "head.gguf",
+            "iq.gguf",
+            "nan.gguf",
+            "same.gguf",
+            "small.gguf"
+        ]
+    );
 }
 
 /// The real model's path, or why not (`cargo xtask test` fetches it).
@@ -517,4 +534,19 @@ fn smollm2_q8_0_requantizes_to_q8_and_says_so() {
     assert_eq!(lines, 211, "{report}");
     let inspect = stdout(&qlinear(&["inspect", s(&out)]));
     assert!(inspect.contains("211 quantized tensors, 0 invalid"), "{inspect}");
+    // a runtime reads the quantized table by rows and uses it as the head
+    let model = qlinear::ModelFile::open(&out).unwrap();
+    let emb = model.embedding("token_embd.weight").unwrap();
+    assert_eq!((emb.rows(), emb.dim()), (49_152, 576));
+    let all = QuantizedFile::open(&out)
+        .unwrap()
+        .load("token_embd")
+        .unwrap()
+        .dequantize();
+    let mut row = vec![0f32; 576];
+    for r in [0, 1, 49_151] {
+        emb.row(r, &mut row).unwrap();
+        assert_eq!(row, all[r * 576..(r + 1) * 576]);
+    }
+    assert_eq!(model.linear("token_embd").unwrap().out_features(), 49_152);
 }

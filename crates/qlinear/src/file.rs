@@ -1,8 +1,8 @@
 use std::path::Path;
 
-use qlinear_formats::QuantizedFile;
+use qlinear_formats::{FormatError, QuantizedFile, QuantizedWeight};
 
-use crate::{Linear, Result};
+use crate::{Error, Linear, Result};
 
 /// A quantized safetensors model opened for a runtime: one memory map, from
 /// which layers and plain tensors are loaded by name.
@@ -44,6 +44,41 @@ impl ModelFile {
         Linear::new(prefix, weight, bias)
     }
 
+    /// The lookup table `name` (e.g. `token_embd.weight`, or its prefix
+    /// `token_embd`), quantized or not, for a runtime that reads rows: a
+    /// 2-D plain float tensor `name` (F32, F16, BF16, widened exactly), or
+    /// the quantized weight whose prefix is `name` without `.weight` (or
+    /// `name` itself), validated. Errors: neither exists, or the plain
+    /// tensor is not 2-D or not a float.
+    pub fn embedding(&self, name: &str) -> Result<Embedding> {
+        let prefix = name.strip_suffix(".weight").unwrap_or(name);
+        if self.file.quantized_prefixes().iter().any(|p| p == prefix) {
+            return Ok(Embedding {
+                name: prefix.to_string(),
+                table: Table::Quantized(self.file.load(prefix)?),
+            });
+        }
+        let raw = self
+            .file
+            .raw(name)
+            .ok_or_else(|| FormatError::MissingTensor { tensor: name.into() })?;
+        let &[rows, dim] = raw.shape else {
+            return Err(FormatError::Unsupported {
+                tensor: name.into(),
+                reason: format!("shape {:?} is not a 2-D table of rows", raw.shape),
+            }
+            .into());
+        };
+        Ok(Embedding {
+            name: name.to_string(),
+            table: Table::Float {
+                rows,
+                dim,
+                values: self.file.tensor_f32(name)?,
+            },
+        })
+    }
+
     /// Any plain float tensor (F32, F16, BF16) widened exactly to f32.
     pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>> {
         Ok(self.file.tensor_f32(name)?)
@@ -79,5 +114,72 @@ impl ModelFile {
     /// The underlying reader, for raw tensors and metadata.
     pub fn file(&self) -> &QuantizedFile {
         &self.file
+    }
+}
+
+/// A lookup table read one row at a time (a token embedding): float, or
+/// quantized with any scheme and dequantized per row, so a q8 table that
+/// doubles as the LM head (loaded as a [`Linear`] from the same prefix)
+/// costs its quantized bytes once. From [`ModelFile::embedding`].
+#[derive(Debug, Clone)]
+pub struct Embedding {
+    name: String,
+    table: Table,
+}
+
+#[derive(Debug, Clone)]
+enum Table {
+    Float { rows: usize, dim: usize, values: Vec<f32> },
+    Quantized(QuantizedWeight),
+}
+
+impl Embedding {
+    /// The table's rows (the vocabulary, for a token embedding).
+    pub fn rows(&self) -> usize {
+        match &self.table {
+            Table::Float { rows, .. } => *rows,
+            Table::Quantized(w) => w.n(),
+        }
+    }
+
+    /// The length of a row (the model's width).
+    pub fn dim(&self) -> usize {
+        match &self.table {
+            Table::Float { dim, .. } => *dim,
+            Table::Quantized(w) => w.k(),
+        }
+    }
+
+    /// Row `row` in f32 into `out` (`out.len() == dim()`): the stored
+    /// values, or for a quantized table `code · scale` exactly as
+    /// [`QuantizedWeight::dequantize`] gives them. Errors name the table:
+    /// `row >= rows()`, or `out` of another length; `out` is untouched then.
+    pub fn row(&self, row: usize, out: &mut [f32]) -> Result<()> {
+        let at = |source| {
+            Error::Format(FormatError::Invalid {
+                tensor: self.name.clone(),
+                source,
+            })
+        };
+        match &self.table {
+            Table::Float { rows, dim, values } => {
+                if row >= *rows {
+                    return Err(at(qlinear_quant_recipe::RecipeError::RowOutOfRange {
+                        row,
+                        rows: *rows,
+                    }));
+                }
+                if out.len() != *dim {
+                    return Err(at(qlinear_quant_recipe::RecipeError::LengthMismatch {
+                        what: "embedding row",
+                        expected: *dim,
+                        actual: out.len(),
+                    }));
+                }
+                out.copy_from_slice(&values[row * dim..(row + 1) * dim]);
+                Ok(())
+            }
+            Table::Quantized(w) => w.dequantize_row(row, out).map_err(at),
+        }
     }
 }

@@ -36,7 +36,7 @@ mod linear;
 
 pub use error::{Error, Result};
 #[cfg(feature = "formats")]
-pub use file::ModelFile;
+pub use file::{Embedding, ModelFile};
 pub use linear::Linear;
 
 pub use qlinear_dispatch::{

@@ -25,6 +25,14 @@ pub enum RecipeError {
         /// The length given.
         actual: usize,
     },
+    /// A row index at or past the matrix's rows.
+    #[error("row {row} is out of range: the matrix has {rows} rows")]
+    RowOutOfRange {
+        /// The row asked for.
+        row: usize,
+        /// The matrix's rows.
+        rows: usize,
+    },
     /// `n * k` does not fit in memory arithmetic.
     #[error("shape [{n}, {k}] overflows usize")]
     ShapeOverflow {

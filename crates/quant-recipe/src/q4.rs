@@ -320,11 +320,18 @@ impl QuantizedMatrixQ4 {
     }
     /// `code · scale` as a row-major `[n, k]` f32 matrix.
     pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = Vec::with_capacity(self.n * self.k);
-        for r in 0..self.n {
-            out.extend((0..self.k).map(|c| f32::from(self.code(r, c)) * self.scale_at(r, c)));
+        let mut out = vec![0f32; self.n * self.k];
+        for (r, o) in out.chunks_exact_mut(self.k.max(1)).enumerate().take(self.n) {
+            self.dequantize_row_into(r, o);
         }
         out
+    }
+    /// Row `r` as `code · scale` (the group's scale with its sign) into
+    /// `out` (`out.len() == k`; panics if `r >= n`, like slice indexing).
+    pub fn dequantize_row_into(&self, r: usize, out: &mut [f32]) {
+        for (c, o) in out.iter_mut().enumerate().take(self.k) {
+            *o = f32::from(self.code(r, c)) * self.scale_at(r, c);
+        }
     }
     /// The first group scale below zero (sign set, not −0.0) as `(row,
     /// group, value)`, or `None`: what decides a file's format version

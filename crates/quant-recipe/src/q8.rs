@@ -116,11 +116,19 @@ impl QuantizedMatrix {
     }
     /// `codes · scale` as a row-major `[n, k]` f32 matrix.
     pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = Vec::with_capacity(self.codes.len());
-        for (r, &s) in self.scales.iter().enumerate() {
-            out.extend(self.row(r).iter().map(|&c| f32::from(c) * s));
+        let mut out = vec![0f32; self.codes.len()];
+        for (r, o) in out.chunks_exact_mut(self.k.max(1)).enumerate().take(self.n) {
+            self.dequantize_row_into(r, o);
         }
         out
+    }
+    /// Row `r` as `code · scale` into `out` (`out.len() == k`; panics if
+    /// `r >= n`, like slice indexing).
+    pub fn dequantize_row_into(&self, r: usize, out: &mut [f32]) {
+        let s = self.scales[r];
+        for (o, &c) in out.iter_mut().zip(self.row(r)) {
+            *o = f32::from(c) * s;
+        }
     }
     /// The codes and scales, consuming the matrix.
     pub fn into_parts(self) -> (Vec<i8>, Vec<f32>) {

@@ -191,6 +191,23 @@ impl QuantizedWeight {
             QuantizedWeight::Q4(m) => m.dequantize(),
         }
     }
+
+    /// Row `r` in f32 into `out`: the same values as row `r` of
+    /// [`QuantizedWeight::dequantize`], for a runtime that reads a
+    /// quantized table (a token embedding) one row at a time.
+    /// Errors: `r >= n` ([`RecipeError::RowOutOfRange`]), `out.len() != k`
+    /// ([`RecipeError::LengthMismatch`]); `out` is untouched then.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> Result<(), RecipeError> {
+        if r >= self.n() {
+            return Err(RecipeError::RowOutOfRange { row: r, rows: self.n() });
+        }
+        crate::check_len("dequantized row", self.k(), out.len())?;
+        match self {
+            QuantizedWeight::Q8(m) => m.dequantize_row_into(r, out),
+            QuantizedWeight::Q4(m) => m.dequantize_row_into(r, out),
+        }
+        Ok(())
+    }
 }
 
 impl QuantizedWeightRef<'_> {
