@@ -550,3 +550,76 @@ fn smollm2_q8_0_requantizes_to_q8_and_says_so() {
     }
     assert_eq!(model.linear("token_embd").unwrap().out_features(), 49_152);
 }
+
+#[test]
+fn activation_aware_and_lying_counts_on_gguf_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small(dir.path());
+    // --recipe activation-aware reads PREFIX.importance as for safetensors;
+    // the lossless import needs none, the requantized weight does
+    let imp: Vec<u8> = (0..32).flat_map(|i| (1.0f32 + i as f32).to_le_bytes()).collect();
+    let views = vec![(
+        "blk.0.attn_q.importance".to_string(),
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![32], &imp).unwrap(),
+    )];
+    let imp_path = dir.path().join("imp.safetensors");
+    std::fs::write(&imp_path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let out = dir.path().join("aa.safetensors");
+    let args = [
+        "convert",
+        s(&input),
+        s(&out),
+        "--scheme",
+        "q4g32",
+        "--recipe",
+        "activation-aware",
+        "--importance",
+    ];
+    let report = stdout(&qlinear(&[&args[..], &[s(&imp_path)]].concat()));
+    assert!(
+        report.contains("blk.0.attn_q.weight  [2, 32]  q4g32 activation-aware from F16"),
+        "{report}"
+    );
+    assert!(
+        report.contains("blk.0.ffn_up.weight  [2, 64]  q4g32 imported losslessly from Q4_0"),
+        "{report}"
+    );
+    assert_eq!(
+        QuantizedFile::open(&out).unwrap().metadata_map()["blk.0.attn_q.qrecipe"],
+        "activation-aware"
+    );
+    // with --requantize the Q4_0 weight needs its importance too, and says so
+    let o = qlinear(&[&args[..], &[s(&imp_path), "--requantize", "--force"]].concat());
+    refused(&o, &["blk.0.ffn_up.weight", "blk.0.ffn_up.importance"]);
+    // a header that claims 2^40 tensors, or a 2^63-byte key, is refused at
+    // once and names what lies
+    let out = dir.path().join("x.safetensors");
+    let mut huge = [
+        b"GGUF".as_slice(),
+        &3u32.to_le_bytes(),
+        &(1u64 << 40).to_le_bytes(),
+        &0u64.to_le_bytes(),
+    ]
+    .concat();
+    huge.resize(4096, 0);
+    let p = dir.path().join("huge.gguf");
+    std::fs::write(&p, &huge).unwrap();
+    let t = std::time::Instant::now();
+    refused(
+        &qlinear(&["convert", s(&p), s(&out), "--scheme", "q8"]),
+        &["huge.gguf", "tensor count"],
+    );
+    let mut key = [
+        b"GGUF".as_slice(),
+        &3u32.to_le_bytes(),
+        &0u64.to_le_bytes(),
+        &1u64.to_le_bytes(),
+    ]
+    .concat();
+    key.extend((1u64 << 63).to_le_bytes());
+    key.resize(4096, b'a');
+    std::fs::write(&p, &key).unwrap();
+    refused(&qlinear(&["inspect", s(&p)]), &["huge.gguf", "GGUF"]);
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+    assert!(!out.exists());
+}

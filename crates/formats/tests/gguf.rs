@@ -646,3 +646,87 @@ proptest! {
         }
     }
 }
+
+/// A file the `gguf` package writes (its `GGUFWriter`): metadata of every
+/// scalar type, string and integer arrays, and one `[3, 512]` tensor of
+/// every decodable type (values the package quantizes itself where it can,
+/// random blocks for the K quants, which it only decodes). This reader
+/// reads it back, and decodes every tensor to the package's bits.
+#[test]
+fn a_file_the_gguf_package_writes_reads_back() {
+    if python_gguf().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("every_type.gguf");
+    let names: Vec<String> = DEQUANTIZABLE.iter().map(|t| t.to_string()).collect();
+    let script = format!(
+        "import sys, numpy as np, gguf\n\
+         T, V = gguf.GGMLQuantizationType, gguf.GGUFValueType\n\
+         rng = np.random.default_rng(7)\n\
+         w = gguf.GGUFWriter(sys.argv[1], 'llama')\n\
+         w.add_uint8('u8', 200); w.add_int8('i8', -3); w.add_uint16('u16', 513); w.add_int16('i16', -2)\n\
+         w.add_uint32('u32', 70000); w.add_int32('i32', -70000); w.add_float32('f32', 0.1)\n\
+         w.add_uint64('u64', 1 << 40); w.add_int64('i64', -1); w.add_float64('f64', 0.1); w.add_bool('bool', True)\n\
+         w.add_string('s', 'é \"q\"'); w.add_array('ints', [1, 2, 3]); w.add_array('strs', ['a', 'bc'])\n\
+         for name in {names:?}:\n\
+         \x20   t = T[name]\n\
+         \x20   x = (rng.standard_normal((3, 512)) * 3).astype(np.float32)\n\
+         \x20   if t == T.F32: w.add_tensor(name, x)\n\
+         \x20   elif t == T.F16: w.add_tensor(name, x.astype(np.float16))\n\
+         \x20   elif t in (T.Q4_K, T.Q5_K, T.Q6_K):\n\
+         \x20       bs, ts = gguf.GGML_QUANT_SIZES[t]\n\
+         \x20       w.add_tensor(name, rng.integers(0, 256, (3, 512 // bs * ts), dtype=np.uint8), raw_dtype=t)\n\
+         \x20   else: w.add_tensor(name, gguf.quants.quantize(x, t), raw_dtype=t)\n\
+         w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()\n\
+         np.seterr(all='ignore')\n\
+         for t in gguf.GGUFReader(sys.argv[1]).tensors:\n\
+         \x20   y = np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).ravel()\n\
+         \x20   b = y.view(np.uint32).astype(np.uint64)\n\
+         \x20   k = np.arange(b.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)\n\
+         \x20   print(t.name, b.size, int((b * k).sum(dtype=np.uint64)))\n"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = GgufFile::open(&path).unwrap();
+    let get = |k: &str| f.get(k).unwrap_or_else(|| panic!("{k}")).clone();
+    assert_eq!(get("general.architecture"), GgufValue::String("llama".into()));
+    assert_eq!(get("u8"), GgufValue::U8(200));
+    assert_eq!(get("i8"), GgufValue::I8(-3));
+    assert_eq!(get("u16"), GgufValue::U16(513));
+    assert_eq!(get("i16"), GgufValue::I16(-2));
+    assert_eq!(get("u32"), GgufValue::U32(70000));
+    assert_eq!(get("i32"), GgufValue::I32(-70000));
+    assert_eq!(get("f32"), GgufValue::F32(0.1));
+    assert_eq!(get("u64"), GgufValue::U64(1 << 40));
+    assert_eq!(get("i64"), GgufValue::I64(-1));
+    assert_eq!(get("f64"), GgufValue::F64(0.1));
+    assert_eq!(get("bool"), GgufValue::Bool(true));
+    assert_eq!(get("s"), GgufValue::String("é \"q\"".into()));
+    let GgufValue::Array { values, .. } = get("strs") else {
+        panic!("strs")
+    };
+    assert_eq!(values, [GgufValue::String("a".into()), GgufValue::String("bc".into())]);
+    let GgufValue::Array { values, .. } = get("ints") else {
+        panic!("ints")
+    };
+    assert_eq!(values.len(), 3);
+    let mut seen = 0;
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Vec<&str> = line.split(' ').collect();
+        let t = f.tensor(v[0]).unwrap();
+        assert_eq!((t.ggml_type.to_string().as_str(), t.shape()), (v[0], vec![3, 512]));
+        let ours = f.tensor_f32(v[0]).unwrap();
+        assert_eq!(ours.len().to_string(), v[1]);
+        let h = ours.iter().enumerate().fold(0u64, |h, (i, x)| {
+            h.wrapping_add(u64::from(x.to_bits()).wrapping_mul(2 * i as u64 + 1))
+        });
+        assert_eq!(h.to_string(), v[2], "{}: the decoded bits differ", v[0]);
+        seen += 1;
+    }
+    assert_eq!(seen, DEQUANTIZABLE.len());
+}
