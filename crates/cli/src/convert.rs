@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use half::{bf16, f16};
 use qlinear::format::{format_version, Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION_SIGNED_GROUP_SCALES};
-use qlinear::gguf::{dequantize_ggml, GgmlType, GgufFile, GgufValue, DEQUANTIZABLE};
+use qlinear::gguf::{dequantize_ggml, GgmlType, GgufFile, DEQUANTIZABLE};
 use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
     quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
@@ -455,7 +455,7 @@ impl Input {
             Input::Gguf(f) => f
                 .metadata()
                 .iter()
-                .map(|(k, v)| (format!("{GGUF_KEY_PREFIX}{k}"), gguf_json(v)))
+                .map(|(k, v)| (format!("{GGUF_KEY_PREFIX}{k}"), v.to_json()))
                 .collect(),
         }
     }
@@ -463,40 +463,6 @@ impl Input {
 
 /// The prefix of the metadata keys that carry a GGUF input's key/values.
 pub const GGUF_KEY_PREFIX: &str = "gguf.";
-
-/// A GGUF value as JSON text: strings quoted and escaped, integers in
-/// decimal, floats in the shortest decimal that reads back to the same
-/// f32 or f64 (NaN and ±infinity, which JSON lacks, as the strings "NaN",
-/// "inf", "-inf"), bools `true`/`false`, arrays as JSON arrays.
-pub fn gguf_json(v: &GgufValue) -> String {
-    fn float(x: f64, text: String) -> String {
-        if x.is_nan() {
-            "\"NaN\"".into()
-        } else if x.is_infinite() {
-            if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }.into()
-        } else {
-            text
-        }
-    }
-    match v {
-        GgufValue::U8(x) => x.to_string(),
-        GgufValue::I8(x) => x.to_string(),
-        GgufValue::U16(x) => x.to_string(),
-        GgufValue::I16(x) => x.to_string(),
-        GgufValue::U32(x) => x.to_string(),
-        GgufValue::I32(x) => x.to_string(),
-        GgufValue::U64(x) => x.to_string(),
-        GgufValue::I64(x) => x.to_string(),
-        GgufValue::F32(x) => float(f64::from(*x), format!("{x:?}")),
-        GgufValue::F64(x) => float(*x, format!("{x:?}")),
-        GgufValue::Bool(x) => x.to_string(),
-        GgufValue::String(s) => serde_json::Value::String(s.clone()).to_string(),
-        GgufValue::Array { values, .. } => {
-            let items: Vec<String> = values.iter().map(gguf_json).collect();
-            format!("[{}]", items.join(","))
-        }
-    }
-}
 
 /// Converts `input` (named `label` in messages): checks it, plans the output,
 /// and hands `sink` the metadata, the plans and the producer, which quantizes

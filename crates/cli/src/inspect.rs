@@ -80,7 +80,7 @@ fn summary(v: &GgufValue) -> String {
     match v {
         GgufValue::Array { item, values } => format!("[{item:?} × {}]", values.len()),
         v => {
-            let text = crate::convert::gguf_json(v);
+            let text = v.to_json();
             match text.char_indices().nth(80) {
                 Some((cut, _)) => format!("{}… ({} chars)", &text[..cut], text.chars().count()),
                 None => text,

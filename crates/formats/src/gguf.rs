@@ -321,6 +321,51 @@ impl GgufValue {
             _ => None,
         }
     }
+
+    /// The value as a float, if it is `f32` or `f64`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            GgufValue::F32(v) => Some(f64::from(v)),
+            GgufValue::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The value as JSON text, as `qlinear convert` carries GGUF metadata
+    /// (`docs/FORMAT.md`, "GGUF input"): strings quoted and escaped,
+    /// integers in decimal, floats in the shortest decimal that reads back
+    /// to the same `f32` or `f64` (NaN and ±infinity, which JSON lacks, as
+    /// the strings `"NaN"`, `"inf"`, `"-inf"`), bools `true` / `false`,
+    /// arrays as JSON arrays.
+    pub fn to_json(&self) -> String {
+        fn float(x: f64, text: String) -> String {
+            if x.is_nan() {
+                "\"NaN\"".into()
+            } else if x.is_infinite() {
+                if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }.into()
+            } else {
+                text
+            }
+        }
+        match self {
+            GgufValue::U8(x) => x.to_string(),
+            GgufValue::I8(x) => x.to_string(),
+            GgufValue::U16(x) => x.to_string(),
+            GgufValue::I16(x) => x.to_string(),
+            GgufValue::U32(x) => x.to_string(),
+            GgufValue::I32(x) => x.to_string(),
+            GgufValue::U64(x) => x.to_string(),
+            GgufValue::I64(x) => x.to_string(),
+            GgufValue::F32(x) => float(f64::from(*x), format!("{x:?}")),
+            GgufValue::F64(x) => float(*x, format!("{x:?}")),
+            GgufValue::Bool(x) => x.to_string(),
+            GgufValue::String(s) => serde_json::Value::String(s.clone()).to_string(),
+            GgufValue::Array { values, .. } => {
+                let items: Vec<String> = values.iter().map(GgufValue::to_json).collect();
+                format!("[{}]", items.join(","))
+            }
+        }
+    }
 }
 
 /// One tensor of a GGUF file.

@@ -730,3 +730,29 @@ fn a_file_the_gguf_package_writes_reads_back() {
     }
     assert_eq!(seen, DEQUANTIZABLE.len());
 }
+
+#[test]
+fn values_as_json_text() {
+    let s = |v: GgufValue| v.to_json();
+    assert_eq!(s(GgufValue::U8(200)), "200");
+    assert_eq!(s(GgufValue::I64(-1)), "-1");
+    assert_eq!(s(GgufValue::F32(1e-5)), "1e-5");
+    assert_eq!(s(GgufValue::F32(100000.0)), "100000.0");
+    assert_eq!(s(GgufValue::F64(0.1)), "0.1");
+    assert_eq!(s(GgufValue::F32(f32::NAN)), "\"NaN\"");
+    assert_eq!(s(GgufValue::F64(f64::NEG_INFINITY)), "\"-inf\"");
+    assert_eq!(s(GgufValue::Bool(false)), "false");
+    assert_eq!(s(GgufValue::String("a\"b\n".into())), "\"a\\\"b\\n\"");
+    let nested = GgufValue::Array {
+        item: GgufValueType::Array,
+        values: vec![GgufValue::Array {
+            item: GgufValueType::U8,
+            values: vec![GgufValue::U8(1)],
+        }],
+    };
+    assert_eq!(s(nested), "[[1]]");
+    // every float text reads back to the same value
+    for x in [1e-5f32, 0.1, 3.4028235e38, f32::MIN_POSITIVE, 1.0e-45] {
+        assert_eq!(s(GgufValue::F32(x)).parse::<f32>().unwrap(), x);
+    }
+}

@@ -1,0 +1,46 @@
+/// Everything that can go wrong loading or running the model; each message
+/// names the tensor, key or limit at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read as a model.
+    #[error(transparent)]
+    Qlinear(#[from] qlinear::Error),
+    /// A GGUF or safetensors file is malformed.
+    #[error(transparent)]
+    Format(#[from] qlinear::FormatError),
+    /// The file's architecture is not Llama.
+    #[error("general.architecture is {found:?}: qlinear-smollm runs Llama decoders (\"llama\")")]
+    Architecture {
+        /// What the file says.
+        found: String,
+    },
+    /// A metadata key is missing or has the wrong type.
+    #[error("metadata {key}: {reason}")]
+    Metadata {
+        /// The GGUF key (`llama.block_count`, …).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor is missing or has the wrong shape.
+    #[error("{tensor}: {reason}")]
+    Tensor {
+        /// The tensor.
+        tensor: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The prompt cannot run: empty, or longer than the context.
+    #[error("prompt: {0}")]
+    Prompt(String),
+    /// The tokenizer could not be built or refused a text.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The chat template could not be rendered.
+    #[error("chat template: {0}")]
+    Template(String),
+}
+
+/// The crate's `Result`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

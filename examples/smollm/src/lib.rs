@@ -1,0 +1,22 @@
+//! SmolLM2-135M-Instruct (a Llama decoder) run through qlinear: the
+//! tokenizer and the chat template from the model file's metadata, the
+//! forward pass with a KV cache, and sampling. Every linear layer, the LM
+//! head included, is a [`qlinear::Linear`] on the quantized path; the f32
+//! path runs the same code on the GGUF's weights dequantized to f32 (the
+//! reference every quantized configuration is measured against, itself
+//! checked against `tools/smollm_reference.py`, a numpy forward pass
+//! written from the GGUF alone).
+
+#![warn(missing_docs)]
+
+mod error;
+mod meta;
+mod model;
+mod sample;
+mod tokenizer;
+
+pub use error::{Error, Result};
+pub use meta::Meta;
+pub use model::{Config, KvCache, Model};
+pub use sample::Sampler;
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,585 @@
+use std::path::Path;
+
+use qlinear::gguf::GgufFile;
+use qlinear::{Embedding, Linear, ModelFile, QScheme, QuantLinearMode, QuantizedWeight};
+use rayon::prelude::*;
+
+use crate::{Error, Meta, Result};
+
+/// The hyper-parameters of a Llama decoder, from the `llama.*` metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Transformer blocks (`llama.block_count`).
+    pub layers: usize,
+    /// The model's width (`llama.embedding_length`).
+    pub hidden: usize,
+    /// The MLP's inner width (`llama.feed_forward_length`).
+    pub ffn: usize,
+    /// Query heads (`llama.attention.head_count`).
+    pub heads: usize,
+    /// Key/value heads (`llama.attention.head_count_kv`), dividing `heads`.
+    pub kv_heads: usize,
+    /// A head's width: `hidden / heads`.
+    pub head_dim: usize,
+    /// The vocabulary (rows of `token_embd.weight`).
+    pub vocab: usize,
+    /// The longest sequence the model was trained for (`llama.context_length`).
+    pub context: usize,
+    /// RoPE's base (`llama.rope.freq_base`, 10 000 if absent).
+    pub rope_base: f32,
+    /// RMSNorm's epsilon (`llama.attention.layer_norm_rms_epsilon`).
+    pub eps: f32,
+}
+
+impl Config {
+    /// Reads and checks the hyper-parameters. Errors: an architecture other
+    /// than `llama`, a missing key, heads that do not divide the width, KV
+    /// heads that do not divide the heads, RoPE over less than a head.
+    pub fn from_meta(meta: &Meta) -> Result<Config> {
+        let arch = meta.str("general.architecture")?;
+        if arch != "llama" {
+            return Err(Error::Architecture { found: arch.into() });
+        }
+        let hidden = meta.usize("llama.embedding_length")?;
+        let heads = meta.usize("llama.attention.head_count")?;
+        let kv_heads = meta.usize("llama.attention.head_count_kv").unwrap_or(heads);
+        let bad = |key: &str, reason: String| Error::Metadata {
+            key: key.into(),
+            reason,
+        };
+        if heads == 0 || !hidden.is_multiple_of(heads) || (hidden / heads) % 2 == 1 {
+            return Err(bad(
+                "llama.attention.head_count",
+                format!("{heads} heads do not split the width {hidden} into even head widths"),
+            ));
+        }
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+            return Err(bad(
+                "llama.attention.head_count_kv",
+                format!("{kv_heads} KV heads do not divide {heads} query heads"),
+            ));
+        }
+        let head_dim = hidden / heads;
+        if let Ok(d) = meta.usize("llama.rope.dimension_count") {
+            if d != head_dim {
+                return Err(bad(
+                    "llama.rope.dimension_count",
+                    format!("is {d}; this decoder rotates whole heads of {head_dim}"),
+                ));
+            }
+        }
+        Ok(Config {
+            layers: meta.usize("llama.block_count")?,
+            hidden,
+            ffn: meta.usize("llama.feed_forward_length")?,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab: 0,
+            context: meta.usize("llama.context_length")?,
+            rope_base: meta.f32("llama.rope.freq_base").unwrap_or(10_000.0),
+            eps: meta.f32("llama.attention.layer_norm_rms_epsilon")?,
+        })
+    }
+}
+
+/// One linear layer: f32 (the reference path) or a qlinear layer.
+enum Dense {
+    F32 { w: Vec<f32>, n: usize, k: usize },
+    Q(Linear),
+}
+
+impl Dense {
+    fn n(&self) -> usize {
+        match self {
+            Dense::F32 { n, .. } => *n,
+            Dense::Q(l) => l.out_features(),
+        }
+    }
+
+    /// `y[m, n] = x[m, k] · Wᵀ`.
+    fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        match self {
+            Dense::F32 { w, n, k } => {
+                for (xr, yr) in x.chunks_exact(*k).zip(y.chunks_exact_mut(*n)).take(m) {
+                    yr.par_chunks_mut(64).enumerate().for_each(|(c, ys)| {
+                        for (j, yv) in ys.iter_mut().enumerate() {
+                            let r = c * 64 + j;
+                            *yv = dot(xr, &w[r * k..(r + 1) * k]);
+                        }
+                    });
+                }
+                Ok(())
+            }
+            Dense::Q(l) => Ok(l.forward(x, m, y)?),
+        }
+    }
+}
+
+/// f32 dot product in 8 lanes (vectorises), lanes summed pairwise.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut l = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..8 {
+            l[i] += x[i] * y[i];
+        }
+    }
+    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + tail
+}
+
+enum Table {
+    F32(Vec<f32>),
+    Q(Embedding),
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
+    ffn_norm: Vec<f32>,
+    gate: Dense,
+    up: Dense,
+    down: Dense,
+}
+
+/// A Llama decoder whose linear layers are f32 matrices (from a GGUF file,
+/// dequantized) or qlinear layers (from a converted file), with the same
+/// code around them: RMSNorm, rotary embeddings as llama.cpp applies them
+/// to GGUF Llama weights (adjacent pairs), grouped-query attention over a
+/// [`KvCache`], the SwiGLU MLP, the tied embedding as LM head.
+pub struct Model {
+    /// The hyper-parameters.
+    pub config: Config,
+    embed: Table,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    head: Dense,
+    /// `cos`, `sin` of position `p`, pair `i`: index `p · head_dim / 2 + i`.
+    rope: (Vec<f32>, Vec<f32>),
+    /// What the layers are, for reports (`f32`, `q4g32 W4A8`, …).
+    pub description: String,
+}
+
+impl Model {
+    /// Opens `path`: a GGUF file runs the f32 path (every weight
+    /// dequantized to f32), a converted qlinear file the quantized one
+    /// (its layers in `mode`, or each weight's default mode).
+    pub fn open(path: &Path, mode: Option<QuantLinearMode>) -> Result<(Model, Meta)> {
+        let mut magic = [0u8; 4];
+        let is_gguf = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && qlinear::gguf::is_gguf(&magic);
+        if is_gguf {
+            let file = GgufFile::open(path)?;
+            let meta = Meta::from_gguf(&file);
+            Ok((Model::from_gguf(&file, &meta)?, meta))
+        } else {
+            let file = ModelFile::open(path)?;
+            let meta = Meta::from_converted(file.file().metadata_map())?;
+            Ok((Model::from_converted(&file, &meta, mode)?, meta))
+        }
+    }
+
+    /// The f32 path: a GGUF file's weights dequantized exactly.
+    pub fn from_gguf(file: &GgufFile, meta: &Meta) -> Result<Model> {
+        let config = Config::from_meta(meta)?;
+        let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
+            let info = file.tensor(name).ok_or_else(|| Error::Tensor {
+                tensor: name.into(),
+                reason: "missing from the file".into(),
+            })?;
+            check_shape(name, &info.shape(), shape)?;
+            Ok(file.tensor_f32(name)?)
+        };
+        let dense = |name: &str, n: usize, k: usize| -> Result<Dense> {
+            Ok(Dense::F32 {
+                w: tensor(&format!("{name}.weight"), &[n, k])?,
+                n,
+                k,
+            })
+        };
+        let vocab = vocab_of(file.tensor("token_embd.weight").map(|t| t.shape()))?;
+        let embed = tensor("token_embd.weight", &[vocab, config.hidden])?;
+        let head = Dense::F32 {
+            w: embed.clone(),
+            n: vocab,
+            k: config.hidden,
+        };
+        Model::assemble(
+            config,
+            vocab,
+            Table::F32(embed),
+            head,
+            "f32".into(),
+            |name, shape| tensor(name, shape),
+            dense,
+        )
+    }
+
+    /// The quantized path: every linear of a converted file as a
+    /// [`qlinear::Linear`] (in `mode`, or its weight's default), the tied
+    /// embedding as the LM head; a `token_embd` kept in float is quantized
+    /// to q8 for the head (the table itself stays f32 for the lookup).
+    pub fn from_converted(file: &ModelFile, meta: &Meta, mode: Option<QuantLinearMode>) -> Result<Model> {
+        let config = Config::from_meta(meta)?;
+        let linear = |prefix: &str, n: usize, k: usize| -> Result<Dense> {
+            if !file.linears().iter().any(|p| p == prefix) {
+                return Err(Error::Tensor {
+                    tensor: format!("{prefix}.qweight"),
+                    reason: "missing: every linear weight of the model must be quantized".into(),
+                });
+            }
+            let mut l = file.linear(prefix)?;
+            check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
+            if let Some(mode) = mode {
+                l = l.with_mode(mode)?;
+            }
+            Ok(Dense::Q(l))
+        };
+        let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
+            let found = file.shape(name).ok_or_else(|| Error::Tensor {
+                tensor: name.into(),
+                reason: "missing from the file".into(),
+            })?;
+            check_shape(name, &found, shape)?;
+            Ok(file.tensor_f32(name)?)
+        };
+        let embed = file.embedding("token_embd.weight")?;
+        let vocab = embed.rows();
+        check_shape("token_embd.weight", &[vocab, embed.dim()], &[vocab, config.hidden])?;
+        let head = if file.linears().iter().any(|p| p == "token_embd") {
+            linear("token_embd", vocab, config.hidden)?
+        } else {
+            let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
+            let mut l = Linear::new(
+                "token_embd",
+                QuantizedWeight::quantize(QScheme::Q8, vocab, config.hidden, &w).map_err(qlinear::Error::from)?,
+                None,
+            )?;
+            if let Some(mode) = mode.filter(|m| matches!(m, QuantLinearMode::W8A8 | QuantLinearMode::W8A16)) {
+                l = l.with_mode(mode)?;
+            }
+            Dense::Q(l)
+        };
+        let description = match &head {
+            Dense::Q(l) => {
+                let first = file.linear("blk.0.attn_q")?;
+                let mode = mode.unwrap_or(first.mode());
+                format!(
+                    "{} {mode} (head {} {})",
+                    first.weight().scheme(),
+                    l.weight().scheme(),
+                    l.mode()
+                )
+            }
+            Dense::F32 { .. } => "f32".into(),
+        };
+        let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
+        Model::assemble(config, vocab, Table::Q(embed), head, description, tensor, dense)
+    }
+
+    fn assemble(
+        mut config: Config,
+        vocab: usize,
+        embed: Table,
+        head: Dense,
+        description: String,
+        tensor: impl Fn(&str, &[usize]) -> Result<Vec<f32>>,
+        dense: impl Fn(&str, usize, usize) -> Result<Dense>,
+    ) -> Result<Model> {
+        config.vocab = vocab;
+        let (h, q_dim, kv_dim) = (
+            config.hidden,
+            config.heads * config.head_dim,
+            config.kv_heads * config.head_dim,
+        );
+        let mut layers = Vec::with_capacity(config.layers);
+        for b in 0..config.layers {
+            let p = |n: &str| format!("blk.{b}.{n}");
+            layers.push(Layer {
+                attn_norm: tensor(&p("attn_norm.weight"), &[h])?,
+                q: dense(&p("attn_q"), q_dim, h)?,
+                k: dense(&p("attn_k"), kv_dim, h)?,
+                v: dense(&p("attn_v"), kv_dim, h)?,
+                o: dense(&p("attn_output"), h, q_dim)?,
+                ffn_norm: tensor(&p("ffn_norm.weight"), &[h])?,
+                gate: dense(&p("ffn_gate"), config.ffn, h)?,
+                up: dense(&p("ffn_up"), config.ffn, h)?,
+                down: dense(&p("ffn_down"), h, config.ffn)?,
+            });
+        }
+        let norm = tensor("output_norm.weight", &[h])?;
+        let rope = rope_table(&config);
+        Ok(Model {
+            config,
+            embed,
+            layers,
+            norm,
+            head,
+            rope,
+            description,
+        })
+    }
+
+    /// Runs `tokens` (appended to `cache` at its current length) and returns
+    /// the logits: `[tokens.len(), vocab]` when `all`, else the last
+    /// position's `[vocab]`. Errors: no tokens, a token past the
+    /// vocabulary, more tokens than the cache holds.
+    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], all: bool) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let m = tokens.len();
+        if m == 0 {
+            return Err(Error::Prompt("no tokens to run (an empty prompt?)".into()));
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
+            return Err(Error::Prompt(format!(
+                "token id {t} is past the vocabulary ({})",
+                c.vocab
+            )));
+        }
+        let base = cache.len;
+        if base + m > cache.capacity {
+            return Err(Error::Prompt(format!(
+                "{} tokens after {base} do not fit the context of {} tokens",
+                m, cache.capacity
+            )));
+        }
+        let (h, hd) = (c.hidden, c.head_dim);
+        let (q_dim, kv_dim) = (c.heads * hd, c.kv_heads * hd);
+        let KvCache {
+            k: k_cache,
+            v: v_cache,
+            scratch: s,
+            ..
+        } = cache;
+        s.resize(m, c);
+        for (row, &t) in s.x.chunks_exact_mut(h).zip(tokens) {
+            match &self.embed {
+                Table::F32(e) => row.copy_from_slice(&e[t as usize * h..(t as usize + 1) * h]),
+                Table::Q(e) => e.row(t as usize, row)?,
+            }
+        }
+        for (l, layer) in self.layers.iter().enumerate() {
+            rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h);
+            layer.q.forward(&s.h, m, &mut s.q)?;
+            layer.k.forward(&s.h, m, &mut s.k)?;
+            layer.v.forward(&s.h, m, &mut s.v)?;
+            for i in 0..m {
+                let pos = base + i;
+                self.rotate(&mut s.q[i * q_dim..(i + 1) * q_dim], pos);
+                self.rotate(&mut s.k[i * kv_dim..(i + 1) * kv_dim], pos);
+            }
+            let (kc, vc) = (&mut k_cache[l], &mut v_cache[l]);
+            kc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.k);
+            vc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.v);
+            let (kc, vc) = (&kc[..(base + m) * kv_dim], &vc[..(base + m) * kv_dim]);
+            attention(c, base, &s.q, kc, vc, &mut s.att);
+            layer.o.forward(&s.att, m, &mut s.h)?;
+            s.x.iter_mut().zip(&s.h).for_each(|(x, o)| *x += o);
+            rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
+            layer.gate.forward(&s.h, m, &mut s.g)?;
+            layer.up.forward(&s.h, m, &mut s.u)?;
+            // SwiGLU: silu(gate) · up
+            s.g.iter_mut()
+                .zip(&s.u)
+                .for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
+            layer.down.forward(&s.g, m, &mut s.h)?;
+            s.x.iter_mut().zip(&s.h).for_each(|(x, d)| *x += d);
+        }
+        cache.len += m;
+        let rows = if all { m } else { 1 };
+        let from = (m - rows) * h;
+        rms_norm(&s.x[from..], &self.norm, c.eps, &mut s.h[..rows * h]);
+        let mut logits = vec![0f32; rows * c.vocab];
+        self.head.forward(&s.h[..rows * h], rows, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:
+    /// the pairs are adjacent, `(x[2i], x[2i+1])`, in every head).
+    fn rotate(&self, x: &mut [f32], pos: usize) {
+        let half = self.config.head_dim / 2;
+        let (cos, sin) = (
+            &self.rope.0[pos * half..(pos + 1) * half],
+            &self.rope.1[pos * half..(pos + 1) * half],
+        );
+        for head in x.chunks_exact_mut(self.config.head_dim) {
+            for (i, pair) in head.chunks_exact_mut(2).enumerate() {
+                let (a, b) = (pair[0], pair[1]);
+                pair[0] = a * cos[i] - b * sin[i];
+                pair[1] = a * sin[i] + b * cos[i];
+            }
+        }
+    }
+
+    /// The head layer's output features (the vocabulary).
+    pub fn vocab(&self) -> usize {
+        self.head.n()
+    }
+}
+
+fn vocab_of(shape: Option<Vec<usize>>) -> Result<usize> {
+    match shape.as_deref() {
+        Some(&[v, _]) if v > 0 => Ok(v),
+        Some(s) => Err(Error::Tensor {
+            tensor: "token_embd.weight".into(),
+            reason: format!("shape {s:?} is not [vocab, hidden]"),
+        }),
+        None => Err(Error::Tensor {
+            tensor: "token_embd.weight".into(),
+            reason: "missing from the file".into(),
+        }),
+    }
+}
+
+fn check_shape(name: &str, found: &[usize], want: &[usize]) -> Result<()> {
+    if found != want {
+        return Err(Error::Tensor {
+            tensor: name.into(),
+            reason: format!("shape {found:?} where the model's hyper-parameters need {want:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// `cos`, `sin` of `pos · base^(−2i / head_dim)` for every position of the
+/// context, in f64 then rounded once to f32.
+fn rope_table(c: &Config) -> (Vec<f32>, Vec<f32>) {
+    let half = c.head_dim / 2;
+    let mut cos = Vec::with_capacity(c.context * half);
+    let mut sin = Vec::with_capacity(c.context * half);
+    for p in 0..c.context {
+        for i in 0..half {
+            let theta = p as f64 * f64::from(c.rope_base).powf(-2.0 * i as f64 / c.head_dim as f64);
+            cos.push(theta.cos() as f32);
+            sin.push(theta.sin() as f32);
+        }
+    }
+    (cos, sin)
+}
+
+/// `out = x / sqrt(mean(x²) + eps) · w` per row (the mean in f64, as ggml).
+fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+        let mean = xr.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / w.len() as f64;
+        let scale = (1.0 / (mean + f64::from(eps)).sqrt()) as f32;
+        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
+            *o = v * scale * g;
+        }
+    }
+}
+
+/// Causal grouped-query attention of the new rows `q` (positions `base..`)
+/// over the cached keys and values of positions `0..=pos`, into `out`.
+fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &mut [f32]) {
+    let (hd, q_dim, kv_dim) = (c.head_dim, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+    let group = c.heads / c.kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    out.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
+        let (i, head) = (idx / c.heads, idx % c.heads);
+        let pos = base + i;
+        let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
+        let kvh = head / group;
+        let mut scores: Vec<f32> = (0..=pos)
+            .map(|t| dot(qh, &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd]) * scale)
+            .collect();
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut total = 0f32;
+        scores.iter_mut().for_each(|s| {
+            *s = (*s - max).exp();
+            total += *s;
+        });
+        o.fill(0.0);
+        for (t, &p) in scores.iter().enumerate() {
+            let w = p / total;
+            let v = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+            o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
+        }
+    });
+}
+
+/// The keys and values of every position so far, per layer, laid out for
+/// the decode step (`[position, kv_heads · head_dim]`), with the forward
+/// pass's work buffers (grown once, reused by every call).
+pub struct KvCache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    len: usize,
+    capacity: usize,
+    scratch: Scratch,
+}
+
+impl KvCache {
+    /// A cache for `capacity` positions (at most the model's context).
+    pub fn new(config: &Config, capacity: usize) -> Result<KvCache> {
+        if capacity > config.context {
+            return Err(Error::Prompt(format!(
+                "a cache of {capacity} positions exceeds the model's context of {} tokens",
+                config.context
+            )));
+        }
+        let kv = config.kv_heads * config.head_dim * capacity;
+        Ok(KvCache {
+            k: (0..config.layers).map(|_| vec![0f32; kv]).collect(),
+            v: (0..config.layers).map(|_| vec![0f32; kv]).collect(),
+            len: 0,
+            capacity,
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Positions it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forgets every position (the buffers stay).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    g: Vec<f32>,
+    u: Vec<f32>,
+}
+
+impl Scratch {
+    fn resize(&mut self, m: usize, c: &Config) {
+        let (q_dim, kv_dim) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        for (buf, width) in [
+            (&mut self.x, c.hidden),
+            (&mut self.h, c.hidden.max(q_dim)),
+            (&mut self.q, q_dim),
+            (&mut self.k, kv_dim),
+            (&mut self.v, kv_dim),
+            (&mut self.att, q_dim),
+            (&mut self.g, c.ffn),
+            (&mut self.u, c.ffn),
+        ] {
+            buf.resize(m * width, 0.0);
+        }
+    }
+}

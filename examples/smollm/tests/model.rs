@@ -1,0 +1,148 @@
+//! A tiny Llama (hidden 8, 2 heads sharing 1 KV head, FFN 16, vocabulary
+//! 6, one block) written as a converted qlinear file: it runs, a cached
+//! decode step equals the same position run in one batch, and every bad
+//! input is one error naming the key, tensor or limit.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use qlinear::format::{write_file, Dtype, OutputTensor};
+use qlinear::{ModelFile, QScheme, QuantizedWeight};
+use qlinear_smollm::{Config, Error, KvCache, Meta, Model};
+
+fn meta(arch: &str) -> HashMap<String, String> {
+    [
+        ("general.architecture", format!("\"{arch}\"")),
+        ("llama.block_count", "1".into()),
+        ("llama.embedding_length", "8".into()),
+        ("llama.feed_forward_length", "16".into()),
+        ("llama.attention.head_count", "2".into()),
+        ("llama.attention.head_count_kv", "1".into()),
+        ("llama.context_length", "16".into()),
+        ("llama.rope.freq_base", "10000.0".into()),
+        ("llama.attention.layer_norm_rms_epsilon", "1e-5".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("gguf.{k}"), v))
+    .collect()
+}
+
+fn values(n: usize, k: usize, seed: u32) -> Vec<f32> {
+    (0..n * k)
+        .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(97)) >> 22) as f32 / 512.0 - 1.0)
+        .collect()
+}
+
+/// The tiny model's file, without the tensors named in `skip` and with
+/// `attn_q` shaped `[q_rows, 8]`.
+fn tiny(dir: &std::path::Path, skip: &[&str], q_rows: usize) -> ModelFile {
+    let mut tensors = vec![];
+    let shapes = [
+        ("token_embd", 6, 8),
+        ("blk.0.attn_q", q_rows, 8),
+        ("blk.0.attn_k", 4, 8),
+        ("blk.0.attn_v", 4, 8),
+        ("blk.0.attn_output", 8, 8),
+        ("blk.0.ffn_gate", 16, 8),
+        ("blk.0.ffn_up", 16, 8),
+        ("blk.0.ffn_down", 8, 16),
+    ];
+    for (i, (prefix, n, k)) in shapes.into_iter().enumerate() {
+        if !skip.contains(&prefix) {
+            let w = QuantizedWeight::quantize(QScheme::Q8, n, k, &values(n, k, i as u32)).unwrap();
+            tensors.push(OutputTensor::Quantized {
+                prefix: prefix.into(),
+                tensor: w,
+            });
+        }
+    }
+    for name in ["blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"] {
+        tensors.push(OutputTensor::Raw {
+            name: name.into(),
+            dtype: Dtype::F32,
+            shape: vec![8],
+            data: Cow::Owned([1.0f32; 8].iter().flat_map(|v| v.to_le_bytes()).collect()),
+        });
+    }
+    let path = dir.join(format!("tiny-{}-{q_rows}.safetensors", skip.len()));
+    write_file(&path, &meta("llama"), tensors).unwrap();
+    ModelFile::open(&path).unwrap()
+}
+
+#[test]
+fn a_tiny_model_runs_and_decode_steps_equal_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tiny(dir.path(), &[], 8);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, None).unwrap();
+    assert_eq!(model.vocab(), 6);
+    assert_eq!(
+        (model.config.heads, model.config.kv_heads, model.config.head_dim),
+        (2, 1, 4)
+    );
+    let ids = [1u32, 4, 2, 5, 0];
+    let mut batch = KvCache::new(&model.config, 16).unwrap();
+    let all = model.forward(&mut batch, &ids, true).unwrap();
+    assert_eq!(all.len(), 5 * 6);
+    assert!(all.iter().all(|v| v.is_finite()));
+    // position by position through the cache: the same logits (the
+    // quantized layers are batch invariant, NUMERICS §7)
+    let mut step = KvCache::new(&model.config, 16).unwrap();
+    for (i, &t) in ids.iter().enumerate() {
+        let l = model.forward(&mut step, &[t], false).unwrap();
+        assert_eq!(l, all[i * 6..(i + 1) * 6], "position {i}");
+    }
+    assert_eq!(step.len(), 5);
+    // the context is a hard limit, and an empty or out-of-vocabulary input
+    // is refused, each naming the limit
+    let e = model.forward(&mut step, &[0; 12], false).unwrap_err().to_string();
+    assert_eq!(e, "prompt: 12 tokens after 5 do not fit the context of 16 tokens");
+    let e = model.forward(&mut step, &[], false).unwrap_err().to_string();
+    assert_eq!(e, "prompt: no tokens to run (an empty prompt?)");
+    let e = model.forward(&mut step, &[6], false).unwrap_err().to_string();
+    assert_eq!(e, "prompt: token id 6 is past the vocabulary (6)");
+    let e = KvCache::new(&model.config, 17).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "prompt: a cache of 17 positions exceeds the model's context of 16 tokens"
+    );
+}
+
+#[test]
+fn bad_models_are_one_error_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = |pairs: HashMap<String, String>| Meta::from_converted(&pairs).unwrap();
+    let e = Config::from_meta(&m(meta("gpt2"))).unwrap_err();
+    assert!(matches!(e, Error::Architecture { .. }));
+    assert_eq!(
+        e.to_string(),
+        "general.architecture is \"gpt2\": qlinear-smollm runs Llama decoders (\"llama\")"
+    );
+    let mut odd = meta("llama");
+    odd.insert("gguf.llama.attention.head_count_kv".into(), "3".into());
+    let e = Config::from_meta(&m(odd)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "metadata llama.attention.head_count_kv: 3 KV heads do not divide 2 query heads"
+    );
+    let mut missing = meta("llama");
+    missing.remove("gguf.llama.block_count");
+    let e = Config::from_meta(&m(missing)).unwrap_err().to_string();
+    assert_eq!(e, "metadata llama.block_count: missing");
+    let e = Meta::from_converted(&HashMap::new()).err().unwrap().to_string();
+    assert!(e.contains("carries no GGUF metadata"), "{e}");
+    // a missing layer, and a layer of the wrong shape, name the tensor
+    let file = tiny(dir.path(), &["blk.0.ffn_up"], 8);
+    let meta_ = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "blk.0.ffn_up.qweight: missing: every linear weight of the model must be quantized"
+    );
+    let file = tiny(dir.path(), &[], 4);
+    let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "blk.0.attn_q: shape [4, 8] where the model's hyper-parameters need [8, 8]"
+    );
+}
