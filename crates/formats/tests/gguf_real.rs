@@ -6,38 +6,13 @@
 //! that 135 M weights need not cross a pipe).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use qlinear_formats::{GgmlType, GgufFile, GgufValue};
 
-/// The file, or why not. Under `cargo xtask test` its absence fails.
-fn model() -> Option<PathBuf> {
-    let path = std::env::var_os("QLINEAR_SMOLLM2_GGUF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-            ))
-        });
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("QLINEAR_SMOLLM2_GGUF").is_none(),
-        "QLINEAR_SMOLLM2_GGUF names {}, which does not exist",
-        path.display()
-    );
-    eprintln!("skipped: {} is missing (cargo xtask test fetches it)", path.display());
-    None
+mod support {
+    pub mod smollm2;
 }
-
-/// `Σ bits_i · (2i + 1)` over a tensor's f32 bit patterns, wrapping in u64.
-fn weighted_bits(v: &[f32]) -> u64 {
-    v.iter().enumerate().fold(0u64, |h, (i, x)| {
-        h.wrapping_add(u64::from(x.to_bits()).wrapping_mul(2 * i as u64 + 1))
-    })
-}
+use support::smollm2::{python_gguf, smollm2_gguf as model, weighted_bits};
 
 #[test]
 fn smollm2_reads_as_llama_cpp_wrote_it() {
@@ -70,17 +45,7 @@ fn smollm2_reads_as_llama_cpp_wrote_it() {
 #[test]
 fn every_smollm2_tensor_dequantizes_as_the_gguf_package_does() {
     let Some(path) = model() else { return };
-    let have_python = std::process::Command::new("python3")
-        .args(["-c", "import gguf, numpy"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have_python {
-        assert!(
-            std::env::var_os("QLINEAR_REQUIRE_GGUF").is_none(),
-            "python3 cannot import gguf"
-        );
-        eprintln!("skipped: python3 with the gguf package is not installed");
+    if !python_gguf() {
         return;
     }
     let script = "import sys, numpy as np, gguf\n\

@@ -10,12 +10,14 @@
 #![warn(missing_docs)]
 
 mod error;
+mod eval;
 mod meta;
 mod model;
 mod sample;
 mod tokenizer;
 
 pub use error::{Error, Result};
+pub use eval::{score, Scores};
 pub use meta::Meta;
 pub use model::{Config, KvCache, Model};
 pub use sample::Sampler;

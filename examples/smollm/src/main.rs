@@ -18,8 +18,11 @@ use qlinear_smollm::{KvCache, Model, Sampler, Tokenizer};
     about = "Text generation with every linear layer through qlinear"
 )]
 struct Args {
-    /// A GGUF file (f32 path) or a converted qlinear file.
-    model: PathBuf,
+    /// A GGUF file (f32 path) or a converted qlinear file, optionally
+    /// followed by `@MODE` (W8A8, W4A8, W8A16, W4A16) for its layers. With
+    /// --eval, more models follow; the first is the reference.
+    #[arg(required = true)]
+    models: Vec<String>,
     /// The prompt.
     #[arg(long)]
     prompt: Option<String>,
@@ -44,10 +47,6 @@ struct Args {
     /// The sampler's seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// The mode of every quantized layer (W8A8, W4A8, W8A16, W4A16);
-    /// default: each weight's own.
-    #[arg(long)]
-    mode: Option<String>,
     /// Worker threads (default: every CPU).
     #[arg(long)]
     threads: Option<usize>,
@@ -57,6 +56,153 @@ struct Args {
     /// Write the prompt's logits, f32 little-endian [positions, vocab], here.
     #[arg(long)]
     logits: Option<PathBuf>,
+    /// Score every model on this text: perplexity (llama.cpp's way, windows
+    /// of --window tokens, each window's second half scored) and the share
+    /// of positions whose top-1 token is the first model's.
+    #[arg(long)]
+    eval: Option<PathBuf>,
+    /// The tokens of the --eval or --calibrate text used (the first N).
+    #[arg(long, default_value_t = 4096)]
+    eval_tokens: usize,
+    /// The window of --eval.
+    #[arg(long, default_value_t = 512)]
+    window: usize,
+    /// Write the --eval rows here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Run the first model (a GGUF: the f32 path) over this text and write
+    /// each linear's mean x² per input column to --importance-out, for
+    /// `qlinear convert --recipe activation-aware --importance`.
+    #[arg(long, requires = "importance_out")]
+    calibrate: Option<PathBuf>,
+    /// Where --calibrate writes the importance (safetensors, P.importance).
+    #[arg(long)]
+    importance_out: Option<PathBuf>,
+}
+
+/// `PATH[@MODE]`.
+fn model_arg(spec: &str) -> Result<(PathBuf, Option<QuantLinearMode>), String> {
+    match spec.rsplit_once('@') {
+        Some((path, mode)) if !mode.contains('/') => {
+            let mode = mode.parse::<QuantLinearMode>().map_err(|e| format!("{spec}: {e}"))?;
+            Ok((PathBuf::from(path), Some(mode)))
+        }
+        _ => Ok((PathBuf::from(spec), None)),
+    }
+}
+
+fn load(spec: &str) -> Result<(Model, qlinear_smollm::Meta), String> {
+    let (path, mode) = model_arg(spec)?;
+    Model::open(&path, mode).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The first `n` tokens of the text file `path`, or why not.
+fn text_tokens(tokenizer: &Tokenizer, path: &std::path::Path, n: usize) -> Result<Vec<u32>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut ids = tokenizer.encode(&text).map_err(|e| e.to_string())?;
+    if ids.len() < n {
+        return Err(format!(
+            "{}: {} tokens, fewer than the {n} asked for",
+            path.display(),
+            ids.len()
+        ));
+    }
+    ids.truncate(n);
+    Ok(ids)
+}
+
+fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
+    let (reference, meta) = load(&args.models[0])?;
+    let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
+    if args.window < 4 || args.window > reference.config.context {
+        return Err(format!(
+            "--window {} must be 4 to the context ({})",
+            args.window, reference.config.context
+        ));
+    }
+    let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
+    let mut rows = vec![];
+    let mut first: Option<qlinear_smollm::Scores> = None;
+    println!("| model | layers | perplexity | vs first | top-1 agreement |");
+    println!("|---|---|--:|--:|--:|");
+    for spec in &args.models {
+        let model = if rows.is_empty() { None } else { Some(load(spec)?.0) };
+        let model = model.as_ref().unwrap_or(&reference);
+        let t = Instant::now();
+        let s = qlinear_smollm::score(model, &tokens, args.window).map_err(|e| format!("{spec}: {e}"))?;
+        let base = first.get_or_insert_with(|| s.clone());
+        let (ppl, agree) = (s.perplexity(), s.agreement(base));
+        let rel = ppl / base.perplexity() - 1.0;
+        println!(
+            "| {spec} | {} | {ppl:.4} | {:+.2} % | {:.2} % |",
+            model.description,
+            rel * 100.0,
+            agree * 100.0
+        );
+        eprintln!(
+            "{spec}: scored {} positions in {:.1} s",
+            s.top1.len(),
+            t.elapsed().as_secs_f64()
+        );
+        rows.push(serde_json::json!({
+            "model": spec,
+            "layers": model.description,
+            "perplexity": ppl,
+            "relative_to_first": rel,
+            "top1_agreement": agree,
+            "tokens": tokens.len(),
+            "window": args.window,
+            "scored": s.top1.len(),
+            "text": text.display().to_string(),
+        }));
+    }
+    if let Some(path) = &args.json {
+        let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        // the tokens scored and the first model's top-1 tokens, for a peer
+        // scored on the same positions (tools/llamacpp_smollm.py)
+        let side = path.with_extension("tokens.json");
+        let first = first.map(|f| f.top1).unwrap_or_default();
+        let body = serde_json::json!({ "tokens": tokens, "window": args.window, "reference_top1": first });
+        std::fs::write(&side, body.to_string()).map_err(|e| format!("{}: {e}", side.display()))?;
+    }
+    Ok(())
+}
+
+fn calibrate(args: &Args, text: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+    let (mut model, meta) = load(&args.models[0])?;
+    let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
+    let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
+    model.start_calibration();
+    let window = args.window.min(model.config.context);
+    let mut cache = KvCache::new(&model.config, window).map_err(|e| e.to_string())?;
+    for chunk in tokens.chunks(window) {
+        cache.clear();
+        model.forward(&mut cache, chunk, false).map_err(|e| e.to_string())?;
+    }
+    let importance = model.importance();
+    if importance.is_empty() {
+        return Err(format!(
+            "{}: --calibrate needs the f32 path: give the GGUF file",
+            args.models[0]
+        ));
+    }
+    let tensors = importance
+        .into_iter()
+        .map(|(p, v)| qlinear::format::OutputTensor::Raw {
+            name: format!("{p}.importance"),
+            dtype: qlinear::format::Dtype::F32,
+            shape: vec![v.len()],
+            data: std::borrow::Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        })
+        .collect();
+    qlinear::format::write_file(out, &Default::default(), tensors).map_err(|e| e.to_string())?;
+    eprintln!(
+        "importance of every linear over {} tokens written to {}",
+        tokens.len(),
+        out.display()
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -76,14 +222,18 @@ fn run(args: Args) -> Result<(), String> {
             .build_global()
             .map_err(|e| e.to_string())?;
     }
-    let mode = args
-        .mode
-        .as_deref()
-        .map(|m| m.parse::<QuantLinearMode>().map_err(|e| format!("--mode: {e}")))
-        .transpose()?;
     let start = Instant::now();
     qlinear::init().map_err(|e| e.to_string())?;
-    let (model, meta) = Model::open(&args.model, mode).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    if let Some(text) = &args.eval {
+        return eval(&args, text);
+    }
+    if let (Some(text), Some(out)) = (&args.calibrate, &args.importance_out) {
+        return calibrate(&args, text, out);
+    }
+    if args.models.len() > 1 {
+        return Err("several models are compared only with --eval".into());
+    }
+    let (model, meta) = load(&args.models[0])?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), None) => ids.clone(),

@@ -85,7 +85,13 @@ impl Config {
 
 /// One linear layer: f32 (the reference path) or a qlinear layer.
 enum Dense {
-    F32 { w: Vec<f32>, n: usize, k: usize },
+    F32 {
+        w: Vec<f32>,
+        n: usize,
+        k: usize,
+        /// `Σ x²` per input column and the rows seen, while calibrating.
+        stats: Option<std::sync::Mutex<(Vec<f64>, u64)>>,
+    },
     Q(Linear),
 }
 
@@ -100,14 +106,38 @@ impl Dense {
     /// `y[m, n] = x[m, k] · Wᵀ`.
     fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         match self {
-            Dense::F32 { w, n, k } => {
-                for (xr, yr) in x.chunks_exact(*k).zip(y.chunks_exact_mut(*n)).take(m) {
-                    yr.par_chunks_mut(64).enumerate().for_each(|(c, ys)| {
-                        for (j, yv) in ys.iter_mut().enumerate() {
-                            let r = c * 64 + j;
-                            *yv = dot(xr, &w[r * k..(r + 1) * k]);
+            Dense::F32 { w, n, k, stats } => {
+                if let Some(stats) = stats {
+                    let mut acc = stats.lock().map_err(|_| Error::Prompt("calibration poisoned".into()))?;
+                    for xr in x.chunks_exact(*k).take(m) {
+                        acc.0
+                            .iter_mut()
+                            .zip(xr)
+                            .for_each(|(s, &v)| *s += f64::from(v) * f64::from(v));
+                        acc.1 += 1;
+                    }
+                }
+                // blocks of 16 weight rows, each read once for all m
+                // activation rows (it stays in L1/L2 meanwhile)
+                const ROWS: usize = 16;
+                let blocks: Vec<Vec<f32>> = w
+                    .par_chunks(ROWS * k)
+                    .map(|wb| {
+                        let rows = wb.len() / k;
+                        let mut out = vec![0f32; m * rows];
+                        for (i, xr) in x.chunks_exact(*k).take(m).enumerate() {
+                            for (r, wr) in wb.chunks_exact(*k).enumerate() {
+                                out[i * rows + r] = dot(xr, wr);
+                            }
                         }
-                    });
+                        out
+                    })
+                    .collect();
+                for (b, out) in blocks.iter().enumerate() {
+                    let rows = out.len() / m.max(1);
+                    for i in 0..m {
+                        y[i * n + b * ROWS..i * n + b * ROWS + rows].copy_from_slice(&out[i * rows..(i + 1) * rows]);
+                    }
                 }
                 Ok(())
             }
@@ -201,6 +231,7 @@ impl Model {
                 w: tensor(&format!("{name}.weight"), &[n, k])?,
                 n,
                 k,
+                stats: None,
             })
         };
         let vocab = vocab_of(file.tensor("token_embd.weight").map(|t| t.shape()))?;
@@ -209,6 +240,7 @@ impl Model {
             w: embed.clone(),
             n: vocab,
             k: config.hidden,
+            stats: None,
         };
         Model::assemble(
             config,
@@ -237,7 +269,8 @@ impl Model {
             let mut l = file.linear(prefix)?;
             check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
             if let Some(mode) = mode {
-                l = l.with_mode(mode)?;
+                let m = head_mode(prefix, &l, mode);
+                l = l.with_mode(m)?;
             }
             Ok(Dense::Q(l))
         };
@@ -261,8 +294,9 @@ impl Model {
                 QuantizedWeight::quantize(QScheme::Q8, vocab, config.hidden, &w).map_err(qlinear::Error::from)?,
                 None,
             )?;
-            if let Some(mode) = mode.filter(|m| matches!(m, QuantLinearMode::W8A8 | QuantLinearMode::W8A16)) {
-                l = l.with_mode(mode)?;
+            if let Some(mode) = mode {
+                let m = head_mode("token_embd", &l, mode);
+                l = l.with_mode(m)?;
             }
             Dense::Q(l)
         };
@@ -420,6 +454,68 @@ impl Model {
     /// The head layer's output features (the vocabulary).
     pub fn vocab(&self) -> usize {
         self.head.n()
+    }
+
+    /// Every linear layer by its weight's prefix, the head last.
+    fn linears_mut(&mut self) -> Vec<(String, &mut Dense)> {
+        let mut out = vec![];
+        for (b, l) in self.layers.iter_mut().enumerate() {
+            for (name, d) in [
+                ("attn_q", &mut l.q),
+                ("attn_k", &mut l.k),
+                ("attn_v", &mut l.v),
+                ("attn_output", &mut l.o),
+                ("ffn_gate", &mut l.gate),
+                ("ffn_up", &mut l.up),
+                ("ffn_down", &mut l.down),
+            ] {
+                out.push((format!("blk.{b}.{name}"), d));
+            }
+        }
+        out.push(("token_embd".into(), &mut self.head));
+        out
+    }
+
+    /// From now on the f32 layers record `Σ x²` of each input column (the
+    /// activation-aware recipe's importance, `docs/NUMERICS.md` §3.8).
+    pub fn start_calibration(&mut self) {
+        for (_, d) in self.linears_mut() {
+            if let Dense::F32 { k, stats, .. } = d {
+                *stats = Some(std::sync::Mutex::new((vec![0.0; *k], 0)));
+            }
+        }
+    }
+
+    /// The mean `x²` of each input column of every f32 layer seen while
+    /// calibrating, by prefix (`blk.0.attn_q`, …, `token_embd`).
+    pub fn importance(&mut self) -> Vec<(String, Vec<f32>)> {
+        self.linears_mut()
+            .into_iter()
+            .filter_map(|(p, d)| match d {
+                Dense::F32 { stats: Some(s), .. } => {
+                    let (sums, rows) = &*s.get_mut().ok()?;
+                    Some((p, sums.iter().map(|v| (v / (*rows).max(1) as f64) as f32).collect()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The mode a layer runs in when the projections run in `mode`: the same,
+/// except that the LM head (`token_embd`) keeps the activation type of
+/// `mode` with its own weight's width (a q8 head runs W8A8 beside W4A8
+/// projections, W8A16 beside W4A16), as a mixed file intends.
+fn head_mode(prefix: &str, l: &Linear, mode: QuantLinearMode) -> QuantLinearMode {
+    use QuantLinearMode::*;
+    if prefix != "token_embd" {
+        return mode;
+    }
+    match (mode, l.weight().scheme() == QScheme::Q8) {
+        (W4A8 | W8A8, true) => W8A8,
+        (W4A16 | W8A16, true) => W8A16,
+        (W4A8 | W8A8, false) => W4A8,
+        (W4A16 | W8A16, false) => W4A16,
     }
 }
 

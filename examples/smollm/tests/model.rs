@@ -146,3 +146,32 @@ fn bad_models_are_one_error_naming_what_is_wrong() {
         "blk.0.attn_q: shape [4, 8] where the model's hyper-parameters need [8, 8]"
     );
 }
+
+#[test]
+fn the_sampler_is_seeded_and_respects_its_limits() {
+    use qlinear_smollm::Sampler;
+    let logits = [0.5f32, 3.0, 2.9, -1.0, f32::NAN, 1.0];
+    assert_eq!(Sampler::argmax(&logits), 1);
+    assert_eq!(Sampler::argmax(&[f32::NAN, 1.0]), 1, "NaN never wins");
+    assert_eq!(
+        Sampler::new(0.0, 40, 0.95, 1).next(&logits[..4]),
+        1,
+        "temperature 0 is greedy"
+    );
+    // top-k 1 is greedy at any temperature
+    let mut s = Sampler::new(5.0, 1, 1.0, 7);
+    assert!((0..50).all(|_| s.next(&logits[..4]) == 1));
+    // top-k 2: only the two most likely, both drawn; the same seed repeats
+    let draw = |seed| {
+        let mut s = Sampler::new(1.0, 2, 1.0, seed);
+        (0..200).map(|_| s.next(&logits[..4])).collect::<Vec<u32>>()
+    };
+    let a = draw(3);
+    assert!(a.iter().all(|&t| t == 1 || t == 2));
+    assert!(a.contains(&1) && a.contains(&2));
+    assert_eq!(a, draw(3));
+    assert_ne!(a, draw(4));
+    // top-p: token 1 alone holds more than half the mass at temperature 0.1
+    let mut s = Sampler::new(0.1, 0, 0.5, 9);
+    assert!((0..50).all(|_| s.next(&logits[..4]) == 1));
+}

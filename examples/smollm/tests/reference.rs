@@ -3,33 +3,14 @@
 //! every prompt position within 1e-3 of the largest logit, and the same 32
 //! greedy tokens. And the tokenizer and the chat template on that file.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use qlinear::gguf::GgufFile;
-use qlinear_smollm::{KvCache, Meta, Model, Sampler, Tokenizer};
 
-/// The file, or why not. Under `cargo xtask test` its absence fails.
-fn model() -> Option<PathBuf> {
-    let path = std::env::var_os("QLINEAR_SMOLLM2_GGUF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-            ))
-        });
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("QLINEAR_SMOLLM2_GGUF").is_none(),
-        "{} does not exist",
-        path.display()
-    );
-    eprintln!("skipped: {} is missing (cargo xtask test fetches it)", path.display());
-    None
-}
+#[path = "../../../crates/formats/tests/support/smollm2.rs"]
+mod smollm2;
+use qlinear_smollm::{KvCache, Meta, Model, Sampler, Tokenizer};
+use smollm2::smollm2_gguf as model;
 
 const PROMPT: &str = "The quick brown fox jumps over the lazy dog. In 1905, Albert Einstein published";
 
@@ -63,16 +44,7 @@ fn the_tokenizer_reads_the_files_vocabulary() {
 #[test]
 fn the_f32_path_matches_the_numpy_reference() {
     let Some(path) = model() else { return };
-    let python = Command::new("python3")
-        .args(["-c", "import gguf, numpy"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !python {
-        assert!(
-            std::env::var_os("QLINEAR_REQUIRE_GGUF").is_none(),
-            "python3 cannot import gguf"
-        );
-        eprintln!("skipped: python3 with the gguf package is not installed");
+    if !smollm2::python_gguf() {
         return;
     }
     let file = GgufFile::open(&path).unwrap();
