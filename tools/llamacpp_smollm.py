@@ -1,22 +1,91 @@
 #!/usr/bin/env python3
-"""llama.cpp (PyPI's llama-cpp-python) scored on exactly the tokens that
-`qlinear-smollm --eval` scored: the same windows, the same positions, the
-perplexity and the share of top-1 tokens equal to qlinear's f32 path.
+"""llama.cpp (PyPI's llama-cpp-python) beside `qlinear-smollm`.
 
     python tools/llamacpp_smollm.py TOKENS.json EVAL.json MODEL.gguf [...]
 
-TOKENS.json is what `qlinear-smollm --eval ... --json EVAL.json` writes
-beside EVAL.json; the rows are printed as a markdown table and appended to
-EVAL.json (with "peer": "llama.cpp").
+scores the models on exactly the tokens that `qlinear-smollm --eval`
+scored (the same windows and positions): the perplexity and the share of
+top-1 tokens equal to qlinear's f32 path. TOKENS.json is what
+`qlinear-smollm --eval ... --json EVAL.json` writes beside EVAL.json; the
+rows are printed as a markdown table and appended to EVAL.json (with
+"peer": "llama.cpp").
+
+    python tools/llamacpp_smollm.py --bench PROMPT_IDS GEN THREADS OUT.json MODEL.gguf [...]
+
+times one round: the prompt (comma-separated ids) as one batch, then GEN
+greedy tokens one at a time, at each thread count of THREADS (e.g. 1,2),
+rows (tok/s of this round) to OUT.json, for `cargo xtask smollm --bench`
+to alternate with qlinear's rounds.
+
+    python tools/llamacpp_smollm.py --merge OUT.json ROUND.json [...]
+
+merges rounds (of either runner) into rows with the median, min and max.
 """
 import json
 import sys
 
 import numpy as np
-import llama_cpp
+
+try:
+    import llama_cpp
+except ImportError:  # --merge needs only json
+    llama_cpp = None
+
+
+def bench(ids, gen, threads, out, models):
+    import time
+    prompt = [int(t) for t in ids.split(",")]
+    rows = []
+    for t in [int(x) for x in threads.split(",")]:
+        for path in models:
+            llm = llama_cpp.Llama(model_path=path, n_ctx=len(prompt) + int(gen) + 8, n_batch=512,
+                                  n_threads=t, n_threads_batch=t, verbose=False)
+            llm.reset()
+            t0 = time.perf_counter()
+            llm.eval(prompt)
+            prefill = len(prompt) / (time.perf_counter() - t0)
+            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            t0 = time.perf_counter()
+            for _ in range(int(gen)):
+                llm.eval([nxt])
+                nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            decode = int(gen) / (time.perf_counter() - t0)
+            rows.append({"model": path, "peer": "llama.cpp", "layers": f"llama.cpp {llama_cpp.__version__}",
+                         "threads": t, "prefill_tok_s": prefill, "decode_tok_s": decode,
+                         "prompt_tokens": len(prompt), "generated_tokens": int(gen)})
+            del llm
+    json.dump(rows, open(out, "w"), indent=2)
+
+
+def merge(out, rounds):
+    by = {}
+    for path in rounds:
+        for r in json.load(open(path)):
+            key = (r["model"], r["threads"])
+            acc = by.setdefault(key, dict(r, prefill=[], decode=[]))
+            for name, field in (("prefill", "prefill_tok_s"), ("decode", "decode_tok_s")):
+                v = r[field]
+                acc[name].append(v["median"] if isinstance(v, dict) else v)
+    rows = []
+    for acc in by.values():
+        for name in ("prefill", "decode"):
+            v = sorted(acc.pop(name))
+            acc[name + "_tok_s"] = {"median": v[len(v) // 2], "min": v[0], "max": v[-1], "rounds": len(v)}
+        rows.append(acc)
+    json.dump(rows, open(out, "w"), indent=2)
+    print("| model | layers | threads | prefill tok/s | decode tok/s |")
+    print("|---|---|--:|--:|--:|")
+    for r in rows:
+        p, d = r["prefill_tok_s"], r["decode_tok_s"]
+        print(f"| {r['model'].rsplit('/', 1)[-1]} | {r['layers']} | {r['threads']} | "
+              f"{p['median']:.1f} ({p['min']:.1f}–{p['max']:.1f}) | {d['median']:.1f} ({d['min']:.1f}–{d['max']:.1f}) |")
 
 
 def main() -> None:
+    if sys.argv[1] == "--bench":
+        return bench(*sys.argv[2:6], sys.argv[6:])
+    if sys.argv[1] == "--merge":
+        return merge(sys.argv[2], sys.argv[3:])
     side, out, *models = sys.argv[1:]
     meta = json.load(open(side))
     tokens, window, ref_top1 = meta["tokens"], meta["window"], meta["reference_top1"]

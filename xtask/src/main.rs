@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };
@@ -464,6 +464,9 @@ fn minilm(args: &[String]) -> Result {
 /// tokens, rows appended to the table and the JSON.
 fn smollm(args: &[String]) -> Result {
     let short = args.iter().any(|a| a == "--short");
+    if args.iter().any(|a| a == "--bench") {
+        return smollm_bench(args);
+    }
     ensure_python(&["numpy", "gguf"])?;
     let gguf = smollm2_gguf()?;
     let dir = root().join("target/smollm");
@@ -578,6 +581,62 @@ fn smollm(args: &[String]) -> Result {
         .arg(&gguf)
         .arg(&q4_0)
         .arg(&q8_0))
+}
+
+/// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
+/// prefill speed of the converted configurations (made by a previous
+/// `cargo xtask smollm`), R rounds (default 3) of qlinear's runner, each
+/// followed by one of llama.cpp's on the shipped Q4_1 and the Q4_0 / Q8_0
+/// files with `--llamacpp`; rows merged into `target/smollm-bench.json`.
+fn smollm_bench(args: &[String]) -> Result {
+    let repeat: usize = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let dir = root().join("target/smollm");
+    let configs: Vec<String> = [
+        ("q8-canonical", "W8A8"),
+        ("q4-canonical", "W4A8"),
+        ("q4g32-canonical", "W4A8"),
+        ("q4g32-canonical", "W4A16"),
+        ("q4_0-imported", "W4A8"),
+    ]
+    .iter()
+    .map(|(f, m)| format!("{}@{m}", dir.join(format!("{f}.safetensors")).display()))
+    .collect();
+    if !dir.join("q4_0-imported.safetensors").exists() {
+        return Err("run cargo xtask smollm first: it converts the configurations timed here".into());
+    }
+    run(cargo().args(["build", "--quiet", "--release", "-p", "qlinear-smollm"]))?;
+    let smollm = root().join("target/release/qlinear-smollm");
+    let llama = args.iter().any(|a| a == "--llamacpp");
+    let python = if llama { Some(llama_cpp_python()?) } else { None };
+    let mut rounds = vec![];
+    for r in 0..repeat {
+        let q = dir.join(format!("bench-qlinear-{r}.json"));
+        run(Command::new(&smollm)
+            .args(&configs)
+            .args(["--bench", "/usr/share/common-licenses/GPL-3", "--repeat", "1", "--json"])
+            .arg(&q))?;
+        rounds.push(q.clone());
+        if let Some(python) = &python {
+            let ids = std::fs::read_to_string(q.with_extension("prompt")).map_err(|e| e.to_string())?;
+            let l = dir.join(format!("bench-llamacpp-{r}.json"));
+            run(Command::new(python)
+                .args(["tools/llamacpp_smollm.py", "--bench", &ids, "128", "1,2"])
+                .arg(&l)
+                .arg(smollm2_gguf()?)
+                .arg(dir.join("SmolLM2-135M-Instruct.Q4_0.gguf"))
+                .arg(dir.join("SmolLM2-135M-Instruct.Q8_0.gguf")))?;
+            rounds.push(l);
+        }
+    }
+    run(Command::new("python3")
+        .args(["tools/llamacpp_smollm.py", "--merge"])
+        .arg(root().join("target/smollm-bench.json"))
+        .args(&rounds))
 }
 
 /// The Python of a virtual environment under `target/` holding PyPI's

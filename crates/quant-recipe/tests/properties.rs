@@ -114,3 +114,23 @@ proptest! {
         prop_assert_eq!(QuantizedMatrix::from_parts(n, k, c, s).unwrap(), q);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// No recipe ever writes a negative group scale: only an import (GGUF
+    /// Q4_0) does, and that is what format version 2 says
+    /// (docs/FORMAT.md, "Versions"). −0.0 is not negative there.
+    #[test]
+    fn no_recipe_writes_a_negative_group_scale((g, w) in grouped_row()) {
+        let k = w.len();
+        for recipe in [Recipe::Canonical, Recipe::FullRange, Recipe::Search] {
+            let m = QuantizedMatrixQ4::quantize_with(recipe, 1, k, GroupSize::Group(g), &w).unwrap();
+            prop_assert_eq!(m.negative_group_scale(), None, "{}", recipe);
+        }
+        let importance = vec![0.5f32; k];
+        let m = QuantizedWeight::quantize_weighted(QScheme::Q4Grouped(g), 1, k, &w, &importance).unwrap();
+        let QuantizedWeight::Q4(m) = m else { panic!("q4") };
+        prop_assert_eq!(m.negative_group_scale(), None);
+    }
+}

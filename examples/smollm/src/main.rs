@@ -78,6 +78,140 @@ struct Args {
     /// Where --calibrate writes the importance (safetensors, P.importance).
     #[arg(long)]
     importance_out: Option<PathBuf>,
+    /// Time every model: prefill of --bench-prompt tokens and decode of
+    /// --bench-tokens greedy tokens, at each of --bench-threads, the models
+    /// alternated in each of --repeat rounds; medians and ranges, rows to
+    /// --json. The prompt is the start of this text file.
+    #[arg(long)]
+    bench: Option<PathBuf>,
+    /// Prompt tokens of --bench.
+    #[arg(long, default_value_t = 128)]
+    bench_prompt: usize,
+    /// Generated tokens of --bench.
+    #[arg(long, default_value_t = 128)]
+    bench_tokens: usize,
+    /// Thread counts of --bench.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    bench_threads: Vec<usize>,
+    /// Rounds of --bench.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+}
+
+/// `(median, min, max)`.
+fn spread(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// A sequential read of 1 GiB by `threads` threads (each its own slice,
+/// summed as u64 so nothing is skipped), median of 3: GB/s.
+fn probe(threads: usize) -> f64 {
+    let buf = vec![1u64; (1 << 30) / 8];
+    let mut runs: Vec<f64> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok();
+            let sum: u64 = match pool {
+                Some(p) => p.install(|| {
+                    use rayon::prelude::*;
+                    buf.par_chunks(buf.len() / threads).map(|c| c.iter().sum::<u64>()).sum()
+                }),
+                None => buf.iter().sum(),
+            };
+            std::hint::black_box(sum);
+            (1u64 << 30) as f64 / t.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    spread(&mut runs).0
+}
+
+fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
+    let mut models = vec![];
+    for spec in &args.models {
+        let t = Instant::now();
+        let (model, meta) = load(spec)?;
+        models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
+    }
+    let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
+    let prompt = text_tokens(&tokenizer, text, args.bench_prompt)?;
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let probes: Vec<f64> = args.bench_threads.iter().map(|&t| probe(t)).collect();
+    // [model][threads] -> (prefill tok/s, decode tok/s) per round
+    let mut runs = vec![vec![(vec![], vec![]); args.bench_threads.len()]; models.len()];
+    for _ in 0..args.repeat.max(1) {
+        for (ti, &threads) in args.bench_threads.iter().enumerate() {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| e.to_string())?;
+            for (mi, (spec, model, _, _)) in models.iter().enumerate() {
+                let (p, d) = pool.install(|| -> Result<(f64, f64), String> {
+                    let mut cache =
+                        KvCache::new(&model.config, prompt.len() + args.bench_tokens + 1).map_err(|e| e.to_string())?;
+                    let t = Instant::now();
+                    let logits = model
+                        .forward(&mut cache, &prompt, false)
+                        .map_err(|e| format!("{spec}: {e}"))?;
+                    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
+                    let mut next = Sampler::argmax(&logits);
+                    let t = Instant::now();
+                    for _ in 0..args.bench_tokens {
+                        next = Sampler::argmax(&model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
+                    }
+                    Ok((prefill, args.bench_tokens as f64 / t.elapsed().as_secs_f64()))
+                })?;
+                runs[mi][ti].0.push(p);
+                runs[mi][ti].1.push(d);
+            }
+        }
+    }
+    println!(
+        "{cpu}, {} rounds alternated; prompt {} tokens, {} generated",
+        args.repeat,
+        prompt.len(),
+        args.bench_tokens
+    );
+    println!("| model | layers | tier | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | load s |");
+    println!("|---|---|---|--:|--:|--:|--:|--:|");
+    let mut rows = vec![];
+    for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
+        let tier = model.decode_tier();
+        let bytes = model.weight_bytes_per_token();
+        for (ti, &threads) in args.bench_threads.iter().enumerate() {
+            let (p, d) = (spread(&mut runs[mi][ti].0), spread(&mut runs[mi][ti].1));
+            let gbs = d.0 * bytes as f64 / 1e9;
+            println!(
+                "| {spec} | {} | {tier} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} |",
+                model.description,
+                p.0, p.1, p.2, d.0, d.1, d.2,
+                100.0 * gbs / probes[ti]
+            );
+            rows.push(serde_json::json!({
+                "model": spec, "layers": model.description, "tier": tier, "threads": threads, "cpu": cpu,
+                "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
+                "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
+                "weight_bytes_per_token": bytes, "probe_gb_s": probes[ti], "load_s": load_s,
+                "prompt_tokens": prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
+            }));
+        }
+    }
+    if let Some(path) = &args.json {
+        let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        // the prompt's ids, for a peer timed on the same tokens
+        let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
+        let side = path.with_extension("prompt");
+        std::fs::write(&side, ids.join(",")).map_err(|e| format!("{}: {e}", side.display()))?;
+    }
+    Ok(())
 }
 
 /// `PATH[@MODE]`.
@@ -227,11 +361,14 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(text) = &args.eval {
         return eval(&args, text);
     }
+    if let Some(text) = &args.bench {
+        return bench(&args, text);
+    }
     if let (Some(text), Some(out)) = (&args.calibrate, &args.importance_out) {
         return calibrate(&args, text, out);
     }
     if args.models.len() > 1 {
-        return Err("several models are compared only with --eval".into());
+        return Err("several models are compared only with --eval or --bench".into());
     }
     let (model, meta) = load(&args.models[0])?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;

@@ -456,6 +456,54 @@ impl Model {
         self.head.n()
     }
 
+    /// The bytes every decode step reads from the weights: every linear
+    /// layer's (codes and scales, or f32) and one embedding row.
+    pub fn weight_bytes_per_token(&self) -> usize {
+        let dense = |d: &Dense| match d {
+            Dense::F32 { w, .. } => w.len() * 4,
+            Dense::Q(l) => {
+                let (n, k) = (l.out_features(), l.in_features());
+                match l.weight().scheme() {
+                    QScheme::Q8 => n * k + 4 * n,
+                    QScheme::Q4 => n * k.div_ceil(2) + 4 * n,
+                    QScheme::Q4Grouped(g) => n * k / 2 + 2 * n * (k / g),
+                }
+            }
+        };
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                    .into_iter()
+                    .map(dense)
+                    .sum::<usize>()
+            })
+            .sum();
+        layers + dense(&self.head) + self.config.hidden * 4
+    }
+
+    /// The kernel family and tier the first projection's decode step runs
+    /// on (`f32` for the f32 path), for reports.
+    pub fn decode_tier(&self) -> String {
+        let Some(Dense::Q(l)) = self.layers.first().map(|l| &l.q) else {
+            return "f32".into();
+        };
+        use qlinear::tiers::KernelFamily as F;
+        let family = match (l.mode(), l.weight().scheme()) {
+            (QuantLinearMode::W8A8, _) => F::W8A8,
+            (QuantLinearMode::W8A16, _) => F::W8A16,
+            (QuantLinearMode::W4A8, QScheme::Q4Grouped(_)) => F::W4A8Grouped,
+            (QuantLinearMode::W4A8, _) => F::W4A8,
+            (QuantLinearMode::W4A16, QScheme::Q4Grouped(_)) => F::W4A16Grouped,
+            (QuantLinearMode::W4A16, _) => F::W4A16,
+        };
+        match qlinear::autotuned_plan() {
+            Ok(plan) => plan.tier_for(family, 1).to_string(),
+            Err(e) => format!("(no plan: {e})"),
+        }
+    }
+
     /// Every linear layer by its weight's prefix, the head last.
     fn linears_mut(&mut self) -> Vec<(String, &mut Dense)> {
         let mut out = vec![];
