@@ -458,7 +458,8 @@ fn minilm(args: &[String]) -> Result {
 /// (imported losslessly), prints a chat answer from the quantized model,
 /// and scores every configuration against the f32 path
 /// (`target/smollm-eval.json`). `--short`: 1024 evaluation tokens and the
-/// canonical recipe only. `--llamacpp`: llama.cpp (PyPI's
+/// canonical recipe only. Then the speed table of `--bench` (one round
+/// with `--short`). `--llamacpp`: llama.cpp (PyPI's
 /// `llama-cpp-python`, built from source in `target/ggml-venv`; not in CI)
 /// scores the shipped Q4_1 and Q4_0 / Q8_0 files made from it on the same
 /// tokens, rows appended to the table and the JSON.
@@ -560,27 +561,33 @@ fn smollm(args: &[String]) -> Result {
             "--json",
         ])
         .arg(&json))?;
-    if !args.iter().any(|a| a == "--llamacpp") {
-        return Ok(());
-    }
-    // llama.cpp on the same tokens: the shipped Q4_1, and Q4_0 and Q8_0
-    // files made from it
-    let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
-    if !q8_0.exists() {
-        run(Command::new("python3")
-            .arg("tools/gguf_fixtures.py")
+    let llama = args.iter().any(|a| a == "--llamacpp");
+    if llama {
+        // llama.cpp on the same tokens: the shipped Q4_1, and Q4_0 and Q8_0
+        // files made from it
+        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+        if !q8_0.exists() {
+            run(Command::new("python3")
+                .arg("tools/gguf_fixtures.py")
+                .arg(&gguf)
+                .arg(&q8_0)
+                .args(["Q8_0", "Q8_0"]))?;
+        }
+        let python = llama_cpp_python()?;
+        run(Command::new(python)
+            .arg("tools/llamacpp_smollm.py")
+            .arg(json.with_extension("tokens.json"))
+            .arg(&json)
             .arg(&gguf)
-            .arg(&q8_0)
-            .args(["Q8_0", "Q8_0"]))?;
+            .arg(&q4_0)
+            .arg(&q8_0))?;
     }
-    let python = llama_cpp_python()?;
-    run(Command::new(python)
-        .arg("tools/llamacpp_smollm.py")
-        .arg(json.with_extension("tokens.json"))
-        .arg(&json)
-        .arg(&gguf)
-        .arg(&q4_0)
-        .arg(&q8_0))
+    // then the speed table (with llama.cpp's rounds alternated if asked)
+    let mut bench = vec!["--repeat".to_string(), if short { "1" } else { "3" }.to_string()];
+    if llama {
+        bench.push("--llamacpp".into());
+    }
+    smollm_bench(&bench)
 }
 
 /// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
@@ -613,6 +620,16 @@ fn smollm_bench(args: &[String]) -> Result {
     let smollm = root().join("target/release/qlinear-smollm");
     let llama = args.iter().any(|a| a == "--llamacpp");
     let python = if llama { Some(llama_cpp_python()?) } else { None };
+    if llama {
+        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+        if !q8_0.exists() {
+            run(Command::new("python3")
+                .arg("tools/gguf_fixtures.py")
+                .arg(smollm2_gguf()?)
+                .arg(&q8_0)
+                .args(["Q8_0", "Q8_0"]))?;
+        }
+    }
     let mut rounds = vec![];
     for r in 0..repeat {
         let q = dir.join(format!("bench-qlinear-{r}.json"));

@@ -20,7 +20,9 @@ fn a_mixed_file_loads_every_scheme_and_reads_tables_by_row() {
     let tok = QuantizedWeight::quantize(QScheme::Q8, vocab, dim, &values(vocab, dim, 1)).unwrap();
     let proj = QuantizedWeight::quantize(QScheme::Q4Grouped(32), 8, dim, &values(8, dim, 2)).unwrap();
     let pos = values(3, dim, 3);
-    let dir = tempfile::tempdir().unwrap();
+    // WASI has no temp_dir: the runner gives TMPDIR (as linear.rs does)
+    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
+    let dir = tempfile::tempdir_in(base).unwrap();
     let path = dir.path().join("mixed.safetensors");
     write_file(
         &path,

@@ -144,6 +144,13 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let probes: Vec<f64> = args.bench_threads.iter().map(|&t| probe(t)).collect();
+    // each model alone in a fresh process: start to first token, peak RSS
+    let threads_max = args.bench_threads.iter().copied().max().unwrap_or(1);
+    let fresh: Vec<(f64, f64)> = args
+        .models
+        .iter()
+        .map(|spec| first_token(spec, &prompt, threads_max))
+        .collect::<Result<_, _>>()?;
     // [model][threads] -> (prefill tok/s, decode tok/s) per round
     let mut runs = vec![vec![(vec![], vec![]); args.bench_threads.len()]; models.len()];
     for _ in 0..args.repeat.max(1) {
@@ -179,8 +186,15 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         prompt.len(),
         args.bench_tokens
     );
-    println!("| model | layers | tier | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | load s |");
-    println!("|---|---|---|--:|--:|--:|--:|--:|");
+    println!(
+        "first token and peak RSS: each model alone in a fresh process at {threads_max} threads (selftest, load and \
+         prefill of the prompt included)"
+    );
+    println!(
+        "| model | layers | tier | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | load s | first \
+         token s | peak RSS MiB |"
+    );
+    println!("|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
     let mut rows = vec![];
     for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
         let tier = model.decode_tier();
@@ -189,16 +203,19 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
             let (p, d) = (spread(&mut runs[mi][ti].0), spread(&mut runs[mi][ti].1));
             let gbs = d.0 * bytes as f64 / 1e9;
             println!(
-                "| {spec} | {} | {tier} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} |",
+                "| {spec} | {} | {tier} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {:.2} | {:.1} |",
                 model.description,
                 p.0, p.1, p.2, d.0, d.1, d.2,
-                100.0 * gbs / probes[ti]
+                100.0 * gbs / probes[ti],
+                fresh[mi].0,
+                fresh[mi].1
             );
             rows.push(serde_json::json!({
                 "model": spec, "layers": model.description, "tier": tier, "threads": threads, "cpu": cpu,
                 "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
                 "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
                 "weight_bytes_per_token": bytes, "probe_gb_s": probes[ti], "load_s": load_s,
+                "first_token_s": fresh[mi].0, "peak_rss_mib": fresh[mi].1, "first_token_threads": threads_max,
                 "prompt_tokens": prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
             }));
         }
@@ -411,6 +428,8 @@ fn run(args: Args) -> Result<(), String> {
     }
     let mut sampler = Sampler::new(args.temperature, args.top_k, args.top_p, args.seed);
     let mut next = sampler.next(&logits[logits.len() - vocab..]);
+    // from the start (before the selftest and the file) to the first token
+    let first_token = start.elapsed();
     let mut generated: Vec<u32> = vec![];
     let mut shown = 0;
     let stdout = std::io::stdout();
@@ -438,7 +457,8 @@ fn run(args: Args) -> Result<(), String> {
         println!("ids: {}", list.join(","));
     }
     eprintln!(
-        "{}: loaded in {:.2} s; prefill {} tokens in {:.1} ms ({:.1} tok/s); decode {} tokens in {:.1} ms ({:.1} tok/s)",
+        "{}: loaded in {:.2} s; prefill {} tokens in {:.1} ms ({:.1} tok/s); decode {} tokens in {:.1} ms ({:.1} \
+         tok/s); first token after {:.1} ms; peak RSS {}",
         model.description,
         loaded.as_secs_f64(),
         ids.len(),
@@ -447,6 +467,50 @@ fn run(args: Args) -> Result<(), String> {
         generated.len(),
         decode.as_secs_f64() * 1e3,
         generated.len() as f64 / decode.as_secs_f64().max(1e-9),
+        first_token.as_secs_f64() * 1e3,
+        peak_rss_mib().map_or("unknown".into(), |m| format!("{m:.1} MiB")),
     );
     Ok(())
+}
+
+/// The process's peak resident set (`VmHWM` of `/proc/self/status`), MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Runs this binary on `spec` alone for one generated token after
+/// `prompt`, with `threads`: its time from start to the first token
+/// (selftest, loading and prefill included) in seconds and its peak RSS in
+/// MiB, as it reports them.
+fn first_token(spec: &str, prompt: &[u32], threads: usize) -> Result<(f64, f64), String> {
+    let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .arg(spec)
+        .args([
+            "--ids",
+            &ids.join(","),
+            "--max-tokens",
+            "1",
+            "--threads",
+            &threads.to_string(),
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let grab = |key: &str, unit: &str| -> Option<f64> {
+        let at = err.find(key)? + key.len();
+        err[at..].split(unit).next()?.trim().parse().ok()
+    };
+    match (
+        out.status.success(),
+        grab("first token after", "ms"),
+        grab("peak RSS", "MiB"),
+    ) {
+        (true, Some(ms), Some(rss)) => Ok((ms / 1e3, rss)),
+        _ => Err(format!("{spec}: the first-token run failed: {}", err.trim())),
+    }
 }
