@@ -32,7 +32,8 @@ struct Args {
     /// Wrap the prompt in the file's chat template (one user turn).
     #[arg(long)]
     chat: bool,
-    /// Tokens to generate at most (stops earlier at the end-of-turn token).
+    /// Tokens to generate at most (stops earlier at a control token: the end
+    /// of the turn or of the text).
     #[arg(long, default_value_t = 64)]
     max_tokens: usize,
     /// 0 is greedy.
@@ -168,10 +169,10 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
                         .forward(&mut cache, &prompt, false)
                         .map_err(|e| format!("{spec}: {e}"))?;
                     let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
-                    let mut next = Sampler::argmax(&logits);
+                    let mut next = Sampler::argmax(logits);
                     let t = Instant::now();
                     for _ in 0..args.bench_tokens {
-                        next = Sampler::argmax(&model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
+                        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
                     }
                     Ok((prefill, args.bench_tokens as f64 / t.elapsed().as_secs_f64()))
                 })?;
@@ -434,7 +435,7 @@ fn run(args: Args) -> Result<(), String> {
     let mut shown = 0;
     let stdout = std::io::stdout();
     let t1 = Instant::now();
-    while generated.len() < args.max_tokens && next != tokenizer.eos {
+    while generated.len() < args.max_tokens && !tokenizer.is_control(next) {
         generated.push(next);
         let text = tokenizer.decode(&generated).map_err(|e| e.to_string())?;
         // print whole characters only: a token may end inside one
@@ -448,7 +449,7 @@ fn run(args: Args) -> Result<(), String> {
             break;
         }
         let l = model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?;
-        next = sampler.next(&l);
+        next = sampler.next(l);
     }
     let decode = t1.elapsed();
     println!();

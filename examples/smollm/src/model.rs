@@ -362,9 +362,11 @@ impl Model {
 
     /// Runs `tokens` (appended to `cache` at its current length) and returns
     /// the logits: `[tokens.len(), vocab]` when `all`, else the last
-    /// position's `[vocab]`. Errors: no tokens, a token past the
-    /// vocabulary, more tokens than the cache holds.
-    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], all: bool) -> Result<Vec<f32>> {
+    /// position's `[vocab]`, borrowed from the cache's buffers (which every
+    /// call reuses: a decode step allocates nothing here). Errors: no
+    /// tokens, a token past the vocabulary, more tokens than the cache
+    /// holds.
+    pub fn forward<'c>(&self, cache: &'c mut KvCache, tokens: &[u32], all: bool) -> Result<&'c [f32]> {
         let c = &self.config;
         let m = tokens.len();
         if m == 0 {
@@ -391,7 +393,7 @@ impl Model {
             scratch: s,
             ..
         } = cache;
-        s.resize(m, c);
+        s.resize(m, base + m, c, if all { m } else { 1 });
         for (row, &t) in s.x.chunks_exact_mut(h).zip(tokens) {
             match &self.embed {
                 Table::F32(e) => row.copy_from_slice(&e[t as usize * h..(t as usize + 1) * h]),
@@ -412,7 +414,7 @@ impl Model {
             kc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.k);
             vc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.v);
             let (kc, vc) = (&kc[..(base + m) * kv_dim], &vc[..(base + m) * kv_dim]);
-            attention(c, base, &s.q, kc, vc, &mut s.att);
+            attention(c, base, &s.q, kc, vc, &mut s.att, &mut s.scores);
             layer.o.forward(&s.att, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, o)| *x += o);
             rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
@@ -429,9 +431,8 @@ impl Model {
         let rows = if all { m } else { 1 };
         let from = (m - rows) * h;
         rms_norm(&s.x[from..], &self.norm, c.eps, &mut s.h[..rows * h]);
-        let mut logits = vec![0f32; rows * c.vocab];
-        self.head.forward(&s.h[..rows * h], rows, &mut logits)?;
-        Ok(logits)
+        self.head.forward(&s.h[..rows * h], rows, &mut s.logits)?;
+        Ok(&s.logits)
     }
 
     /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:
@@ -620,31 +621,37 @@ fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 
 /// Causal grouped-query attention of the new rows `q` (positions `base..`)
 /// over the cached keys and values of positions `0..=pos`, into `out`.
-fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &mut [f32]) {
+/// `scores` holds one row of `base + m` per head and new row (reused).
+fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &mut [f32], scores: &mut [f32]) {
     let (hd, q_dim, kv_dim) = (c.head_dim, c.heads * c.head_dim, c.kv_heads * c.head_dim);
     let group = c.heads / c.kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    out.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
-        let (i, head) = (idx / c.heads, idx % c.heads);
-        let pos = base + i;
-        let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
-        let kvh = head / group;
-        let mut scores: Vec<f32> = (0..=pos)
-            .map(|t| dot(qh, &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd]) * scale)
-            .collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut total = 0f32;
-        scores.iter_mut().for_each(|s| {
-            *s = (*s - max).exp();
-            total += *s;
+    let span = kc.len() / kv_dim;
+    out.par_chunks_mut(hd)
+        .zip(scores.par_chunks_mut(span))
+        .enumerate()
+        .for_each(|(idx, (o, row))| {
+            let (i, head) = (idx / c.heads, idx % c.heads);
+            let pos = base + i;
+            let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
+            let kvh = head / group;
+            let scores = &mut row[..=pos];
+            for (t, sc) in scores.iter_mut().enumerate() {
+                *sc = dot(qh, &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd]) * scale;
+            }
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut total = 0f32;
+            scores.iter_mut().for_each(|s| {
+                *s = (*s - max).exp();
+                total += *s;
+            });
+            o.fill(0.0);
+            for (t, &p) in scores.iter().enumerate() {
+                let w = p / total;
+                let v = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
+            }
         });
-        o.fill(0.0);
-        for (t, &p) in scores.iter().enumerate() {
-            let w = p / total;
-            let v = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
-            o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
-        }
-    });
 }
 
 /// The keys and values of every position so far, per layer, laid out for
@@ -708,10 +715,17 @@ struct Scratch {
     att: Vec<f32>,
     g: Vec<f32>,
     u: Vec<f32>,
+    scores: Vec<f32>,
+    logits: Vec<f32>,
 }
 
 impl Scratch {
-    fn resize(&mut self, m: usize, c: &Config) {
+    /// Buffers for `m` new rows over `span` positions and `rows` rows of
+    /// logits (grown, never shrunk: after the first calls a decode step
+    /// allocates nothing).
+    fn resize(&mut self, m: usize, span: usize, c: &Config, rows: usize) {
+        self.scores.resize(m * c.heads * span, 0.0);
+        self.logits.resize(rows * c.vocab, 0.0);
         let (q_dim, kv_dim) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         for (buf, width) in [
             (&mut self.x, c.hidden),

@@ -23,6 +23,8 @@ pub struct Tokenizer {
     /// The chat template (`tokenizer.chat_template`), if the file has one.
     pub chat_template: Option<String>,
     vocab: usize,
+    /// The ids of the control tokens (`<|im_start|>`, `<|endoftext|>`, …).
+    control: Vec<u32>,
 }
 
 impl Tokenizer {
@@ -55,7 +57,7 @@ impl Tokenizer {
             })?;
             vocab.insert(t.to_string(), id as u32);
             if types.and_then(|ty| ty.get(id)).and_then(|v| v.as_i64()) == Some(CONTROL) {
-                control.push(t.to_string());
+                control.push((t.to_string(), id as u32));
             }
         }
         let merges = meta
@@ -88,7 +90,7 @@ impl Tokenizer {
             PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, true)),
         ])));
         inner.with_decoder(Some(ByteLevelDecoder::default()));
-        let specials: Vec<AddedToken> = control.iter().map(|t| AddedToken::from(t.clone(), true)).collect();
+        let specials: Vec<AddedToken> = control.iter().map(|(t, _)| AddedToken::from(t.clone(), true)).collect();
         inner.add_special_tokens(&specials);
         let eos = meta.usize("tokenizer.ggml.eos_token_id")? as u32;
         let chat_template = meta.str("tokenizer.chat_template").ok().map(String::from);
@@ -97,7 +99,15 @@ impl Tokenizer {
             eos,
             chat_template,
             vocab: tokens.len(),
+            control: control.into_iter().map(|(_, id)| id).collect(),
         })
+    }
+
+    /// Whether `id` is a control token: generation stops at any of them
+    /// (the end of the turn, the end of the text, or the start of another
+    /// turn), as it does at the end-of-sequence token.
+    pub fn is_control(&self, id: u32) -> bool {
+        id == self.eos || self.control.contains(&id)
     }
 
     /// The ids of `text` (control tokens in it matched whole).

@@ -90,7 +90,7 @@ fn a_tiny_model_runs_and_decode_steps_equal_the_batch() {
     let mut step = KvCache::new(&model.config, 16).unwrap();
     for (i, &t) in ids.iter().enumerate() {
         let l = model.forward(&mut step, &[t], false).unwrap();
-        assert_eq!(l, all[i * 6..(i + 1) * 6], "position {i}");
+        assert_eq!(l, &all[i * 6..(i + 1) * 6], "position {i}");
     }
     assert_eq!(step.len(), 5);
     // the context is a hard limit, and an empty or out-of-vocabulary input

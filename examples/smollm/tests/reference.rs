@@ -39,6 +39,9 @@ fn the_tokenizer_reads_the_files_vocabulary() {
          <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     );
     assert!(tok.decode(&[49_152]).is_err());
+    // generation stops at the end of the turn and of the text
+    assert!(tok.is_control(2) && tok.is_control(0) && tok.is_control(1));
+    assert!(!tok.is_control(tok.encode(" the").unwrap()[0]));
 }
 
 #[test]
@@ -93,7 +96,7 @@ fn the_f32_path_matches_the_numpy_reference() {
     let mut next = Sampler::argmax(&ours[ours.len() - vocab..]);
     let mut got = vec![next];
     while got.len() < 32 {
-        next = Sampler::argmax(&model.forward(&mut cache, &[next], false).unwrap());
+        next = Sampler::argmax(model.forward(&mut cache, &[next], false).unwrap());
         got.push(next);
     }
     assert_eq!(got, want, "greedy continuation: {:?}", tok.decode(&got));
