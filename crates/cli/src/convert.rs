@@ -515,8 +515,11 @@ pub fn convert(
     let mut jobs: HashMap<String, Job> = HashMap::new();
     let mut total_in = 0usize;
     let mut notes = String::new();
-    let names: std::collections::HashSet<String> = input.sources().into_iter().map(|s| s.name).collect();
-    for src in input.sources() {
+    // listed once: the loop plans, the quantizer thread and the writer read it
+    let sources: HashMap<String, Source> = input.sources().into_iter().map(|s| (s.name.clone(), s)).collect();
+    let mut listed: Vec<&Source> = sources.values().collect();
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    for src in listed {
         let name = src.name.clone();
         let rule = tensor_schemes.iter().find(|(r, _)| r.is_match(&name)).map(|r| r.1);
         let table = include.is_none() && rule.is_none() && KEEP_FLOAT.iter().any(|t| name.contains(t));
@@ -561,7 +564,7 @@ pub fn convert(
                 .map_err(|e| format!("{}: {e}", esc(&name)))?;
         }
         for other in ["qweight", "scales"] {
-            if names.contains(&format!("{prefix}.{other}")) {
+            if sources.contains_key(&format!("{prefix}.{other}")) {
                 return Err(format!(
                     "{}: the input already has {}.{other}",
                     esc(&name),
@@ -597,7 +600,6 @@ pub fn convert(
              as they are); no output written"
         ));
     }
-    let sources: HashMap<String, Source> = input.sources().into_iter().map(|s| (s.name.clone(), s)).collect();
 
     let bar = if progress {
         let bar = indicatif::ProgressBar::new(total_in as u64);
