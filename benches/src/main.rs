@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "candle")]
 mod candle;
+mod per_call;
 
 use qlinear::tiers::{KernelFamily, Route};
 use qlinear::{
@@ -267,6 +268,12 @@ fn main() {
     // runner, run BIN (another revision's qlinear-bench, built by `cargo
     // xtask bench --compare REV`) once with the same slice, and read FILE
     let compare: Option<(String, String)> = opt("--compare-with").zip(opt("--compare-json"));
+    if args.iter().any(|a| a == "--per-call") {
+        // `--per-call [--shape NxK] [--repeat R]`: Linear::forward against
+        // the bare kernel entry at the small models' shapes (per_call.rs)
+        let budget = Duration::from_millis(if quick { 60 } else { 200 });
+        return per_call::run(repeat.max(3), budget, only_shape);
+    }
     if let Some(fname) = opt("--profile") {
         // `--profile FAMILY [--shape NxK] [--m M] [--calls C]`: C calls of the
         // plan's kernel on one weight matrix and nothing else, for

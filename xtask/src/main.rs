@@ -5,7 +5,8 @@
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
 //! * `bench [--quick] [--repeat N] [--compare REV] [--candle]`: the benchmark
-//!   matrix (see `docs/BENCHMARKS.md`).
+//!   matrix (see `docs/BENCHMARKS.md`); `bench --per-call`: `Linear::forward`
+//!   beside the bare kernel at the small models' shapes.
 //! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };
@@ -676,7 +677,9 @@ fn llama_cpp_python() -> Result<PathBuf> {
 
 /// `cargo xtask bench [--quick] [--repeat N] [--compare REV] [--ggml]`: the bandwidth
 /// probe and the hot/cold GEMV matrix; prints a table and writes
-/// `target/qlinear-bench.json`. `--candle` builds the bench with the peer
+/// `target/qlinear-bench.json`. `--per-call`: instead, `Linear::forward`
+/// against the bare kernel entry at the small models' shapes, hot
+/// (`target/qlinear-per-call.json`). `--candle` builds the bench with the peer
 /// comparison (candle-core's `QMatMul`). `--compare REV` builds the same
 /// runner from git revision REV (a worktree under `target/compare/`, its own
 /// target directory) and alternates the two: after each repeat of this

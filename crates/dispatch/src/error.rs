@@ -94,4 +94,13 @@ pub enum DispatchError {
         /// The weight kind given.
         got: &'static str,
     },
+    /// A weight handed to a [`crate::LayerRoute`] resolved for another
+    /// kernel family (a grouped weight on a per-channel route, say).
+    #[error("the layer's route was resolved for {resolved}, but the weight needs {got}")]
+    RouteWeightMismatch {
+        /// The family the route was resolved for.
+        resolved: crate::KernelFamily,
+        /// The family the weight given needs.
+        got: crate::KernelFamily,
+    },
 }

@@ -29,7 +29,7 @@ pub use mode::{quant_mode_from_environment, QuantLinearMode, QUANT_MODE_ENV};
 pub use plan::{autotuned_plan, KernelPlanV0, PlanTiming, INT8_TIER_ENV};
 pub use route::{
     dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16, linear_w8a16,
-    quant_linear, Route,
+    quant_linear, LayerRoute, Route,
 };
 pub use selftest::{
     default_census, prove_kernel_table, run_selftest, selftest_report, selftest_report_for, FamilyProof, Mismatch,

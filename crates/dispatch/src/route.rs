@@ -2,7 +2,9 @@
 //! runs (shapes, the K bound, codes in [-127, 127], finite activations and
 //! scales); on error the output is untouched.
 
-use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable};
+use std::cell::RefCell;
+
+use qlinear_kernels_scalar::{activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable};
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
 use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
@@ -15,6 +17,38 @@ pub struct Route {
     tier: Int8Tier,
     table: &'static KernelTable,
     parallel_threshold: usize,
+}
+
+/// Two routes are equal when they run the same tier with the same threshold
+/// (a tier has one table).
+impl PartialEq for Route {
+    fn eq(&self, other: &Route) -> bool {
+        self.tier == other.tier && self.parallel_threshold == other.parallel_threshold
+    }
+}
+
+/// The per-thread buffers a dynamic call quantizes its activations into, kept
+/// between calls so that a decode step (hundreds of small calls) allocates
+/// nothing for them. They grow to the largest `[m, k]` seen on the thread.
+#[derive(Default)]
+struct Scratch {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    sums: Vec<i32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` on this thread's [`Scratch`], or on a fresh one when the thread's
+/// is in use: a call nested in another (a rayon worker that steals a second
+/// layer's call while the first waits) must not share its buffers.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
 }
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), DispatchError> {
@@ -108,6 +142,14 @@ impl Route {
         self.tier
     }
 
+    /// The proven kernel table this route calls. Its entries check nothing
+    /// beyond O(1) shape asserts: the checked methods of this type are the
+    /// way in; the table is for timing the bare kernels (the per-call
+    /// benchmark) and for tests.
+    pub fn table(&self) -> &'static KernelTable {
+        self.table
+    }
+
     /// Whether this route and `other` run the same kernel for `family` (one
     /// tier taking another's entry), so that their timings differ by noise
     /// alone.
@@ -164,6 +206,24 @@ impl Route {
         check_finite(x, k)?;
         self.quantize_unchecked(x, m, k, codes, scales);
         Ok(())
+    }
+
+    /// Quantizes the checked rows of `x` into the scratch buffers and returns
+    /// the codes and scales (the sums buffer stays free for the caller).
+    fn quantize_into<'s>(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        codes: &'s mut Vec<i8>,
+        scales: &'s mut Vec<f32>,
+    ) -> (&'s [i8], &'s [f32]) {
+        codes.clear();
+        codes.resize(x.len(), 0);
+        scales.clear();
+        scales.resize(m, 0.0);
+        self.quantize_unchecked(x, m, k, codes, scales);
+        (codes, scales)
     }
 
     fn quantize_unchecked(&self, x: &[f32], m: usize, k: usize, codes: &mut [i8], scales: &mut [f32]) {
@@ -251,9 +311,10 @@ impl Route {
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
         check_k(KernelFamily::W8A8, k)?;
         check_finite(x, k)?;
-        let (mut codes, mut scales) = (vec![0i8; x.len()], vec![0f32; m]);
-        self.quantize_unchecked(x, m, k, &mut codes, &mut scales);
-        self.run_w8a8(&codes, &scales, m, w, y);
+        with_scratch(|s| {
+            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
+            self.run_w8a8(codes, scales, m, w, y);
+        });
         Ok(())
     }
 
@@ -288,6 +349,18 @@ impl Route {
     }
 
     fn run_w4a8(&self, x_codes: &[i8], x_scales: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) {
+        with_scratch(|s| self.run_w4a8_with(x_codes, x_scales, m, w, y, &mut s.sums));
+    }
+
+    fn run_w4a8_with(
+        &self,
+        x_codes: &[i8],
+        x_scales: &[f32],
+        m: usize,
+        w: &QuantizedMatrixQ4,
+        y: &mut [f32],
+        sums: &mut Vec<i32>,
+    ) {
         let (n, k) = (w.n(), w.k());
         if m == 0 || n == 0 {
             return;
@@ -296,13 +369,13 @@ impl Route {
             Q4Scales::PerChannel(_) => (k, self.table.gemm_w4a8),
             Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
         };
-        let sums = activation_group_sums(x_codes, m, k, sum_group);
+        activation_group_sums_into(x_codes, m, k, sum_group, sums);
         let act = ActivationsQ8 {
             m,
             k,
             codes: x_codes,
             scales: x_scales,
-            sums: &sums,
+            sums,
             sum_group,
         };
         drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
@@ -321,9 +394,10 @@ impl Route {
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
         Self::check_k_q4(w)?;
         check_finite(x, k)?;
-        let (mut codes, mut scales) = (vec![0i8; x.len()], vec![0f32; m]);
-        self.quantize_unchecked(x, m, k, &mut codes, &mut scales);
-        self.run_w4a8(&codes, &scales, m, w, y);
+        with_scratch(|s| {
+            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
+            self.run_w4a8_with(codes, scales, m, w, y, &mut s.sums);
+        });
         Ok(())
     }
 
@@ -360,6 +434,96 @@ impl Route {
         };
         drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
         Ok(())
+    }
+}
+
+/// One layer's kernels, resolved once: the kernel family that its mode and
+/// weight need, and the route for decode (M ≤ 1) and for batches (M > 1).
+/// A `qlinear::Linear` builds one when it is built, so that a forward call
+/// goes straight to its tier's entry: the plan, the selftest report and the
+/// tier registry are consulted here and never again.
+///
+/// The routes are fixed facts of the process (the plan is decided once), so
+/// resolving again would give the same routes; the bits are those of the
+/// same call through [`quant_linear`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerRoute {
+    mode: QuantLinearMode,
+    family: KernelFamily,
+    decode: Route,
+    batch: Route,
+}
+
+impl LayerRoute {
+    /// The planned routes for `w` in `mode` (runs the selftest and the plan
+    /// now if they have not run in this process). Errors: a mode that cannot
+    /// run `w` ([`DispatchError::ModeWeightMismatch`]), a forced tier that is
+    /// unknown or unproven.
+    pub fn planned<'w>(mode: QuantLinearMode, w: impl Into<QuantizedWeightRef<'w>>) -> Result<Self, DispatchError> {
+        let family = family_of(mode, w.into())?;
+        Ok(LayerRoute {
+            mode,
+            family,
+            decode: Route::planned(family, 1)?,
+            batch: Route::planned(family, 16)?,
+        })
+    }
+
+    /// `route` for both regimes (a tier chosen by the caller, as the
+    /// benchmarks and the tier law do). Errors as [`LayerRoute::planned`].
+    pub fn on<'w>(
+        route: Route,
+        mode: QuantLinearMode,
+        w: impl Into<QuantizedWeightRef<'w>>,
+    ) -> Result<Self, DispatchError> {
+        Ok(LayerRoute {
+            mode,
+            family: family_of(mode, w.into())?,
+            decode: route,
+            batch: route,
+        })
+    }
+
+    /// The mode the layer runs.
+    pub fn mode(&self) -> QuantLinearMode {
+        self.mode
+    }
+
+    /// The kernel family the layer's weight runs in its mode.
+    pub fn family(&self) -> KernelFamily {
+        self.family
+    }
+
+    /// The route a call of `m` activation rows takes.
+    pub fn route(&self, m: usize) -> &Route {
+        if m <= 1 {
+            &self.decode
+        } else {
+            &self.batch
+        }
+    }
+
+    /// `y = x · Wᵀ` for `m` rows of `x` (`[m, k]`) into `y` (`[m, n]`) on the
+    /// route resolved for `m`, with the checks and bits of [`quant_linear`].
+    /// `w` must be of the family the route was resolved for
+    /// ([`DispatchError::RouteWeightMismatch`] otherwise); on any error `y`
+    /// is untouched.
+    pub fn forward<'w>(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: impl Into<QuantizedWeightRef<'w>>,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        let w = w.into();
+        let got = family_of(self.mode, w)?;
+        if got != self.family {
+            return Err(DispatchError::RouteWeightMismatch {
+                resolved: self.family,
+                got,
+            });
+        }
+        self.route(m).quant_linear(self.mode, x, m, w, y)
     }
 }
 

@@ -203,11 +203,22 @@ pub static SCALAR: KernelTable = KernelTable {
 /// (`group == k` or `k == 0`: one sum per row). The Q4 kernels subtract
 /// `8 · sum` to cancel the nibble bias.
 pub fn activation_group_sums(codes: &[i8], m: usize, k: usize, group: usize) -> Vec<i32> {
+    let mut sums = Vec::new();
+    activation_group_sums_into(codes, m, k, group, &mut sums);
+    sums
+}
+
+/// [`activation_group_sums`] into a caller's buffer (cleared first), so that
+/// a caller running many small calls reuses one allocation.
+pub fn activation_group_sums_into(codes: &[i8], m: usize, k: usize, group: usize, sums: &mut Vec<i32>) {
+    sums.clear();
     if k == 0 || group == 0 {
-        return vec![0; m];
+        sums.resize(m, 0);
+        return;
     }
-    codes
-        .chunks_exact(group)
-        .map(|g| g.iter().map(|&c| i32::from(c)).sum())
-        .collect()
+    sums.extend(
+        codes
+            .chunks_exact(group)
+            .map(|g| g.iter().map(|&c| i32::from(c)).sum::<i32>()),
+    );
 }

@@ -1,4 +1,4 @@
-use qlinear_dispatch::{quant_linear, quant_mode_from_environment, QuantLinearMode};
+use qlinear_dispatch::{quant_mode_from_environment, Int8Tier, LayerRoute, QuantLinearMode, Route};
 use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 
 use crate::{Error, Result};
@@ -11,6 +11,11 @@ use crate::{Error, Result};
 /// ([`QuantLinearMode::default_for`]: W8A8 for `q8`, W4A8 for `q4` and
 /// `q4g<G>`); [`Linear::with_mode`] overrides it. A mode that cannot run the
 /// weight is refused there, never on a forward call.
+///
+/// The layer also resolves its kernels when it is built: the planned tier's
+/// entry for its family at decode (M = 1) and in batches ([`LayerRoute`]),
+/// so building the first layer in a process runs the selftest and the plan
+/// (unless [`crate::init`] ran) and a forward call consults neither.
 ///
 /// ```
 /// use qlinear::{Linear, QScheme};
@@ -27,14 +32,15 @@ pub struct Linear {
     name: String,
     weight: QuantizedWeight,
     bias: Option<Vec<f32>>,
-    mode: QuantLinearMode,
+    route: LayerRoute,
 }
 
 impl Linear {
     /// A layer of `weight` and an optional `bias` (`out_features` long,
     /// finite). `name` labels its errors (a file's tensor prefix, say).
     /// Errors: a bias of the wrong length or with a non-finite element;
-    /// a `QLINEAR_QUANT_MODE` that is not a mode or cannot run this weight.
+    /// a `QLINEAR_QUANT_MODE` that is not a mode or cannot run this weight;
+    /// a `QLINEAR_INT8_TIER` that is unknown or unproven here.
     pub fn new(name: impl Into<String>, weight: QuantizedWeight, bias: Option<Vec<f32>>) -> Result<Self> {
         let name = name.into();
         if let Some(b) = &bias {
@@ -44,13 +50,13 @@ impl Linear {
             Some(m) => m,
             None => QuantLinearMode::default_for(weight.scheme()),
         };
-        Linear {
+        let route = resolve(&name, mode, &weight, None)?;
+        Ok(Linear {
             name,
             weight,
             bias,
-            mode,
-        }
-        .with_mode(mode)
+            route,
+        })
     }
 
     /// Quantizes a row-major f32 weight `[n, k]` with the canonical recipe of
@@ -69,20 +75,20 @@ impl Linear {
         Linear::new(name, w, bias.map(<[f32]>::to_vec))
     }
 
-    /// The same layer run in `mode`. Refused with [`Error::ModeMismatch`]
-    /// when the mode cannot run the weight (a Q8 mode on a Q4 weight, or the
-    /// reverse).
+    /// The same layer run in `mode`, its kernels resolved again for it.
+    /// Refused with [`Error::ModeMismatch`] when the mode cannot run the
+    /// weight (a Q8 mode on a Q4 weight, or the reverse).
     pub fn with_mode(mut self, mode: QuantLinearMode) -> Result<Self> {
-        let scheme = self.weight.scheme();
-        if !mode.accepts(scheme) {
-            return Err(Error::ModeMismatch {
-                layer: self.name,
-                mode,
-                needs: mode.weight_kind(),
-                scheme,
-            });
-        }
-        self.mode = mode;
+        self.route = resolve(&self.name, mode, &self.weight, None)?;
+        Ok(self)
+    }
+
+    /// The same layer pinned to one proven `tier` for every regime, instead
+    /// of the plan's picks (for comparing tiers on a model; the bits do not
+    /// change, `docs/NUMERICS.md` §6). Errors: a tier that is not compiled
+    /// in, absent from this CPU or unproven ([`crate::DispatchError::TierUnavailable`]).
+    pub fn on_tier(mut self, tier: Int8Tier) -> Result<Self> {
+        self.route = resolve(&self.name, self.route.mode(), &self.weight, Some(tier))?;
         Ok(self)
     }
 
@@ -94,7 +100,7 @@ impl Linear {
 
     /// `y = x · Wᵀ + b` for `m` rows: `x` is `[m, in_features]` and `y`
     /// `[m, out_features]`, both row-major. The kernel of the layer's mode
-    /// runs first, on the tier the plan picks; the bias is then added in f32,
+    /// runs first, on the route resolved when the layer was built; the bias is then added in f32,
     /// `y[i, j] += b[j]`, so the result is the kernel's bits plus one rounding.
     ///
     /// Work is split over output features on the **calling thread's rayon
@@ -104,13 +110,14 @@ impl Linear {
     ///
     /// Errors ([`Error::Forward`], naming the layer): a length of `x` or `y`
     /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven
-    /// bound. `y` is then untouched. The first call in a process pays for the
-    /// selftest and the plan unless [`crate::init`] ran.
+    /// bound. `y` is then untouched.
     pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
-        quant_linear(self.mode, x, m, &self.weight, y).map_err(|source| Error::Forward {
-            layer: self.name.clone(),
-            source,
-        })?;
+        self.route
+            .forward(x, m, &self.weight, y)
+            .map_err(|source| Error::Forward {
+                layer: self.name.clone(),
+                source,
+            })?;
         if let Some(b) = &self.bias {
             for row in y.chunks_exact_mut(b.len().max(1)) {
                 for (v, bj) in row.iter_mut().zip(b) {
@@ -135,7 +142,11 @@ impl Linear {
     }
     /// The mode [`Linear::forward`] runs.
     pub fn mode(&self) -> QuantLinearMode {
-        self.mode
+        self.route.mode()
+    }
+    /// The kernels [`Linear::forward`] runs, resolved when the layer was built.
+    pub fn route(&self) -> &LayerRoute {
+        &self.route
     }
     /// Input features `k`: the length of one row of `x`.
     pub fn in_features(&self) -> usize {
@@ -145,6 +156,23 @@ impl Linear {
     pub fn out_features(&self) -> usize {
         self.weight.n()
     }
+}
+
+/// The layer's kernels for `mode` on `weight`: the plan's, or one `tier`'s.
+fn resolve(layer: &str, mode: QuantLinearMode, weight: &QuantizedWeight, tier: Option<Int8Tier>) -> Result<LayerRoute> {
+    let scheme = weight.scheme();
+    if !mode.accepts(scheme) {
+        return Err(Error::ModeMismatch {
+            layer: layer.into(),
+            mode,
+            needs: mode.weight_kind(),
+            scheme,
+        });
+    }
+    Ok(match tier {
+        None => LayerRoute::planned(mode, weight)?,
+        Some(t) => LayerRoute::on(Route::for_tier(t)?, mode, weight)?,
+    })
 }
 
 fn check_bias(layer: &str, n: usize, b: &[f32]) -> Result<()> {

@@ -77,6 +77,177 @@ fn same_bits_on_a_one_and_a_two_thread_pool() {
     }
 }
 
+/// A layer resolves its kernels once, when it is built: the plan's tier for
+/// its family at decode and in batches. Pinned to any proven tier, its
+/// output is bit for bit that tier's family entry point (`Route::linear_*`)
+/// and the planned free function, at M = 1 and M = 16 and on shapes with
+/// column and row tails.
+#[test]
+fn a_layer_resolves_its_route_once_and_runs_the_family_entry() {
+    use qlinear::tiers::{KernelFamily, Route};
+    let plan = autotuned_plan().unwrap();
+    for (n, k) in [(37, 96), (24, 224), (9, 64)] {
+        let w = weights(n, k, 11);
+        for (scheme, mode) in [
+            (QScheme::Q8, QuantLinearMode::W8A8),
+            (QScheme::Q8, QuantLinearMode::W8A16),
+            (QScheme::Q4, QuantLinearMode::W4A8),
+            (QScheme::Q4, QuantLinearMode::W4A16),
+            (QScheme::Q4Grouped(32), QuantLinearMode::W4A8),
+            (QScheme::Q4Grouped(32), QuantLinearMode::W4A16),
+        ] {
+            let grouped = matches!(scheme, QScheme::Q4Grouped(_));
+            let family = match (mode, grouped) {
+                (QuantLinearMode::W8A8, _) => KernelFamily::W8A8,
+                (QuantLinearMode::W8A16, _) => KernelFamily::W8A16,
+                (QuantLinearMode::W4A8, false) => KernelFamily::W4A8,
+                (QuantLinearMode::W4A8, true) => KernelFamily::W4A8Grouped,
+                (_, false) => KernelFamily::W4A16,
+                (_, true) => KernelFamily::W4A16Grouped,
+            };
+            let layer = Linear::from_f32(scheme, n, k, &w, None)
+                .unwrap()
+                .with_mode(mode)
+                .unwrap();
+            let r = layer.route();
+            assert_eq!((r.mode(), r.family()), (mode, family), "{scheme} {mode}");
+            assert_eq!(r.route(1).tier(), plan.tier_for(family, 1), "{family} decode");
+            assert_eq!(r.route(16).tier(), plan.tier_for(family, 16), "{family} batch");
+            let qw = layer.weight().clone();
+            for m in [1, 16, 3] {
+                let x = weights(m, k, 12 + m as u32);
+                let mut planned = vec![f32::NAN; m * n];
+                match (&qw, mode) {
+                    (QuantizedWeight::Q8(q), QuantLinearMode::W8A8) => linear_q8_dynamic(&x, m, q, &mut planned),
+                    (QuantizedWeight::Q8(q), _) => linear_w8a16(&x, m, q, &mut planned),
+                    (QuantizedWeight::Q4(q), QuantLinearMode::W4A8) => linear_q4_dynamic(&x, m, q, &mut planned),
+                    (QuantizedWeight::Q4(q), _) => linear_w4a16(&x, m, q, &mut planned),
+                }
+                .unwrap();
+                let mut y = vec![f32::NAN; m * n];
+                layer.forward(&x, m, &mut y).unwrap();
+                assert_eq!(bits(&y), bits(&planned), "{scheme} {mode} m={m} [{n}, {k}]: planned");
+                for tier in selftest_report().proven_tiers() {
+                    let route = Route::for_tier(tier).unwrap();
+                    let mut want = vec![f32::NAN; m * n];
+                    match (&qw, mode) {
+                        (QuantizedWeight::Q8(q), QuantLinearMode::W8A8) => route.linear_q8_dynamic(&x, m, q, &mut want),
+                        (QuantizedWeight::Q8(q), _) => route.linear_w8a16(&x, m, q, &mut want),
+                        (QuantizedWeight::Q4(q), QuantLinearMode::W4A8) => route.linear_q4_dynamic(&x, m, q, &mut want),
+                        (QuantizedWeight::Q4(q), _) => route.linear_w4a16(&x, m, q, &mut want),
+                    }
+                    .unwrap();
+                    let pinned = layer.clone().on_tier(tier).unwrap();
+                    assert_eq!(pinned.route().route(m).tier(), tier);
+                    let mut y = vec![f32::NAN; m * n];
+                    pinned.forward(&x, m, &mut y).unwrap();
+                    assert_eq!(bits(&y), bits(&want), "{scheme} {mode} m={m} [{n}, {k}] on {tier}");
+                    // the tier law: every tier gives the scalar bits
+                    assert_eq!(
+                        bits(&y),
+                        bits(&planned),
+                        "{scheme} {mode} m={m} on {tier} against the plan"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A route resolved for one family refuses a weight of another, naming
+/// both, and leaves `y` alone; a tier that is not here is refused when the
+/// layer is pinned to it.
+#[test]
+fn a_route_refuses_a_weight_of_another_family() {
+    use qlinear::tiers::{KernelFamily, LayerRoute};
+    let w = weights(8, 64, 13);
+    let per_channel = QuantizedWeight::quantize(QScheme::Q4, 8, 64, &w).unwrap();
+    let grouped = QuantizedWeight::quantize(QScheme::Q4Grouped(32), 8, 64, &w).unwrap();
+    let route = LayerRoute::planned(QuantLinearMode::W4A8, &per_channel).unwrap();
+    let mut y = vec![7f32; 8];
+    let e = route.forward(&[0.5; 64], 1, &grouped, &mut y).unwrap_err();
+    assert_eq!(
+        e,
+        DispatchError::RouteWeightMismatch {
+            resolved: KernelFamily::W4A8,
+            got: KernelFamily::W4A8Grouped
+        }
+    );
+    assert!(
+        e.to_string().contains("w4a8") && e.to_string().contains("grouped"),
+        "{e}"
+    );
+    let q8 = QuantizedWeight::quantize(QScheme::Q8, 8, 64, &w).unwrap();
+    let e = route.forward(&[0.5; 64], 1, &q8, &mut y).unwrap_err();
+    assert!(matches!(e, DispatchError::ModeWeightMismatch { .. }), "{e}");
+    assert!(y.iter().all(|&v| v == 7.0), "y was written on error");
+    let e = LayerRoute::planned(QuantLinearMode::W8A8, &grouped).unwrap_err();
+    assert!(
+        matches!(e, DispatchError::ModeWeightMismatch { needs: "Q8", .. }),
+        "{e}"
+    );
+    let absent = Int8Tier::ALL.iter().find(|t| !selftest_report().is_proven(**t));
+    if let Some(&tier) = absent {
+        let layer = Linear::new("absent", grouped.clone(), None).unwrap();
+        let e = layer.on_tier(tier).unwrap_err();
+        assert!(
+            matches!(e, Error::Dispatch(DispatchError::TierUnavailable { .. })),
+            "{e}"
+        );
+    }
+}
+
+/// The activation buffers a thread keeps between calls never leak one
+/// call's values into the next: calls of growing and shrinking shapes, and
+/// calls nested inside a parallel loop over layers (where a worker may run a
+/// second layer's call while the first waits), give the bits of a lone call.
+#[test]
+fn reused_activation_buffers_change_no_bits() {
+    use rayon::prelude::*;
+    let shapes = [(64, 512, 16), (8, 64, 1), (40, 96, 3), (64, 512, 1), (8, 32, 16)];
+    let layers: Vec<(Linear, Vec<f32>, usize)> = shapes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(n, k, m))| {
+            [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)].map(|scheme| {
+                let layer = Linear::from_f32(scheme, n, k, &weights(n, k, 20 + i as u32), None).unwrap();
+                (layer, weights(m, k, 40 + i as u32), m)
+            })
+        })
+        .collect();
+    let lone: Vec<Vec<u32>> = layers
+        .iter()
+        .map(|(l, x, m)| {
+            // a fresh thread: its buffers are new
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut y = vec![0f32; m * l.out_features()];
+                    l.forward(x, *m, &mut y).unwrap();
+                    bits(&y)
+                })
+                .join()
+                .unwrap()
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        for ((l, x, m), want) in layers.iter().zip(&lone) {
+            let mut y = vec![f32::NAN; m * l.out_features()];
+            l.forward(x, *m, &mut y).unwrap();
+            assert_eq!(&bits(&y), want, "{} after other shapes", l.weight().scheme());
+        }
+    }
+    let nested: Vec<Vec<u32>> = layers
+        .par_iter()
+        .map(|(l, x, m)| {
+            let mut y = vec![f32::NAN; m * l.out_features()];
+            l.forward(x, *m, &mut y).unwrap();
+            bits(&y)
+        })
+        .collect();
+    assert_eq!(nested, lone, "calls nested in a parallel loop");
+}
+
 /// A mode that cannot run the weight is refused when the layer is built.
 #[test]
 fn a_mismatched_mode_is_refused_at_build() {

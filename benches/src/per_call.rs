@@ -1,0 +1,171 @@
+//! `qlinear-bench --per-call` (run by `cargo xtask bench --per-call`): what
+//! one `Linear::forward` costs at the shapes of the small models (MiniLM,
+//! SmolLM2) and at 4096 × 4096, beside the bare kernel family entry on the
+//! same weights, hot (the weights in cache), M = 1 and 16, 1 and 2 threads.
+//!
+//! The bare entry is the planned tier's table entry called once over every
+//! output feature on the calling thread, with the activations already
+//! quantized and summed: the frame and its micro-kernels and nothing else.
+//! `forward` adds the checks, the activation quantization, the row split over
+//! the pool and the bias. At 1 thread, `1 − bare / forward` is the share of
+//! a call spent outside the kernels; at 2 threads the ratio also holds what
+//! the split gains.
+//!
+//! The two are alternated (forward, bare, forward, …) in rounds, and each
+//! figure is the median of its rounds' medians, so a drifting machine moves
+//! both alike.
+
+use std::time::Duration;
+
+use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
+use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
+use serde_json::json;
+
+use crate::{cpu_model, data, median, median_time};
+
+/// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (576
+/// and 1536, with K = 576 or 1536) and a 7B-class square.
+const SHAPES: [(usize, usize); 6] = [
+    (384, 384),
+    (1536, 384),
+    (576, 576),
+    (1536, 576),
+    (576, 1536),
+    (4096, 4096),
+];
+
+/// The configurations timed: label, scheme and mode.
+const CONFIGS: [(&str, QScheme, QuantLinearMode); 5] = [
+    ("w8a8", QScheme::Q8, QuantLinearMode::W8A8),
+    ("w4a8", QScheme::Q4, QuantLinearMode::W4A8),
+    ("w4a8_g32", QScheme::Q4Grouped(32), QuantLinearMode::W4A8),
+    ("w8a16", QScheme::Q8, QuantLinearMode::W8A16),
+    ("w4a16_g32", QScheme::Q4Grouped(32), QuantLinearMode::W4A16),
+];
+
+/// A timed call writing `[m, n]` outputs.
+type Runner = Box<dyn FnMut(&mut [f32])>;
+
+/// The bare entry of `layer`'s route for `m` rows: its table's function on
+/// pre-quantized activations, over all `n` outputs on this thread.
+fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
+    let route = *layer.route().route(m);
+    let (n, k) = (layer.out_features(), layer.in_features());
+    let table = route.table();
+    let gemm = table.gemm(layer.route().family()).expect("a matrix family");
+    let w = layer.weight().clone();
+    let x = x.to_vec();
+    let mut codes = vec![0i8; m * k];
+    let mut scales = vec![0f32; m];
+    route
+        .quantize_activations(&x, m, &mut codes, &mut scales)
+        .expect("finite activations");
+    let sum_group = match &w {
+        QuantizedWeight::Q4(q) => match q.group_size() {
+            GroupSize::Group(g) => g,
+            GroupSize::PerChannel => k,
+        },
+        QuantizedWeight::Q8(_) => k,
+    };
+    let sums = activation_group_sums(&codes, m, k, sum_group);
+    Box::new(move |y: &mut [f32]| {
+        let aq = ActivationsQ8 {
+            m,
+            k,
+            codes: &codes,
+            scales: &scales,
+            sums: &sums,
+            sum_group,
+        };
+        let af = ActivationsF32 { m, k, x: &x };
+        let t = &mut OutputTile { y, ld: n };
+        match (gemm, &w) {
+            (Gemm::Q8Q8(f), QuantizedWeight::Q8(w)) => f(&aq, w, 0..n, t),
+            (Gemm::F32Q8(f), QuantizedWeight::Q8(w)) => f(&af, w, 0..n, t),
+            (Gemm::Q8Q4(f), QuantizedWeight::Q4(w)) => f(&aq, w, 0..n, t),
+            (Gemm::F32Q4(f), QuantizedWeight::Q4(w)) => f(&af, w, 0..n, t),
+            _ => unreachable!("the family's entry takes the layer's weight"),
+        }
+    })
+}
+
+/// Runs the per-call table: prints it and writes `target/qlinear-per-call.json`.
+pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) {
+    let cpu = cpu_model();
+    println!("CPU: {cpu}");
+    println!(
+        "Linear::forward against the bare kernel entry, hot, median µs of {rounds} alternated rounds (min–max of the rounds)"
+    );
+    println!("| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel |");
+    println!("|---|---|--:|---|--:|--:|--:|--:|");
+    let pools: Vec<rayon::ThreadPool> = [1, 2]
+        .iter()
+        .map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().expect("a pool"))
+        .collect();
+    let mut rows = vec![];
+    let shapes: Vec<(usize, usize)> = match only_shape {
+        Some(s) => vec![s],
+        None => SHAPES.to_vec(),
+    };
+    for (n, k) in shapes {
+        let wf = data(n * k, 1);
+        let bias = data(n, 4);
+        for (label, scheme, mode) in CONFIGS {
+            let layer = Linear::from_f32(scheme, n, k, &wf, Some(&bias))
+                .and_then(|l| l.with_mode(mode))
+                .expect("benchmark shapes are valid");
+            for m in [1usize, 16] {
+                let x = data(m * k, 2);
+                let mut y = vec![0f32; m * n];
+                let mut bare = bare_runner(&layer, &x, m);
+                // per round: forward at 1 and 2 threads, then the bare entry
+                let (mut f1, mut f2, mut b) = (vec![], vec![], vec![]);
+                for _ in 0..rounds {
+                    for (pool, out) in pools.iter().zip([&mut f1, &mut f2]) {
+                        out.push(
+                            pool.install(|| {
+                                median_time(budget, |_| layer.forward(&x, m, &mut y).expect("valid shapes"))
+                            }),
+                        );
+                    }
+                    b.push(median_time(budget, |_| bare(&mut y)));
+                }
+                let tier = layer.route().route(m).tier();
+                let range = |v: &[f64]| {
+                    let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(a, c), &t| (a.min(t), c.max(t)));
+                    format!("{lo:.1}–{hi:.1}")
+                };
+                let bm = median(&mut b.clone());
+                for (threads, f) in [(1usize, &f1), (2, &f2)] {
+                    let fm = median(&mut f.clone());
+                    let outside = if threads == 1 {
+                        format!("{:.0} %", 100.0 * (1.0 - bm / fm))
+                    } else {
+                        format!("bare / forward {:.2}×", bm / fm)
+                    };
+                    println!(
+                        "| {n} × {k} | {label} | {m} | {tier} | {threads} | {fm:.1} ({}) | {bm:.1} ({}) | {outside} |",
+                        range(f),
+                        range(&b)
+                    );
+                    rows.push(json!({
+                        "n": n, "k": k, "config": label, "m": m, "tier": tier.name(),
+                        "threads": threads, "forward_us": fm, "forward_rounds_us": f,
+                        "bare_us": bm, "bare_rounds_us": b,
+                    }));
+                }
+            }
+        }
+    }
+    let out = json!({
+        "cpu": cpu,
+        "rounds": rounds,
+        "budget_ms": budget.as_millis() as u64,
+        "rows": rows,
+    });
+    let path = std::path::Path::new("target/qlinear-per-call.json");
+    match std::fs::write(path, serde_json::to_string_pretty(&out).unwrap_or_default()) {
+        Ok(()) => println!("wrote {}", path.display()),
+        Err(e) => eprintln!("{}: {e}", path.display()),
+    }
+}
