@@ -149,7 +149,8 @@ fn grouped_tile_tree_sum(
     }
 }
 
-const GROUPED_TILES: &[Tile] = &[Tile::ONE, Tile::new(1, 8), Tile::new(16, 8)];
+/// AVX2's W4A8-grouped tiles: 1 × 1, the 16-row decode tile, 1 × 8, 16 × 8.
+const GROUPED_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(1, 8), Tile::new(16, 8)];
 
 #[test]
 fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
@@ -434,11 +435,13 @@ fn evenodd_dot(x: &[i8], w: &[u8], blk: usize, bytes: std::ops::Range<usize>) ->
         .sum()
 }
 
-/// The AVX2 W4A8-grouped batch tile (16 × 8, groups of 32) in plain Rust on
-/// the frame's even/odd layout, with output (activation row `i`, weight row
-/// `q`, group `gi`) corrected by `8 · sums[ci][cg]` where `(ci, cg) =
-/// corr(i, gi)` and scaled by weight row `scale_row(q)`'s scale. Other group
-/// sizes are left to the frame.
+/// The AVX2 W4A8-grouped tiles (1 × 1 and 16 × 8, groups of 32) in plain
+/// Rust on the frame's even/odd layout: the whole eights of groups with
+/// output (activation row `i`, weight row `q`, group `gi`) corrected by `8 ·
+/// sums[ci][cg]` where `(ci, cg) = corr(i, gi)` and scaled by weight row
+/// `scale_row(q)`'s scale, then the whole 64-column blocks left, two groups
+/// each, in increasing g (or, with `leftover_swapped`, each block's second
+/// group before its first). Other group sizes are left to the frame.
 #[allow(clippy::too_many_arguments)]
 fn grouped32_tile_with(
     x: &[&[i8]],
@@ -449,27 +452,41 @@ fn grouped32_tile_with(
     out: &mut [f32],
     corr: impl Fn(usize, usize) -> (usize, usize),
     scale_row: impl Fn(usize) -> usize,
+    leftover_swapped: bool,
 ) -> usize {
     out.fill(0.0);
     if g != 32 {
         return 0;
     }
     let (wr, groups) = (w.len(), sums[0].len());
-    // whole eights of groups, as the tile does
-    let done = (x[0].len() / 32).min(groups) / 8 * 8;
+    // every group inside the whole blocks, the first `eights` eight at a time
+    let whole = (x[0].len() / 32).min(groups);
+    let eights = whole / 8 * 8;
     for (i, xr) in x.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {
-            let mut sum = 0f32;
-            for gi in 0..done {
+            let term = |gi: usize, (ci, cg): (usize, usize)| {
                 let half = 16 * (gi % 2);
                 let acc = evenodd_dot(xr, wq, gi / 2, half..half + 16);
-                let (ci, cg) = corr(i, gi);
-                sum += (acc - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi];
+                (acc - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi]
+            };
+            let mut sum = 0f32;
+            for gi in 0..eights {
+                sum += term(gi, corr(i, gi));
+            }
+            for pair in (eights..whole).step_by(2) {
+                let order = if leftover_swapped {
+                    [pair + 1, pair]
+                } else {
+                    [pair, pair + 1]
+                };
+                for gi in order {
+                    sum += term(gi, (i, gi));
+                }
             }
             out[i * wr + q] = sum;
         }
     }
-    done
+    whole
 }
 
 /// Corrections read from the untransposed block of sums: output row `i`,
@@ -491,7 +508,7 @@ fn grouped32_untransposed_corrections(
             (i, gi)
         }
     };
-    grouped32_tile_with(x, sums, w, s, g, out, corr, |q| q)
+    grouped32_tile_with(x, sums, w, s, g, out, corr, |q| q, false)
 }
 
 /// Every weight row of the tile scaled by the first row's group scales (a
@@ -504,7 +521,22 @@ fn grouped32_first_row_scales(
     g: usize,
     out: &mut [f32],
 ) -> usize {
-    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |_| 0)
+    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |_| 0, false)
+}
+
+/// The blocks left after the eights (K = 576: 18 groups, the last 2 in one
+/// block) with each block's second group added before its first: exact
+/// integer sums, but the f32 chain adds the two products in the wrong
+/// order. Right wherever the groups come in whole eights.
+fn grouped32_leftover_swapped(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |q| q, true)
 }
 
 /// A W4A8-grouped family on the frame whose every tile is `$tile`, over
@@ -520,7 +552,7 @@ macro_rules! grouped_w4a8_on_frame {
                     tiles: GROUPED_TILES,
                     chunk: 16,
                 },
-                kernels: &[$tile, $tile, $tile],
+                kernels: &[$tile, $tile, $tile, $tile],
                 block: 64,
                 layout: Layout::EvenOdd,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
@@ -548,6 +580,24 @@ macro_rules! grouped_w4a8_on_frame {
 grouped_w4a8_on_frame!(untransposed, grouped32_untransposed_corrections);
 grouped_w4a8_on_frame!(first_row_scales, grouped32_first_row_scales);
 grouped_w4a8_on_frame!(right_grouped, grouped32_right);
+grouped_w4a8_on_frame!(leftover_swapped, grouped32_leftover_swapped);
+grouped_w4a8_on_frame!(grouped_seq_repeated, grouped32_seq_last_row_repeated);
+
+#[test]
+fn a_repeated_row_in_the_grouped_decode_tile_fails_the_proof() {
+    let m =
+        grouped_seq_repeated::first_mismatch().expect("the 16-row grouped decode tile's last row repeated must fail");
+    assert!(m.k >= 64, "the tile needs a whole block: {m}");
+}
+
+#[test]
+fn swapped_leftover_groups_in_the_w4a8_grouped_tiles_fail_the_proof() {
+    let m = leftover_swapped::first_mismatch().expect("the leftover blocks' groups out of order must fail");
+    assert!(
+        m.k % 256 >= 64,
+        "only a K whose whole blocks leave groups past the eights can fail it: {m}"
+    );
+}
 
 #[test]
 fn untransposed_corrections_in_the_w4a8_grouped_tile_fail_the_proof() {
@@ -558,14 +608,35 @@ fn untransposed_corrections_in_the_w4a8_grouped_tile_fail_the_proof() {
 #[test]
 fn first_row_scales_in_the_w4a8_grouped_tile_fail_the_proof() {
     let m = first_row_scales::first_mismatch().expect("one weight row's scales for the whole tile must fail");
-    assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
+    assert!(m.k >= 64, "the tile needs a whole block of two groups: {m}");
 }
 
 /// The harness itself is right: the same plain-Rust tile with the right
 /// corrections and scales passes the proof, so the two mutants above fail
 /// for their mistake alone.
 fn grouped32_right(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
-    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |q| q)
+    grouped32_tile_with(x, sums, w, s, g, out, |i, gi| (i, gi), |q| q, false)
+}
+
+/// The 16-row grouped decode tile with its last row computed from the row
+/// before it (weights and scales: a loop one short, the last slot filled
+/// from the previous pointer). Right on every other tile.
+fn grouped32_seq_last_row_repeated(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    let done = grouped32_right(x, sums, w, s, g, out);
+    if x.len() == 1 && w.len() == 16 {
+        let mut last = [0f32; 1];
+        let groups = sums[0].len();
+        grouped32_right(x, sums, &w[14..15], &s[14 * groups..15 * groups], g, &mut last);
+        out[15] = last[0];
+    }
+    done
 }
 
 #[test]

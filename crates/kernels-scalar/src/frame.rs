@@ -605,9 +605,8 @@ impl<'a> ChunkScales<'a> {
             let (g, end) = (self.groups, (c0 + self.chunk).min(self.rows.end));
             self.buf.clear();
             self.buf.resize((end - c0) * g, 0.0);
-            for (d, r) in (c0..end).enumerate() {
-                (self.conv)(&self.scales[r * g..(r + 1) * g], &mut self.buf[d * g..(d + 1) * g]);
-            }
+            // the chunk's rows are contiguous: one call converts them all
+            (self.conv)(&self.scales[c0 * g..end * g], &mut self.buf);
             self.start = c0;
         }
         &self.buf[(r0 - c0) * self.groups..(r0 - c0 + n) * self.groups]

@@ -41,6 +41,7 @@ mod entry {
         w4a8_2x4 => q4::tile_w4a8_batch::<2, 4>: tile_q4,
         w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
         grouped_1x1 => q4::tile_w4a8_grouped: tile_grouped,
+        grouped_16x1 => q4::tile_w4a8_grouped_seq::<16>: tile_grouped,
         grouped_1x8 => q4::tile_w4a8_grouped_rows::<1>: tile_grouped,
         grouped_16x8 => q4::tile_w4a8_grouped_rows::<16>: tile_grouped,
         w8a16_1x1 => float::tile_w8a16::<1, 1>: tile_f32q8,
@@ -120,17 +121,25 @@ const W4A8: Family<TileI8Q4> = Family {
     layout: Layout::EvenOdd,
     scales_to_f32: entry::scales_to_f32,
 };
-/// Batches: 16 weight rows against 8 activation rows, each block's 8 row
-/// sums reduced to its two groups with the rows in the lanes, so that one
-/// vector addition adds a group to 8 outputs' chains (1 × 8 for the rows
-/// left over); weight rows in chunks of 16 (32 KiB at K = 4096, whose scales
-/// are converted once).
+/// Decode (M = 1): 16 weight rows per call, one after another (as W4A8's
+/// decode), so that the frame's per-tile work is paid once per 16 rows: at
+/// 576 × 576 one row per call spent about a third of the call in the frame
+/// on a Zen 3 EPYC. Batches: 16 weight rows against 8 activation rows, each
+/// block's 8 row sums reduced to its two groups with the rows in the lanes,
+/// so that one vector addition adds a group to 8 outputs' chains (1 × 8 for
+/// the rows left over); weight rows in chunks of 16 (32 KiB at K = 4096,
+/// whose scales are converted once).
 const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
     shapes: Shapes {
-        tiles: &[Tile::ONE, Tile::new(1, 8), Tile::new(16, 8)],
+        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(1, 8), Tile::new(16, 8)],
         chunk: 16,
     },
-    kernels: &[entry::grouped_1x1, entry::grouped_1x8, entry::grouped_16x8],
+    kernels: &[
+        entry::grouped_1x1,
+        entry::grouped_16x1,
+        entry::grouped_1x8,
+        entry::grouped_16x8,
+    ],
     block: q4::BLOCK,
     layout: Layout::EvenOdd,
     scales_to_f32: entry::scales_to_f32,

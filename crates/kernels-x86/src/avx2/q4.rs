@@ -183,7 +183,10 @@ fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
     _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
 }
 
-/// The 8-group steps (groups of 32) of one output, the decode tile: each
+/// The 8-group steps (groups of 32) of one output, then one step per whole
+/// 64-column block left (two groups; without it K = 576 left 2 of its 18
+/// groups to the frame's scalar tail, which cost more than the other 16 on
+/// a Zen 3 EPYC at 576 × 576), the decode tile: each
 /// output's arithmetic is exactly the scalar form's: `acc_g` the exact i32,
 /// one conversion, one product, added in increasing `g` from +0. Returns
 /// the sum and the first group not yet added.
@@ -232,6 +235,37 @@ fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize,
             total += q;
         }
         gi += 8;
+    }
+    // the whole blocks left after the eights (K = 576 has 18 groups: 2
+    // left), one block of two groups per step: the block's madd vector holds
+    // group gi in lanes 0-3 and gi + 1 in lanes 4-7, each reduced to its
+    // exact i32, then added as the eights' are, in increasing g
+    while gi + 2 <= groups && (gi + 2) * 32 <= full_cols {
+        let blk = gi / 2;
+        assert!(
+            w.len() >= (blk + 1) * BLOCK / 2
+                && xs.len() >= (blk + 1) * BLOCK
+                && sf.len() >= gi + 2
+                && sums.len() >= gi + 2
+        );
+        // SAFETY: the assert above bounds every load; unaligned loads.
+        let v = unsafe {
+            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+            let lo = _mm256_and_si256(b, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+            let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
+            let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
+            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+            _mm256_madd_epi16(p, ones)
+        };
+        // [g, g, g + 1, g + 1] pairs, then [g, g + 1, …]
+        let h = _mm_hadd_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let h = _mm_hadd_epi32(h, h);
+        let (a0, a1) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
+        total += (a0 - 8 * sums[gi]) as f32 * sf[gi];
+        total += (a1 - 8 * sums[gi + 1]) as f32 * sf[gi + 1];
+        gi += 2;
     }
     (total, gi)
 }
@@ -302,7 +336,9 @@ fn groups_of_8_rows(p: [__m256i; 8]) -> (__m256i, __m256i) {
 /// groups with the rows in the lanes ([`groups_of_8_rows`]), corrected by
 /// the rows' `8·Σx` (transposed once per call for all `WR` weight rows),
 /// converted, scaled by the weight row's group scale and added to
-/// that weight row's running sums, one vector for the 8 outputs. Each
+/// that weight row's running sums, one vector for the 8 outputs; then the
+/// whole blocks left after the eights the same way, their corrections
+/// gathered once per call. Each
 /// output's arithmetic is the scalar form's: `acc_g` exact in i32, one
 /// conversion, one product, added in increasing g from +0. Writes
 /// `out[i · WR + q]` and returns the first group not added.
@@ -369,7 +405,50 @@ fn grouped32_rows<const WR: usize>(
             }
         }
     }
-    let gi = 8 * eights;
+    // the whole blocks left after the eights, one block (two groups) at a
+    // time, their corrections gathered once per call with the rows in the
+    // lanes; still in increasing g on every chain
+    let (first, blocks) = (4 * eights, groups.min(full_cols / 32) / 2 - 4 * eights);
+    if blocks > 0 {
+        assert!(
+            w.iter().all(|w| w.len() >= (first + blocks) * BLOCK / 2)
+                && xs.iter().all(|x| x.len() >= (first + blocks) * BLOCK)
+                && sums.iter().all(|s| s.len() >= 2 * (first + blocks))
+        );
+        let corr: Vec<[__m256i; 2]> = (first..first + blocks)
+            .map(|blk| {
+                std::array::from_fn(|h| {
+                    let c: [i32; 8] = std::array::from_fn(|i| 8 * sums[i][2 * blk + h]);
+                    // SAFETY: an 8-int load from a local array.
+                    unsafe { _mm256_loadu_si256(c.as_ptr().cast()) }
+                })
+            })
+            .collect();
+        for (q, chain) in chains.iter_mut().enumerate() {
+            let s = &sf[q * groups..(q + 1) * groups];
+            for (blk, corr) in (first..).zip(&corr) {
+                // SAFETY: the assert above bounds every load; unaligned loads.
+                let v: [__m256i; 8] = unsafe {
+                    let b = _mm256_loadu_si256(w[q].as_ptr().add(blk * BLOCK / 2).cast());
+                    let lo = _mm256_and_si256(b, mask);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+                    std::array::from_fn(|i| {
+                        let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
+                        let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
+                        // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo))
+                    })
+                };
+                let (a, b) = groups_of_8_rows(v);
+                let a = _mm256_sub_epi32(a, corr[0]);
+                let b = _mm256_sub_epi32(b, corr[1]);
+                let (sa, sb) = (s[2 * blk], s[2 * blk + 1]);
+                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_set1_ps(sa)));
+                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(sb)));
+            }
+        }
+    }
+    let gi = 2 * (first + blocks);
     for (q, chain) in chains.iter().enumerate() {
         let mut t = [0f32; 8];
         // SAFETY: an 8-float store into a local array.
@@ -426,7 +505,8 @@ pub(crate) fn tile_w4a8_grouped_rows<const WR: usize>(
 }
 
 /// W4A8-grouped decode micro-kernel (frame tile 1 × 1): groups of 32 eight
-/// at a time through [`grouped32_steps`], groups that are whole 64-column
+/// at a time, then the whole blocks left two at a time, through
+/// [`grouped32_steps`], groups that are whole 64-column
 /// blocks through [`grouped_whole_blocks`]; either way `acc_g` is the exact
 /// i32 and the sum is `Σ_g (acc_g as f32) * s_g` from +0 in increasing g.
 /// Returns the first group not added (the frame adds the rest in the same
@@ -450,6 +530,40 @@ pub(crate) fn tile_w4a8_grouped(
         return gi;
     }
     grouped_whole_blocks(x, sums, w[0], s, g, out)
+}
+
+/// W4A8-grouped decode micro-kernel over `WR` weight rows (frame tile `WR`
+/// × 1), one row after another, each exactly as [`tile_w4a8_grouped`]
+/// computes it: one call per `WR` rows, and the rows read as one
+/// sequential run. Returns the first group not added (the same for every
+/// row).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn tile_w4a8_grouped_seq<const WR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    assert!(x.len() == 1 && sums.len() == 1 && w.len() == WR && out.len() == WR);
+    let (kb, groups) = (x[0].len(), sums[0].len());
+    assert!(w.iter().all(|r| r.len() == kb / 2) && s.len() == WR * groups);
+    if groups == 0 {
+        out.fill(0.0);
+        return 0;
+    }
+    let mut done = 0;
+    for (q, (o, sq)) in out.iter_mut().zip(s.chunks_exact(groups)).enumerate() {
+        if g == 32 {
+            let (t, gi) = grouped32_steps(x[0], sums[0], w[q], sq, groups, kb);
+            (*o, done) = (t, gi);
+        } else {
+            done = grouped_whole_blocks(x, sums, w[q], sq, g, std::slice::from_mut(o));
+        }
+    }
+    done
 }
 
 /// Groups that are whole 64-column blocks (`g` a multiple of 64) of one
