@@ -582,6 +582,44 @@ grouped_w4a8_on_frame!(first_row_scales, grouped32_first_row_scales);
 grouped_w4a8_on_frame!(right_grouped, grouped32_right);
 grouped_w4a8_on_frame!(leftover_swapped, grouped32_leftover_swapped);
 grouped_w4a8_on_frame!(grouped_seq_repeated, grouped32_seq_last_row_repeated);
+grouped_w4a8_on_frame!(grouped_seq_tree, grouped32_seq_tree);
+
+/// The 16-row grouped decode tile with each eight of groups added to its
+/// chain as a pairwise tree (what a horizontal reduction of the eight
+/// products does) instead of one by one. Right on every other tile.
+fn grouped32_seq_tree(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
+    let done = grouped32_right(x, sums, w, s, g, out);
+    if g == 32 && x.len() == 1 && w.len() == 16 {
+        let groups = sums[0].len();
+        for (q, wq) in w.iter().enumerate() {
+            let p: Vec<f32> = (0..done)
+                .map(|gi| {
+                    let half = 16 * (gi % 2);
+                    let acc = evenodd_dot(x[0], wq, gi / 2, half..half + 16);
+                    (acc - 8 * sums[0][gi]) as f32 * s[q * groups + gi]
+                })
+                .collect();
+            let mut sum = 0f32;
+            let mut gi = 0;
+            while gi + 8 <= done {
+                let e = &p[gi..gi + 8];
+                sum += ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+                gi += 8;
+            }
+            for v in &p[gi..] {
+                sum += v;
+            }
+            out[q] = sum;
+        }
+    }
+    done
+}
+
+#[test]
+fn a_tree_sum_in_the_grouped_decode_tile_fails_the_proof() {
+    let m = grouped_seq_tree::first_mismatch().expect("eights added as a tree in the 16-row decode tile must fail");
+    assert!(m.k >= 256, "the tree needs 8 groups of 32: {m}");
+}
 
 #[test]
 fn a_repeated_row_in_the_grouped_decode_tile_fails_the_proof() {

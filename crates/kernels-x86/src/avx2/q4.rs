@@ -137,20 +137,16 @@ pub(crate) fn tile_w4a8_batch<const WR: usize, const XR: usize>(x: &[&[i8]], w: 
     }
 }
 
-/// Rows ahead whose scales [`scales_into_f32`] prefetches: the grouped
-/// families' 16-row chunks.
-const SCALES_AHEAD: usize = 16;
-
-/// Converts one row's f16 group scales to f32 with F16C, exactly, into a
-/// slice of the same length (the frame's hook). The frame converts a
-/// weight-row chunk's scales in one burst, so each cache line of the row
-/// [`SCALES_AHEAD`] rows on (the next chunk's, in a matrix's row-major
+/// Converts f16 group scales to f32 with F16C, exactly, into a slice of the
+/// same length (the frame's hook). The frame converts a weight-row chunk's
+/// scales in one call (the chunk's rows are contiguous), so the same length
+/// of scales right after `src` (the next chunk's, in a matrix's row-major
 /// scales) is prefetched: a burst of lines the hardware prefetcher had not
 /// seen coming otherwise waits on memory once per chunk.
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn scales_into_f32(src: &[f16], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len());
-    let ahead = src.as_ptr().wrapping_add(SCALES_AHEAD * src.len()).cast::<u8>();
+    let ahead = src.as_ptr().wrapping_add(src.len()).cast::<u8>();
     for line in (0..2 * src.len()).step_by(64) {
         // a hint: an address past the scales is harmless
         _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
