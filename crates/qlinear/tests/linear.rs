@@ -215,19 +215,21 @@ fn reused_activation_buffers_change_no_bits() {
             })
         })
         .collect();
+    let call = |l: &Linear, x: &[f32], m: usize| {
+        let mut y = vec![0f32; m * l.out_features()];
+        l.forward(x, m, &mut y).unwrap();
+        bits(&y)
+    };
     let lone: Vec<Vec<u32>> = layers
         .iter()
         .map(|(l, x, m)| {
-            // a fresh thread: its buffers are new
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let mut y = vec![0f32; m * l.out_features()];
-                    l.forward(x, *m, &mut y).unwrap();
-                    bits(&y)
-                })
-                .join()
-                .unwrap()
-            })
+            if cfg!(target_family = "wasm") {
+                // WASI has no threads: the first pass over the shapes, in order
+                call(l, x, *m)
+            } else {
+                // a fresh thread: its buffers are new
+                std::thread::scope(|s| s.spawn(|| call(l, x, *m)).join().unwrap())
+            }
         })
         .collect();
     for _ in 0..2 {
