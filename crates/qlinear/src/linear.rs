@@ -108,6 +108,10 @@ impl Linear {
     /// The bits never depend on the thread count, the row count `m`, or the
     /// tier (`docs/NUMERICS.md` §6).
     ///
+    /// W8A8 and W4A8 quantize `x` into buffers the calling thread keeps for
+    /// its next call: each thread that calls `forward` holds about `m · k`
+    /// bytes plus `4 · m` of its largest call until it exits.
+    ///
     /// Errors ([`Error::Forward`], naming the layer): a length of `x` or `y`
     /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven
     /// bound. `y` is then untouched.
