@@ -71,8 +71,8 @@ impl std::fmt::Display for InitReport {
 /// Runs the selftest and the plan now, once per process, and returns what
 /// they found. Without it the first layer built (or kernel called) pays for
 /// both (see `docs/BENCHMARKS.md` for the measured first-call latency); a
-/// runtime calls
-/// this at start-up to pay on purpose and to log which tier runs.
+/// runtime calls this at start-up to pay on purpose and to log which tier
+/// runs.
 ///
 /// Errors: `QLINEAR_INT8_TIER` names an unknown tier, or one that is absent or
 /// failed its proof here. A tier that fails its proof is not an error: it is
