@@ -69,16 +69,9 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
     };
     let sums = activation_group_sums(&codes, m, k, sum_group);
     Box::new(move |y: &mut [f32]| {
-        let aq = ActivationsQ8 {
-            m,
-            k,
-            codes: &codes,
-            scales: &scales,
-            sums: &sums,
-            sum_group,
-        };
-        let af = ActivationsF32 { m, k, x: &x };
-        let t = &mut OutputTile { y, ld: n };
+        let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");
+        let af = ActivationsF32::new(m, k, &x).expect("rows of the shape");
+        let t = &mut OutputTile::new(y, n);
         match (gemm, &w) {
             (Gemm::Q8Q8(f), QuantizedWeight::Q8(w)) => f(&aq, w, 0..n, t),
             (Gemm::F32Q8(f), QuantizedWeight::Q8(w)) => f(&af, w, 0..n, t),

@@ -391,17 +391,16 @@ impl<'w> PlanInputs<'w> {
     /// `copy` (modulo the copies), in ns.
     fn run(&self, table: &KernelTable, y: &mut [f32], copy: usize, rows: usize) -> f64 {
         let (m, k, n) = (self.m, self.k, self.n);
-        let aq = ActivationsQ8 {
-            m,
-            k,
-            codes: &self.xc,
-            scales: &self.xs,
-            sums: &self.sums,
-            sum_group: self.sum_group,
+        let (Ok(aq), Ok(af)) = (
+            ActivationsQ8::new(m, k, &self.xc, &self.xs, &self.sums, self.sum_group),
+            ActivationsF32::new(m, k, &self.xf),
+        ) else {
+            // the probe builds its own buffers to the shape: unreachable, and
+            // a tier never wins on a call that did not run
+            return f64::INFINITY;
         };
-        let af = ActivationsF32 { m, k, x: &self.xf };
         let copies = self.q8.len().max(self.q4.len()).max(1);
-        let t = &mut OutputTile { y, ld: n };
+        let t = &mut OutputTile::new(y, n);
         let start = Instant::now();
         match (
             table.gemm(self.family),

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use qlinear_kernels_scalar::{activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable};
+use qlinear_kernels_scalar::{activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache};
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
 use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
@@ -247,14 +247,27 @@ impl Route {
         w: impl Into<QuantizedWeightRef<'w>>,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.quant_linear_biased(mode, x, m, w.into(), &[], y)
+    }
+
+    /// [`Route::quant_linear`], adding `bias` (`[n]`, or empty for none) to
+    /// each output as it is stored.
+    fn quant_linear_biased(
+        &self,
+        mode: QuantLinearMode,
+        x: &[f32],
+        m: usize,
+        w: QuantizedWeightRef<'_>,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         use QuantizedWeightRef as W;
-        let w = w.into();
         family_of(mode, w)?;
         match (mode, w) {
-            (QuantLinearMode::W8A8, W::Q8(w)) => self.linear_q8_dynamic(x, m, w, y),
-            (_, W::Q8(w)) => self.linear_w8a16(x, m, w, y),
-            (QuantLinearMode::W4A8, W::Q4(w)) => self.linear_q4_dynamic(x, m, w, y),
-            (_, W::Q4(w)) => self.linear_w4a16(x, m, w, y),
+            (QuantLinearMode::W8A8, W::Q8(w)) => self.q8_dynamic(x, m, w, bias, y),
+            (_, W::Q8(w)) => self.w8a16(x, m, w, bias, y),
+            (QuantLinearMode::W4A8, W::Q4(w)) => self.q4_dynamic(x, m, w, bias, y),
+            (_, W::Q4(w)) => self.w4a16(x, m, w, bias, y),
         }
     }
 
@@ -276,25 +289,28 @@ impl Route {
         check_k(KernelFamily::W8A8, k)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        self.run_w8a8(x_codes, x_scales, m, w, y);
-        Ok(())
+        self.run_w8a8(x_codes, x_scales, m, w, &[], y)
     }
 
-    fn run_w8a8(&self, x_codes: &[i8], x_scales: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) {
+    fn run_w8a8(
+        &self,
+        x_codes: &[i8],
+        x_scales: &[f32],
+        m: usize,
+        w: &QuantizedMatrix,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         if m == 0 || n == 0 {
-            return;
+            return Ok(());
         }
-        let act = ActivationsQ8 {
-            m,
-            k,
-            codes: x_codes,
-            scales: x_scales,
-            sums: &[],
-            sum_group: k,
-        };
+        // one layout for every task of the call (docs/ARCHITECTURE.md)
+        let layouts = LayoutCache::default();
+        let act = ActivationsQ8::new(m, k, x_codes, x_scales, &[], k)?.with_layouts(&layouts);
         let f = self.table.gemm_w8a8;
-        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        Ok(())
     }
 
     /// W8A8 with f32 activations `x` `[m, k]`, each row quantized first with
@@ -306,6 +322,17 @@ impl Route {
         w: &QuantizedMatrix,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.q8_dynamic(x, m, w, &[], y)
+    }
+
+    fn q8_dynamic(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrix,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
@@ -313,9 +340,8 @@ impl Route {
         check_finite(x, k)?;
         with_scratch(|s| {
             let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
-            self.run_w8a8(codes, scales, m, w, y);
-        });
-        Ok(())
+            self.run_w8a8(codes, scales, m, w, bias, y)
+        })
     }
 
     /// W4A8: int8 activations times a [`QuantizedMatrixQ4`] (per channel or
@@ -337,8 +363,7 @@ impl Route {
         Self::check_k_q4(w)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        self.run_w4a8(x_codes, x_scales, m, w, y);
-        Ok(())
+        with_scratch(|s| self.run_w4a8_with((x_codes, x_scales), m, w, &[], y, &mut s.sums))
     }
 
     fn check_k_q4(w: &QuantizedMatrixQ4) -> Result<(), DispatchError> {
@@ -348,37 +373,30 @@ impl Route {
         }
     }
 
-    fn run_w4a8(&self, x_codes: &[i8], x_scales: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) {
-        with_scratch(|s| self.run_w4a8_with(x_codes, x_scales, m, w, y, &mut s.sums));
-    }
-
+    /// W4A8 on quantized rows `(codes, scales)`, their group sums written
+    /// into `sums`.
     fn run_w4a8_with(
         &self,
-        x_codes: &[i8],
-        x_scales: &[f32],
+        (x_codes, x_scales): (&[i8], &[f32]),
         m: usize,
         w: &QuantizedMatrixQ4,
+        bias: &[f32],
         y: &mut [f32],
         sums: &mut Vec<i32>,
-    ) {
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         if m == 0 || n == 0 {
-            return;
+            return Ok(());
         }
         let (sum_group, f) = match w.scales() {
             Q4Scales::PerChannel(_) => (k, self.table.gemm_w4a8),
             Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
         };
         activation_group_sums_into(x_codes, m, k, sum_group, sums);
-        let act = ActivationsQ8 {
-            m,
-            k,
-            codes: x_codes,
-            scales: x_scales,
-            sums,
-            sum_group,
-        };
-        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        let layouts = LayoutCache::default();
+        let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(&layouts);
+        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        Ok(())
     }
 
     /// W4A8 with f32 activations `x` `[m, k]`, each row quantized first.
@@ -389,6 +407,17 @@ impl Route {
         w: &QuantizedMatrixQ4,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.q4_dynamic(x, m, w, &[], y)
+    }
+
+    fn q4_dynamic(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrixQ4,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
@@ -396,14 +425,24 @@ impl Route {
         check_finite(x, k)?;
         with_scratch(|s| {
             let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
-            self.run_w4a8_with(codes, scales, m, w, y, &mut s.sums);
-        });
-        Ok(())
+            self.run_w4a8_with((codes, scales), m, w, bias, y, &mut s.sums)
+        })
     }
 
     /// W8A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrix`], the
     /// weight dequantized in registers: `y = w_scale · (8-lane Σ x·q)`.
     pub fn linear_w8a16(&self, x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.w8a16(x, m, w, &[], y)
+    }
+
+    fn w8a16(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrix,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
@@ -411,15 +450,27 @@ impl Route {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let act = ActivationsF32 { m, k, x };
+        let layouts = LayoutCache::default();
+        let act = ActivationsF32::new(m, k, x)?.with_layouts(&layouts);
         let f = self.table.gemm_w8a16;
-        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 
     /// W4A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrixQ4`] (per
     /// channel or grouped): `y = Σ_g s_g · (8-lane Σ_{k∈g} x·q)`.
     pub fn linear_w4a16(&self, x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.w4a16(x, m, w, &[], y)
+    }
+
+    fn w4a16(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &QuantizedMatrixQ4,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
@@ -427,12 +478,13 @@ impl Route {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let act = ActivationsF32 { m, k, x };
+        let layouts = LayoutCache::default();
+        let act = ActivationsF32::new(m, k, x)?.with_layouts(&layouts);
         let f = match w.group_size() {
             GroupSize::PerChannel => self.table.gemm_w4a16,
             GroupSize::Group(_) => self.table.gemm_w4a16_grouped,
         };
-        drive(m, n, k, self.parallel_threshold, y, |rows, t| f(&act, w, rows, t));
+        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 }
@@ -503,16 +555,20 @@ impl LayerRoute {
         }
     }
 
-    /// `y = x · Wᵀ` for `m` rows of `x` (`[m, k]`) into `y` (`[m, n]`) on the
-    /// route resolved for `m`, with the checks and bits of [`quant_linear`].
-    /// `w` must be of the family the route was resolved for
-    /// ([`DispatchError::RouteWeightMismatch`] otherwise); on any error `y`
+    /// `y = x · Wᵀ + b` for `m` rows of `x` (`[m, k]`) into `y` (`[m, n]`) on
+    /// the route resolved for `m`, with the checks and bits of
+    /// [`quant_linear`]; a `bias` (`[n]`) is added to each output as it is
+    /// stored (`y[i, j] = kernel + b[j]`, one f32 addition: the bits of
+    /// adding it afterwards). `w` must be of the family the route was
+    /// resolved for ([`DispatchError::RouteWeightMismatch`] otherwise); a
+    /// bias of another length is [`DispatchError::Shape`]. On any error `y`
     /// is untouched.
     pub fn forward<'w>(
         &self,
         x: &[f32],
         m: usize,
         w: impl Into<QuantizedWeightRef<'w>>,
+        bias: Option<&[f32]>,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         let w = w.into();
@@ -523,7 +579,11 @@ impl LayerRoute {
                 got,
             });
         }
-        self.route(m).quant_linear(self.mode, x, m, w, y)
+        if let Some(b) = bias {
+            check_len("bias [n]", w.n(), b.len())?;
+        }
+        let bias = bias.unwrap_or(&[]);
+        self.route(m).quant_linear_biased(self.mode, x, m, w, bias, y)
     }
 }
 

@@ -19,7 +19,8 @@ use crate::clock::Instant;
 
 use half::f16;
 use qlinear_kernels_scalar::{
-    activation_group_sums, ActivationsF32, ActivationsQ8, KernelTable, OutputTile, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
+    activation_group_sums, ActivationsF32, ActivationsQ8, KernelError, KernelTable, LayoutCache, OutputTile,
+    MAX_K_W4A8, MAX_K_W8A8, SCALAR,
 };
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
 use rayon::prelude::*;
@@ -494,6 +495,18 @@ impl Prover<'_> {
         }
     }
 
+    /// Activation rows a proof builds, or a recorded failure when the
+    /// builder refuses them (a defect of the prover's own shapes).
+    fn built<T>(&mut self, case: &str, k: usize, rows: Result<T, KernelError>) -> Option<T> {
+        match rows {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                self.check(case, k, "activation rows accepted".to_string(), e.to_string());
+                None
+            }
+        }
+    }
+
     fn prove_at(&mut self, k: usize) {
         use KernelFamily as F;
         if self.family.max_k().is_none() && k > FLOAT_PROOF_MAX_K {
@@ -582,15 +595,12 @@ impl Prover<'_> {
         let mut y = vec![f32::NAN; 2];
         if self.family == KernelFamily::W8A8 {
             let sums = activation_group_sums(&xc, 1, k, k);
-            let act = ActivationsQ8 {
-                m: 1,
-                k,
-                codes: &xc,
-                scales: &[1.0],
-                sums: &sums,
-                sum_group: k,
+            let layouts = LayoutCache::default();
+            let Some(act) = self.built(case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, k)) else {
+                return;
             };
-            (self.table.gemm_w8a8)(&act, w, 0..2, &mut OutputTile { y: &mut y, ld: 2 });
+            let act = act.with_layouts(&layouts);
+            (self.table.gemm_w8a8)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
             self.check(
                 case,
                 k,
@@ -604,10 +614,14 @@ impl Prover<'_> {
             }
         } else {
             let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
-            let act = ActivationsF32 { m: 1, k, x: &xf };
+            let layouts = LayoutCache::default();
+            let Some(act) = self.built(case, k, ActivationsF32::new(1, k, &xf)) else {
+                return;
+            };
+            let act = act.with_layouts(&layouts);
             let mut want = vec![f32::NAN; 2];
-            (SCALAR.gemm_w8a16)(&act, w, 0..2, &mut OutputTile { y: &mut want, ld: 2 });
-            (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile { y: &mut y, ld: 2 });
+            (SCALAR.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut want, 2));
+            (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
             self.check(case, k, bits(&want), bits(&y));
         }
     }
@@ -644,16 +658,13 @@ impl Prover<'_> {
         let sums = memo(("sums of x, -x, x, -x", sigs.0, k, 0), || {
             activation_group_sums(&x4, 4, k, k)
         });
-        let act = ActivationsQ8 {
-            m: 4,
-            k,
-            codes: &x4,
-            scales: &[1.0; 4],
-            sums: &sums,
-            sum_group: k,
+        let layouts = LayoutCache::default();
+        let Some(act) = self.built(case, k, ActivationsQ8::new(4, k, &x4, &[1.0; 4], &sums, k)) else {
+            return;
         };
+        let act = act.with_layouts(&layouts);
         let mut y = vec![f32::NAN; 16];
-        (self.table.gemm_w8a8)(&act, w4, 0..4, &mut OutputTile { y: &mut y, ld: 4 });
+        (self.table.gemm_w8a8)(&act, w4, 0..4, &mut OutputTile::new(&mut y, 4));
         let want: Vec<u32> = (0..16)
             .map(|t| ((i64::from(sign[t / 4]) * exact[t % 2]) as f32).to_bits())
             .collect();
@@ -692,20 +703,18 @@ impl Prover<'_> {
             let case = format!("{case} group {g}");
             match self.family {
                 F::W4A8 | F::W4A8Grouped => {
-                    let act = ActivationsQ8 {
-                        m: 1,
-                        k,
-                        codes: &xc,
-                        scales: &[1.0],
-                        sums: &sums,
-                        sum_group,
+                    let layouts = LayoutCache::default();
+                    let Some(act) = self.built(&case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, sum_group))
+                    else {
+                        continue;
                     };
+                    let act = act.with_layouts(&layouts);
                     let kernel = if grouped {
                         self.table.gemm_w4a8_grouped
                     } else {
                         self.table.gemm_w4a8
                     };
-                    kernel(&act, w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                    kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
                     // exact per-group i64 sums, accumulated in f32 in increasing g as docs/NUMERICS.md §6
                     let g_len = if grouped { g } else { k.max(1) };
                     let mut sum = 0f32;
@@ -725,14 +734,18 @@ impl Prover<'_> {
                 }
                 _ => {
                     let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
-                    let act = ActivationsF32 { m: 1, k, x: &xf };
+                    let layouts = LayoutCache::default();
+                    let Some(act) = self.built(&case, k, ActivationsF32::new(1, k, &xf)) else {
+                        continue;
+                    };
+                    let act = act.with_layouts(&layouts);
                     let (kernel, reference) = if grouped {
                         (self.table.gemm_w4a16_grouped, SCALAR.gemm_w4a16_grouped)
                     } else {
                         (self.table.gemm_w4a16, SCALAR.gemm_w4a16)
                     };
-                    reference(&act, w, 0..1, &mut OutputTile { y: &mut want, ld: 1 });
-                    kernel(&act, w, 0..1, &mut OutputTile { y: &mut y, ld: 1 });
+                    reference(&act, w, 0..1, &mut OutputTile::new(&mut want, 1));
+                    kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
                 }
             }
             self.check(&case, k, bits(&want), bits(&y));
@@ -774,13 +787,18 @@ impl Prover<'_> {
         } else {
             Vec::new()
         };
-        let act_f = ActivationsF32 { m, k, x: &xf };
+        let case = "random rows";
+        let layouts_f = LayoutCache::default();
+        // no rows where no float family reads them
+        let Some(act_f) = self.built(case, k, ActivationsF32::new(if float { m } else { 0 }, k, &xf)) else {
+            return;
+        };
+        let act_f = act_f.with_layouts(&layouts_f);
         let run = |kernel: &dyn Fn(&mut OutputTile<'_>)| {
             let mut y = vec![f32::NAN; m * n];
-            kernel(&mut OutputTile { y: &mut y, ld: n });
+            kernel(&mut OutputTile::new(&mut y, n));
             y
         };
-        let case = "random rows";
         match self.family {
             F::DotI8I8 => {
                 let w: Vec<i8> = rng.codes(k);
@@ -808,14 +826,11 @@ impl Prover<'_> {
                     return;
                 };
                 let sums = activation_group_sums(&xc, m, k, k);
-                let act = ActivationsQ8 {
-                    m,
-                    k,
-                    codes: &xc,
-                    scales: &xs,
-                    sums: &sums,
-                    sum_group: k,
+                let layouts = LayoutCache::default();
+                let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, &xc, &xs, &sums, k)) else {
+                    return;
                 };
+                let act = act.with_layouts(&layouts);
                 let (want, got) = if self.family == F::W8A8 {
                     (
                         run(&|t| (SCALAR.gemm_w8a8)(&act, &w, 0..n, t)),
@@ -880,14 +895,11 @@ impl Prover<'_> {
         };
         let sum_group = if grouped { g } else { k };
         let sums = activation_group_sums(xc, m, k, sum_group);
-        let act = ActivationsQ8 {
-            m,
-            k,
-            codes: xc,
-            scales: xs,
-            sums: &sums,
-            sum_group,
+        let layouts = LayoutCache::default();
+        let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, xc, xs, &sums, sum_group)) else {
+            return;
         };
+        let act = act.with_layouts(&layouts);
         let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
             (
                 SCALAR.gemm_w4a8_grouped,

@@ -16,6 +16,7 @@
 //! they can place in its lanes), and the frame multiplies by the scale.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use half::f16;
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
@@ -363,6 +364,14 @@ impl<'a> IntRows<'a> {
                 quads_start: 0,
             };
         }
+        IntRows::copied(x, block, layout)
+    }
+}
+
+impl IntRows<'static> {
+    /// The rows of `x` written out in `layout` (any but the natural one).
+    fn copied(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> Self {
+        let kb = x.k / block * block;
         assert!(
             layout != Layout::Pairs8 || block.is_multiple_of(8),
             "Pairs8 needs blocks of 8"
@@ -432,7 +441,9 @@ impl<'a> IntRows<'a> {
             quads_start,
         }
     }
+}
 
+impl IntRows<'_> {
     fn row(&self, i: usize) -> &[i8] {
         let at = self.start + i * self.stride;
         &self.buf[at..at + self.len]
@@ -447,6 +458,127 @@ impl<'a> IntRows<'a> {
             &self.quads[at..at + 16 * self.kb]
         } else {
             self.row(i0 + d)
+        }
+    }
+}
+
+/// What a cached layout was made from: the rows (by address and shape) and
+/// the layout, so that a cache is never read for other rows or another
+/// family's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LayoutKey {
+    rows_at: usize,
+    m: usize,
+    k: usize,
+    block: usize,
+    layout: Layout,
+}
+
+/// The activation rows of one call laid out for a family's tiles, written
+/// once by the first task that needs them and read by every other task of
+/// the call (the driver splits a call's output features over several tasks,
+/// each of which would otherwise lay the same rows out again). Create one per
+/// call (it holds that call's rows) and attach it with
+/// [`ActivationsQ8::with_layouts`] or [`ActivationsF32::with_layouts`]; the
+/// natural layout is borrowed and never cached. Reading from the cache or
+/// laying the rows out anew gives the same bytes, so it never changes bits.
+#[derive(Debug, Default)]
+pub struct LayoutCache {
+    int: OnceLock<(LayoutKey, IntRows<'static>)>,
+    float: OnceLock<(LayoutKey, FloatRows)>,
+}
+
+impl std::fmt::Debug for IntRows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntRows")
+            .field("len", &self.len)
+            .field("kb", &self.kb)
+            .finish()
+    }
+}
+
+/// Integer rows for a family: borrowed (natural), from the call's cache, or
+/// laid out here when the call has none.
+enum IntView<'a> {
+    Ready(&'a IntRows<'static>),
+    Own(IntRows<'a>),
+}
+
+impl<'a> IntView<'a> {
+    fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
+        let key = LayoutKey {
+            rows_at: x.codes.as_ptr() as usize,
+            m: x.m,
+            k: x.k,
+            block,
+            layout,
+        };
+        match x.layouts() {
+            Some(cache) if layout != Layout::Natural => {
+                let (k, rows) = cache.int.get_or_init(|| (key, IntRows::copied(x, block, layout)));
+                if *k == key {
+                    IntView::Ready(rows)
+                } else {
+                    IntView::Own(IntRows::new(x, block, layout))
+                }
+            }
+            _ => IntView::Own(IntRows::new(x, block, layout)),
+        }
+    }
+
+    fn rows(&self) -> &IntRows<'a> {
+        match self {
+            IntView::Ready(r) => r,
+            IntView::Own(r) => r,
+        }
+    }
+}
+
+/// f32 rows laid out per group, `len` values a row.
+#[derive(Debug)]
+struct FloatRows {
+    values: Vec<f32>,
+    len: usize,
+}
+
+impl FloatRows {
+    fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.len..(i + 1) * self.len]
+    }
+}
+
+/// f32 rows for a family, from the call's cache or laid out here.
+enum FloatView<'a> {
+    Ready(&'a FloatRows),
+    Own(FloatRows),
+}
+
+impl<'a> FloatView<'a> {
+    fn of(x: &ActivationsF32<'a>, group: usize, layout: Layout) -> Self {
+        let key = LayoutKey {
+            rows_at: x.x.as_ptr() as usize,
+            m: x.m,
+            k: x.k,
+            block: group,
+            layout,
+        };
+        match x.layouts() {
+            Some(cache) => {
+                let (k, rows) = cache.float.get_or_init(|| (key, float_rows(x, group, layout)));
+                if *k == key {
+                    FloatView::Ready(rows)
+                } else {
+                    FloatView::Own(float_rows(x, group, layout))
+                }
+            }
+            None => FloatView::Own(float_rows(x, group, layout)),
+        }
+    }
+
+    fn rows(&self) -> &FloatRows {
+        match self {
+            FloatView::Ready(r) => r,
+            FloatView::Own(r) => r,
         }
     }
 }
@@ -488,7 +620,8 @@ pub fn gemm_w8a8(
         f.block > 0 && !matches!(f.layout, Layout::EvenOdd | Layout::EvenOddQuads16),
         "W8A8 family layout"
     );
-    let xs = IntRows::new(x, f.block, f.layout);
+    let xs = IntView::of(x, f.block, f.layout);
+    let xs = xs.rows();
     let kb = xs.kb;
     let s = w.scales();
     let mut acc = [0i32; MAX_TILE];
@@ -531,7 +664,8 @@ pub fn gemm_w4a8(
         "W4A8 shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 family block");
-    let xs = IntRows::new(x, f.block, f.layout);
+    let xs = IntView::of(x, f.block, f.layout);
+    let xs = xs.rows();
     let kb = xs.kb;
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
@@ -635,7 +769,8 @@ pub fn gemm_w4a8_grouped(
         "W4A8 grouped shapes"
     );
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
-    let xs = IntRows::new(x, f.block, f.layout);
+    let xs = IntView::of(x, f.block, f.layout);
+    let xs = xs.rows();
     let kb = xs.kb;
     let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
@@ -667,7 +802,7 @@ pub fn gemm_w4a8_grouped(
 }
 
 /// f32 activation rows laid out per group of `group` columns.
-fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> (Vec<f32>, usize) {
+fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> FloatRows {
     // a table's registration, fixed at compile time, not an input
     let q4_order = match layout {
         Layout::Chunked => false,
@@ -676,7 +811,10 @@ fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> (Vec<f32>
     };
     let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4_order)).collect();
     let len = rows.first().map_or(0, Vec::len);
-    (rows.concat(), len)
+    FloatRows {
+        values: rows.concat(),
+        len,
+    }
 }
 
 /// A per-channel float micro-kernel over weight rows of `W`.
@@ -695,11 +833,12 @@ fn float_per_channel<'w, W: 'static>(
     w_row: &dyn Fn(usize) -> &'w [W],
     s: &[f32],
 ) {
-    let (xs, len) = float_rows(x, x.k, layout);
+    let xs = FloatView::of(x, x.k, layout);
+    let xs = xs.rows();
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f_shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
         let wv = wv.set(t.wr, |q| w_row(r0 + q));
         (kernels[index])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
         for d in 0..t.xr {
@@ -757,13 +896,14 @@ pub fn gemm_w4a16_grouped(
     };
     let (g, groups) = (*group, w.k() / *group);
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
-    let (xs, len) = float_rows(x, g, f.layout);
+    let xs = FloatView::of(x, g, f.layout);
+    let xs = xs.rows();
     let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-            let xv = xv.set(t.xr, |d| &xs[(i0 + d) * len..(i0 + d + 1) * len]);
+            let xv = xv.set(t.xr, |d| xs.row(i0 + d));
             let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
             let st = sf.rows(r0, t.wr);
             (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
@@ -840,14 +980,7 @@ mod tests {
     fn paired_layouts_put_each_row_beside_the_next() {
         // two rows of 40 codes (k = 40, blocks of 16: kb = 32), code = 50·row + column
         let codes: Vec<i8> = (0..2).flat_map(|r| (0..40).map(move |c| (r * 50 + c) as i8)).collect();
-        let x = ActivationsQ8 {
-            m: 2,
-            k: 40,
-            codes: &codes,
-            scales: &[1.0, 1.0],
-            sums: &[0, 0],
-            sum_group: 40,
-        };
+        let x = ActivationsQ8::new(2, 40, &codes, &[1.0, 1.0], &[0, 0], 40).unwrap();
         let v = |r: i8, cols: &[i8]| -> Vec<i8> { cols.iter().map(|&c| r * 50 + c).collect() };
         let seq = |from: i8, step: i8| -> Vec<i8> { (0..8).map(|j| from + step * j).collect() };
         let natural = IntRows::new(&x, 16, Layout::Pairs8);
@@ -883,14 +1016,7 @@ mod tests {
         let (m, k) = (17, 130);
         let code = |r: usize, c: usize| ((r + 3 * c) % 251) as i8;
         let codes: Vec<i8> = (0..m).flat_map(|r| (0..k).map(move |c| code(r, c))).collect();
-        let x = ActivationsQ8 {
-            m,
-            k,
-            codes: &codes,
-            scales: &[1.0; 17],
-            sums: &[0; 17],
-            sum_group: k,
-        };
+        let x = ActivationsQ8::new(m, k, &codes, &[1.0; 17], &[0; 17], k).unwrap();
         let xs = IntRows::new(&x, 128, Layout::EvenOddQuads16);
         // the even/odd rows, 64-byte aligned, for tiles under 16 rows
         for i in [0, 16] {

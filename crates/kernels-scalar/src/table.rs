@@ -2,7 +2,7 @@ use std::ops::Range;
 
 use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
 
-use crate::frame::Shapes;
+use crate::frame::{LayoutCache, Shapes};
 
 /// Largest K a W8A8 reduction accepts: every partial sum of `Σ x·w` with
 /// `|x|, |w| <= 127` fits i32 (`127 · 127 · K <= i32::MAX`).
@@ -16,6 +16,11 @@ pub const MAX_K_W4A8: usize = i32::MAX as usize / (15 * 127);
 /// and the sums of the codes per group of `sum_group` columns (`[m, k /
 /// sum_group]`, or one sum per row when `sum_group == k`), which cancel the Q4
 /// bias (`Σ x·(q + 8) − 8·Σ x`).
+///
+/// Built by [`ActivationsQ8::new`], which checks the lengths; the fields are
+/// public to read. [`ActivationsQ8::with_layouts`] attaches a [`LayoutCache`]
+/// so that the tasks of one call share the rows a family's tiles read
+/// instead of each laying them out again.
 #[derive(Debug, Clone, Copy)]
 pub struct ActivationsQ8<'a> {
     /// Activation rows.
@@ -30,9 +35,59 @@ pub struct ActivationsQ8<'a> {
     pub sums: &'a [i32],
     /// Columns per sum: `k` per channel, the group size for grouped Q4.
     pub sum_group: usize,
+    layouts: Option<&'a LayoutCache>,
 }
 
 impl<'a> ActivationsQ8<'a> {
+    /// `m` rows of `k` codes with their scales and the sums of their codes
+    /// per `sum_group` columns (`sums` empty when no Q4 family reads them,
+    /// W8A8). Errors ([`KernelError::Shape`], [`KernelError::SumGroup`]):
+    /// `codes` not `m · k` long, `scales` not `m`, a `sum_group` of 0 or not
+    /// dividing `k` (when `k > 0`), `sums` neither empty nor `m · k /
+    /// sum_group` (`m` when `k == 0`). The values are not checked here: the
+    /// dispatch entry points refuse code -128 and non-finite scales.
+    pub fn new(
+        m: usize,
+        k: usize,
+        codes: &'a [i8],
+        scales: &'a [f32],
+        sums: &'a [i32],
+        sum_group: usize,
+    ) -> Result<Self, KernelError> {
+        shape("activation codes [m, k]", m.checked_mul(k), codes.len())?;
+        shape("activation scales [m]", Some(m), scales.len())?;
+        if k > 0 && (sum_group == 0 || !k.is_multiple_of(sum_group)) {
+            return Err(KernelError::SumGroup { group: sum_group, k });
+        }
+        if !sums.is_empty() {
+            let per_row = if k == 0 { 1 } else { k / sum_group };
+            shape("activation sums [m, k / sum_group]", m.checked_mul(per_row), sums.len())?;
+        }
+        Ok(ActivationsQ8 {
+            m,
+            k,
+            codes,
+            scales,
+            sums,
+            sum_group,
+            layouts: None,
+        })
+    }
+
+    /// The same rows, sharing `cache` for the layouts the tiles read: the
+    /// first task of a call that needs a layout writes it there, the others
+    /// read it. One cache serves one set of activations (a cache filled from
+    /// other rows is recognised and not used).
+    pub fn with_layouts(mut self, cache: &'a LayoutCache) -> Self {
+        self.layouts = Some(cache);
+        self
+    }
+
+    /// The cache attached by [`ActivationsQ8::with_layouts`], if any.
+    pub(crate) fn layouts(&self) -> Option<&'a LayoutCache> {
+        self.layouts
+    }
+
     /// Codes of activation row `i`.
     #[inline]
     pub fn row(&self, i: usize) -> &'a [i8] {
@@ -52,7 +107,45 @@ impl<'a> ActivationsQ8<'a> {
     }
 }
 
-/// f32 activation rows, `m × k` row-major.
+fn shape(what: &'static str, expected: Option<usize>, actual: usize) -> Result<(), KernelError> {
+    match expected {
+        Some(e) if e == actual => Ok(()),
+        _ => Err(KernelError::Shape {
+            what,
+            expected: expected.unwrap_or(usize::MAX),
+            actual,
+        }),
+    }
+}
+
+/// What an activation builder refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// A buffer of the wrong length for the shape (`expected` is
+    /// `usize::MAX` when the shape's element count overflows).
+    #[error("{what}: expected {expected} elements, got {actual}")]
+    Shape {
+        /// The buffer, with its shape.
+        what: &'static str,
+        /// The length the shape needs.
+        expected: usize,
+        /// The length given.
+        actual: usize,
+    },
+    /// A sum group of 0 or one that does not divide K.
+    #[error("activation sums per {group} columns do not divide K = {k}")]
+    SumGroup {
+        /// The columns per sum.
+        group: usize,
+        /// The row length.
+        k: usize,
+    },
+}
+
+/// f32 activation rows, `m × k` row-major. Built by [`ActivationsF32::new`];
+/// [`ActivationsF32::with_layouts`] shares the chunked rows between the
+/// tasks of a call as for [`ActivationsQ8`].
 #[derive(Debug, Clone, Copy)]
 pub struct ActivationsF32<'a> {
     /// Activation rows.
@@ -61,9 +154,30 @@ pub struct ActivationsF32<'a> {
     pub k: usize,
     /// `[m, k]` finite values (the entry points refuse NaN and ±Inf).
     pub x: &'a [f32],
+    layouts: Option<&'a LayoutCache>,
 }
 
 impl<'a> ActivationsF32<'a> {
+    /// `m` rows of `k` values. Errors: `x` not `m · k` long
+    /// ([`KernelError::Shape`]). The values are not checked here (the
+    /// dispatch entry points refuse NaN and ±Inf).
+    pub fn new(m: usize, k: usize, x: &'a [f32]) -> Result<Self, KernelError> {
+        shape("activations [m, k]", m.checked_mul(k), x.len())?;
+        Ok(ActivationsF32 { m, k, x, layouts: None })
+    }
+
+    /// The same rows, sharing `cache` for the layouts the tiles read (see
+    /// [`ActivationsQ8::with_layouts`]).
+    pub fn with_layouts(mut self, cache: &'a LayoutCache) -> Self {
+        self.layouts = Some(cache);
+        self
+    }
+
+    /// The cache attached by [`ActivationsF32::with_layouts`], if any.
+    pub(crate) fn layouts(&self) -> Option<&'a LayoutCache> {
+        self.layouts
+    }
+
     /// Activation row `i`.
     #[inline]
     pub fn row(&self, i: usize) -> &'a [f32] {
@@ -76,27 +190,41 @@ impl<'a> ActivationsF32<'a> {
 }
 
 /// Where a kernel writes: `y[i · ld + (r − rows.start)]` for activation row `i`
-/// and output feature `r` in `rows`.
+/// and output feature `r` in `rows`, plus `bias[r − rows.start]` when the
+/// tile has a bias (the layer's bias, added as each output is stored: one
+/// f32 addition of the kernel's value, the bits of adding it afterwards).
 #[derive(Debug)]
 pub struct OutputTile<'a> {
     /// The output buffer.
     pub y: &'a mut [f32],
     /// Its row stride in elements.
     pub ld: usize,
+    /// The bias of the tile's output features (`width` long), or empty.
+    pub bias: &'a [f32],
 }
 
-impl OutputTile<'_> {
-    /// Panics unless `m` rows of `width` outputs fit (O(1)).
+impl<'a> OutputTile<'a> {
+    /// A tile of `y` with row stride `ld` and no bias.
+    pub fn new(y: &'a mut [f32], ld: usize) -> Self {
+        OutputTile { y, ld, bias: &[] }
+    }
+    /// Panics unless `m` rows of `width` outputs fit, and the bias, if any,
+    /// is `width` long (O(1)).
     pub fn check(&self, m: usize, width: usize) {
         assert!(width <= self.ld || m <= 1, "output tile stride");
         if m > 0 && width > 0 {
             assert!(self.y.len() >= (m - 1) * self.ld + width, "output tile length");
         }
+        assert!(self.bias.is_empty() || self.bias.len() == width, "output tile bias");
     }
-    /// Writes output `j` (relative to the tile's first feature) of activation row `i`.
+    /// Writes output `j` (relative to the tile's first feature) of activation
+    /// row `i`: `v`, plus the bias of feature `j` when the tile has one.
     #[inline]
     pub fn set(&mut self, i: usize, j: usize, v: f32) {
-        self.y[i * self.ld + j] = v;
+        self.y[i * self.ld + j] = match self.bias.get(j) {
+            Some(b) => v + b,
+            None => v,
+        };
     }
 }
 

@@ -100,8 +100,9 @@ impl Linear {
 
     /// `y = x · Wᵀ + b` for `m` rows: `x` is `[m, in_features]` and `y`
     /// `[m, out_features]`, both row-major. The kernel of the layer's mode
-    /// runs first, on the route resolved when the layer was built; the bias is then added in f32,
-    /// `y[i, j] += b[j]`, so the result is the kernel's bits plus one rounding.
+    /// runs on the route resolved when the layer was built, and the bias is
+    /// added in f32 as each output is stored, `y[i, j] = kernel + b[j]`: the
+    /// kernel's bits plus one rounding, as if added afterwards.
     ///
     /// Work is split over output features on the **calling thread's rayon
     /// pool**: run it inside `ThreadPool::install` to choose the thread count.
@@ -117,19 +118,11 @@ impl Linear {
     /// bound. `y` is then untouched.
     pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         self.route
-            .forward(x, m, &self.weight, y)
+            .forward(x, m, &self.weight, self.bias.as_deref(), y)
             .map_err(|source| Error::Forward {
                 layer: self.name.clone(),
                 source,
-            })?;
-        if let Some(b) = &self.bias {
-            for row in y.chunks_exact_mut(b.len().max(1)) {
-                for (v, bj) in row.iter_mut().zip(b) {
-                    *v += bj;
-                }
-            }
-        }
-        Ok(())
+            })
     }
 
     /// The layer's name, as its errors show it.

@@ -58,11 +58,24 @@ fn forward_is_the_kernel_then_the_bias() {
 #[test]
 #[cfg_attr(target_family = "wasm", ignore = "WASI has no threads: rayon runs inline there")]
 fn same_bits_on_a_one_and_a_two_thread_pool() {
-    let (n, k, m) = (512, 1024, 3);
+    let (n, k) = (512, 1024);
     let w = weights(n, k, 4);
-    let x = weights(m, k, 5);
-    for scheme in [QScheme::Q8, QScheme::Q4Grouped(32)] {
-        let layer = Linear::from_f32(scheme, n, k, &w, None).unwrap();
+    let b = weights(1, n, 6);
+    for (scheme, m) in [
+        (QScheme::Q8, 3),
+        (QScheme::Q4Grouped(32), 3),
+        (QScheme::Q4, 1),
+        (QScheme::Q4Grouped(32), 1),
+    ] {
+        let x = weights(m, k, 5);
+        let layer = Linear::from_f32(scheme, n, k, &w, Some(&b)).unwrap();
+        // the bias is added as each task stores its outputs: the bits of
+        // the kernel's output plus the bias afterwards
+        let mut want = vec![0f32; m * n];
+        quant_linear(layer.mode(), &x, m, layer.weight(), &mut want).unwrap();
+        for row in want.chunks_exact_mut(n) {
+            row.iter_mut().zip(&b).for_each(|(v, bj)| *v += bj);
+        }
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             let mut y = vec![0f32; m * n];
@@ -73,7 +86,8 @@ fn same_bits_on_a_one_and_a_two_thread_pool() {
             assert_eq!(seen, threads);
             y
         };
-        assert_eq!(bits(&run(1)), bits(&run(2)), "{scheme}");
+        assert_eq!(bits(&run(1)), bits(&want), "{scheme} m={m}: one thread");
+        assert_eq!(bits(&run(2)), bits(&want), "{scheme} m={m}: two threads");
     }
 }
 
@@ -165,7 +179,7 @@ fn a_route_refuses_a_weight_of_another_family() {
     let grouped = QuantizedWeight::quantize(QScheme::Q4Grouped(32), 8, 64, &w).unwrap();
     let route = LayerRoute::planned(QuantLinearMode::W4A8, &per_channel).unwrap();
     let mut y = vec![7f32; 8];
-    let e = route.forward(&[0.5; 64], 1, &grouped, &mut y).unwrap_err();
+    let e = route.forward(&[0.5; 64], 1, &grouped, None, &mut y).unwrap_err();
     assert_eq!(
         e,
         DispatchError::RouteWeightMismatch {
@@ -178,8 +192,21 @@ fn a_route_refuses_a_weight_of_another_family() {
         "{e}"
     );
     let q8 = QuantizedWeight::quantize(QScheme::Q8, 8, 64, &w).unwrap();
-    let e = route.forward(&[0.5; 64], 1, &q8, &mut y).unwrap_err();
+    let e = route.forward(&[0.5; 64], 1, &q8, None, &mut y).unwrap_err();
     assert!(matches!(e, DispatchError::ModeWeightMismatch { .. }), "{e}");
+    for short in [&[1.0f32; 7][..], &[]] {
+        let e = route
+            .forward(&[0.5; 64], 1, &per_channel, Some(short), &mut y)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            DispatchError::Shape {
+                what: "bias [n]",
+                expected: 8,
+                actual: short.len()
+            }
+        );
+    }
     assert!(y.iter().all(|&v| v == 7.0), "y was written on error");
     let e = LayerRoute::planned(QuantLinearMode::W8A8, &grouped).unwrap_err();
     assert!(
