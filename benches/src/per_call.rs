@@ -21,11 +21,12 @@ use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
-use crate::{cpu_model, data, median, median_time};
+use crate::{cache_read_probe, cpu_model, data, median, median_time};
 
-/// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (576
-/// and 1536, with K = 576 or 1536) and a 7B-class square.
-const SHAPES: [(usize, usize); 6] = [
+/// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (192,
+/// 576 and 1536, with K = 576 or 1536) and a 7B-class square.
+const SHAPES: [(usize, usize); 7] = [
+    (192, 576),
     (384, 384),
     (1536, 384),
     (576, 576),
@@ -82,15 +83,32 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
     })
 }
 
+/// The bytes of a quantized weight: codes and scales.
+fn weight_bytes(w: &QuantizedWeight) -> usize {
+    match w {
+        QuantizedWeight::Q8(q) => q.codes().len() + 4 * q.scales().len(),
+        QuantizedWeight::Q4(q) => {
+            q.packed().len()
+                + match q.scales() {
+                    qlinear::Q4Scales::PerChannel(s) => 4 * s.len(),
+                    qlinear::Q4Scales::Grouped { scales, .. } => 2 * scales.len(),
+                }
+        }
+    }
+}
+
 /// Runs the per-call table: prints it and writes `target/qlinear-per-call.json`.
 pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) {
     let cpu = cpu_model();
     println!("CPU: {cpu}");
+    // the ceiling of a hot call: one thread reading 256 KiB from L2, taken
+    // before and after the table so a drifting machine shows
+    let probe_before = cache_read_probe(256 << 10);
     println!(
         "Linear::forward against the bare kernel entry, hot, median µs of {rounds} alternated rounds (min–max of the rounds)"
     );
-    println!("| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel |");
-    println!("|---|---|--:|---|--:|--:|--:|--:|");
+    // printed once the closing probe is in, against the higher of the two
+    let mut lines: Vec<(String, Option<f64>)> = vec![];
     let pools: Vec<rayon::ThreadPool> = [1, 2]
         .iter()
         .map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().expect("a pool"))
@@ -136,22 +154,44 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
                     } else {
                         format!("bare / forward {:.2}×", bm / fm)
                     };
-                    println!(
-                        "| {n} × {k} | {label} | {m} | {tier} | {threads} | {fm:.1} ({}) | {bm:.1} ({}) | {outside} |",
-                        range(f),
-                        range(&b)
-                    );
+                    // the weight bytes one call reads over its time (at M = 1,
+                    // where the weights are all a call reads)
+                    let gbps = weight_bytes(layer.weight()) as f64 / fm / 1e3;
+                    lines.push((
+                        format!(
+                            "| {n} × {k} | {label} | {m} | {tier} | {threads} | {fm:.1} ({}) | {bm:.1} ({}) | {outside} |",
+                            range(f),
+                            range(&b),
+                        ),
+                        (m == 1).then_some(gbps),
+                    ));
                     rows.push(json!({
                         "n": n, "k": k, "config": label, "m": m, "tier": tier.name(),
                         "threads": threads, "forward_us": fm, "forward_rounds_us": f,
-                        "bare_us": bm, "bare_rounds_us": b,
+                        "bare_us": bm, "bare_rounds_us": b, "weight_gbps": gbps,
                     }));
                 }
             }
         }
     }
+    let probe_after = cache_read_probe(256 << 10);
+    let probe = probe_before.max(probe_after);
+    println!(
+        "L2 read probe (one thread, 256 KiB, before and after the table): {probe_before:.1} and {probe_after:.1} GB/s"
+    );
+    println!(
+        "| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel | weight GB/s (% of the higher probe) |"
+    );
+    println!("|---|---|--:|---|--:|--:|--:|--:|--:|");
+    for (line, gbps) in lines {
+        match gbps {
+            Some(g) => println!("{line} {g:.1} ({:.0} %) |", 100.0 * g / probe),
+            None => println!("{line} — |"),
+        }
+    }
     let out = json!({
         "cpu": cpu,
+        "l2_probe_gbps": [probe_before, probe_after],
         "rounds": rounds,
         "budget_ms": budget.as_millis() as u64,
         "rows": rows,
