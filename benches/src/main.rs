@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "candle")]
 mod candle;
+mod load;
 mod per_call;
 
 use qlinear::tiers::{KernelFamily, Route};
@@ -310,6 +311,15 @@ fn main() {
     // runner, run BIN (another revision's qlinear-bench, built by `cargo
     // xtask bench --compare REV`) once with the same slice, and read FILE
     let compare: Option<(String, String)> = opt("--compare-with").zip(opt("--compare-json"));
+    if let Some(path) = opt("--load") {
+        // `--load FILE [--in-place]`: the time and peak RSS of loading a
+        // converted model, copied or read in place (load.rs)
+        if let Err(e) = load::run(&path, args.iter().any(|a| a == "--in-place")) {
+            eprintln!("qlinear-bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--per-call") {
         // `--per-call [--shape NxK] [--repeat R]`: Linear::forward against
         // the bare kernel entry at the small models' shapes (per_call.rs)

@@ -21,10 +21,95 @@ impl Bytes {
     }
 }
 
+/// Weights read their codes in place from a file's bytes through this.
+impl AsRef<[u8]> for Bytes {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+/// A file's bytes open for writing in this process only: a private
+/// copy-on-write map (a page written becomes the process's own copy; the
+/// file never changes), or owned bytes. The in-place reader rewrites the
+/// packed Q4 tensors' nibbles here, then freezes it.
+pub(crate) enum PrivateBytes {
+    Mapped(memmap2::MmapMut),
+    Owned(Vec<u8>),
+}
+
+impl PrivateBytes {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            PrivateBytes::Mapped(m) => m,
+            PrivateBytes::Owned(v) => v,
+        }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            PrivateBytes::Mapped(m) => m,
+            PrivateBytes::Owned(v) => v,
+        }
+    }
+
+    /// The bytes made read-only (the map's pages protected against writes).
+    pub(crate) fn freeze(self, path: &Path) -> Result<Bytes, FormatError> {
+        match self {
+            PrivateBytes::Mapped(m) => Ok(Bytes::Mapped(m.make_read_only().map_err(|e| FormatError::io(path, e))?)),
+            PrivateBytes::Owned(v) => Ok(Bytes::Owned(v)),
+        }
+    }
+}
+
 /// Opens `path` (a regular file only: a directory, FIFO, socket or device
 /// is refused with [`FormatError::NotARegularFile`], and a FIFO is opened
 /// without blocking, so it cannot hang the caller) and maps it.
 pub(crate) fn open(path: &Path) -> Result<Bytes, FormatError> {
+    let io = |e| FormatError::io(path, e);
+    let file = open_regular(path)?;
+    if cfg!(target_family = "wasm") {
+        return Ok(Bytes::Owned(read_all(&file, path)?));
+    }
+    // memmap2's `Mmap::map` is a read-only *shared* map (MAP_SHARED): it
+    // sees the file as it is on disk, and qlinear never writes a file it
+    // has mapped (outputs go to a new temporary file renamed over the
+    // destination). If another process truncates the file meanwhile, a
+    // read of the lost pages raises SIGBUS: the documented contract of
+    // every memory-mapped loader, stated on this function and in FORMAT.md.
+    // SAFETY: the map is read-only, the file is a regular file, and no
+    // `&mut` to its bytes is ever made; what remains is the SIGBUS above.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Bytes::Mapped(map))
+}
+
+/// Opens `path` as [`open`] does, mapped *privately* and writable
+/// (MAP_PRIVATE): writes make the process's own copy of a page and never
+/// reach the file; unwritten pages are still the file's, read from the page
+/// cache (read into memory on WASI).
+pub(crate) fn open_private(path: &Path) -> Result<PrivateBytes, FormatError> {
+    let io = |e| FormatError::io(path, e);
+    let file = open_regular(path)?;
+    if cfg!(target_family = "wasm") {
+        return Ok(PrivateBytes::Owned(read_all(&file, path)?));
+    }
+    // SAFETY: a private map of a regular file: the `&mut` it hands out
+    // writes only this process's copies of the pages, never the file, and
+    // it is the only reference to the map until `freeze`. What remains is
+    // the SIGBUS contract of `open`: a page not yet copied is the file's,
+    // and reading it after another process truncated the file raises SIGBUS.
+    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io)?;
+    Ok(PrivateBytes::Mapped(map))
+}
+
+/// The whole file read into memory (WASI cannot map files).
+fn read_all(file: &std::fs::File, path: &Path) -> Result<Vec<u8>, FormatError> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &*file, &mut bytes).map_err(|e| FormatError::io(path, e))?;
+    Ok(bytes)
+}
+
+/// Opens a regular file for reading (see [`open`]).
+fn open_regular(path: &Path) -> Result<std::fs::File, FormatError> {
     let io = |e| FormatError::io(path, e);
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -41,21 +126,7 @@ pub(crate) fn open(path: &Path) -> Result<Bytes, FormatError> {
     if !stat.is_file() {
         return Err(not_regular(path, &stat));
     }
-    if cfg!(target_family = "wasm") {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
-        return Ok(Bytes::Owned(bytes));
-    }
-    // memmap2's `Mmap::map` is a read-only *shared* map (MAP_SHARED): it
-    // sees the file as it is on disk, and qlinear never writes a file it
-    // has mapped (outputs go to a new temporary file renamed over the
-    // destination). If another process truncates the file meanwhile, a
-    // read of the lost pages raises SIGBUS: the documented contract of
-    // every memory-mapped loader, stated on this function and in FORMAT.md.
-    // SAFETY: the map is read-only, the file is a regular file, and no
-    // `&mut` to its bytes is ever made; what remains is the SIGBUS above.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    Ok(Bytes::Mapped(map))
+    Ok(file)
 }
 
 fn not_regular(path: &Path, m: &std::fs::Metadata) -> FormatError {

@@ -2,7 +2,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use half::f16;
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use std::sync::Arc;
+
+use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError, SharedBuffer};
 use safetensors::tensor::Metadata;
 use safetensors::{Dtype, SafeTensors};
 
@@ -55,7 +57,10 @@ impl QuantizedTensorInfo {
 /// is a hash look-up: `load` and `validate` take time linear in the file's
 /// tensor count, not quadratic.
 pub struct QuantizedFile {
-    bytes: Bytes,
+    bytes: Arc<Bytes>,
+    /// Opened by [`QuantizedFile::open_in_place`]: Q4 nibbles already
+    /// biased, and `load` reads codes in place.
+    in_place: bool,
     header_len: usize,
     metadata: Metadata,
     meta: HashMap<String, String>,
@@ -94,6 +99,83 @@ impl QuantizedFile {
         Self::from_bytes_inner(Bytes::Owned(bytes))
     }
 
+    /// Opens `path` so that [`QuantizedFile::load`] hands out weights whose
+    /// codes are read **in place** from the file's memory: no copy of them,
+    /// and no second resident copy (a weight keeps the memory alive, so it
+    /// may outlive this value; its codes report
+    /// `codes_shared()`/`packed_shared()`). The file is mapped privately
+    /// (copy-on-write): Q8 codes are read straight from the page cache; the
+    /// packed Q4 tensors' nibbles, stored in two's complement
+    /// (`docs/FORMAT.md`), are rewritten once to the biased form the kernels
+    /// read, in the process's own copies of those pages, so every weight
+    /// byte is resident once. The file itself is never written. Scales are
+    /// copied (a sixteenth of a q4g32 weight's bytes).
+    ///
+    /// **SIGBUS**: a page of Q8 codes (or of a header or scale) is the
+    /// file's for as long as a weight reads it; if another process truncates
+    /// the file meanwhile, touching the lost page raises SIGBUS and ends the
+    /// process (`docs/FORMAT.md`). With [`QuantizedFile::open`] the exposure
+    /// ends when loading does. On WASI the file is read into memory.
+    ///
+    /// Errors: as [`QuantizedFile::open`].
+    pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        let path = path.as_ref();
+        let mut bytes = crate::mapped::open_private(path)?;
+        for range in Self::q4_qweight_ranges(bytes.as_slice())? {
+            qlinear_quant_recipe::twos_complement_to_biased(&mut bytes.as_mut_slice()[range]);
+        }
+        let mut file = Self::from_bytes_inner(bytes.freeze(path)?)?;
+        file.in_place = true;
+        Ok(file)
+    }
+
+    /// [`QuantizedFile::open_in_place`] on a file held in memory: weights
+    /// read their codes from `bytes`, which they keep alive.
+    pub fn from_bytes_in_place(mut bytes: Vec<u8>) -> Result<Self, FormatError> {
+        for range in Self::q4_qweight_ranges(&bytes)? {
+            qlinear_quant_recipe::twos_complement_to_biased(&mut bytes[range]);
+        }
+        let mut file = Self::from_bytes_inner(Bytes::Owned(bytes))?;
+        file.in_place = true;
+        Ok(file)
+    }
+
+    /// Where the packed Q4 codes are in a file's bytes: the `P.qweight`
+    /// tensors of dtype U8 whose `P.qscheme` names a Q4 scheme. The header's
+    /// tensors are contiguous and do not overlap (the `safetensors` crate
+    /// checks it), so each byte is rewritten at most once.
+    fn q4_qweight_ranges(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, FormatError> {
+        let (header_len, metadata) = SafeTensors::read_metadata(bytes)?;
+        let base = 8 + header_len;
+        let meta = metadata.metadata().clone().unwrap_or_default();
+        let mut ranges = vec![];
+        for (key, value) in &meta {
+            let Some(prefix) = key.strip_suffix(".qscheme") else {
+                continue;
+            };
+            if !matches!(value.parse(), Ok(QScheme::Q4 | QScheme::Q4Grouped(_))) {
+                continue;
+            }
+            if let Some(info) = metadata.info(&format!("{prefix}.qweight")) {
+                if info.dtype == Dtype::U8 {
+                    let (s, e) = info.data_offsets;
+                    ranges.push(base + s..base + e);
+                }
+            }
+        }
+        Ok(ranges)
+    }
+
+    /// `data`, a tensor's bytes in this file, as codes read in place.
+    fn shared<T: qlinear_quant_recipe::Byte>(&self, tensor: &str, data: &[u8]) -> Result<Codes<T>, FormatError> {
+        let start = data.as_ptr() as usize - self.bytes.as_slice().as_ptr() as usize;
+        let buffer: SharedBuffer = self.bytes.clone();
+        Codes::shared(buffer, start..start + data.len()).map_err(|source| FormatError::Invalid {
+            tensor: tensor.to_string(),
+            source,
+        })
+    }
+
     fn from_bytes_inner(bytes: Bytes) -> Result<Self, FormatError> {
         let (header_len, metadata) = SafeTensors::read_metadata(bytes.as_slice())?;
         // serde keeps the last of two equal keys: refuse them instead
@@ -119,7 +201,8 @@ impl QuantizedFile {
         prefixes.sort_unstable();
         prefixes.dedup();
         Ok(Self {
-            bytes,
+            bytes: Arc::new(bytes),
+            in_place: false,
             header_len,
             metadata,
             meta,
@@ -238,8 +321,12 @@ impl QuantizedFile {
         };
         Ok(match scheme {
             QScheme::Q8 => {
-                let codes = qweight.data.iter().map(|&b| b as i8).collect();
-                QuantizedWeight::Q8(QuantizedMatrix::from_parts(n, k, codes, f32s(scales.data)).map_err(blame)?)
+                let codes = if self.in_place {
+                    self.shared(&tensor, qweight.data)?
+                } else {
+                    Codes::owned(qweight.data.iter().map(|&b| b as i8).collect())
+                };
+                QuantizedWeight::Q8(QuantizedMatrix::from_codes(n, k, codes, f32s(scales.data)).map_err(blame)?)
             }
             QScheme::Q4 | QScheme::Q4Grouped(_) => {
                 let s = match scheme {
@@ -249,7 +336,16 @@ impl QuantizedFile {
                     },
                     _ => Q4Scales::PerChannel(f32s(scales.data)),
                 };
-                let w = QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s).map_err(blame)?;
+                let w = if self.in_place {
+                    // the nibbles were made biased when the file was opened;
+                    // a bad pad nibble is reported as the file stores it
+                    let packed = self.shared(&tensor, qweight.data)?;
+                    QuantizedMatrixQ4::from_codes_biased(n, k, packed, s)
+                        .map_err(RecipeError::pad_nibble_as_twos_complement)
+                } else {
+                    QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s)
+                }
+                .map_err(blame)?;
                 // version 1 promises scales >= 0 (docs/FORMAT.md, "Versions")
                 if meta.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT_VERSION) {
                     if let Some((row, group, value)) = w.negative_group_scale() {

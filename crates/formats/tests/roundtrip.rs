@@ -90,6 +90,65 @@ fn round_trip_every_scheme_odd_k_and_k_one() {
     }
 }
 
+/// A file opened in place loads the weights the copying reader loads, with
+/// their codes read from the file's memory (Q8 codes from the page cache,
+/// Q4 nibbles made biased in the process's private copy of their pages),
+/// and leaves the file's bytes as they were; the weights outlive the file
+/// value that made them.
+#[test]
+fn a_file_opened_in_place_reads_codes_from_its_memory_and_is_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, k) in [(3, 8), (5, 7), (4, 1), (2, 64), (1, 0), (0, 4)] {
+        let tensors = tensors_for(n, k);
+        let path = write(dir.path(), &format!("ip_{n}_{k}.safetensors"), &tensors);
+        let on_disk = std::fs::read(&path).unwrap();
+        let copied = QuantizedFile::open(&path).unwrap();
+        let in_place = QuantizedFile::open_in_place(&path).unwrap();
+        let in_memory = QuantizedFile::from_bytes_in_place(on_disk.clone()).unwrap();
+        let mut loaded = vec![];
+        for (prefix, t) in &tensors {
+            let want = copied.load(prefix).unwrap();
+            assert_eq!(&want, t, "{prefix} [{n}, {k}]");
+            for file in [&in_place, &in_memory] {
+                let got = file.load(prefix).unwrap();
+                assert_eq!(got, want, "{prefix} [{n}, {k}] in place");
+                let (shared, codes_at) = match &got {
+                    QuantizedWeight::Q8(q) => (q.codes_shared(), q.codes().as_ptr() as usize),
+                    QuantizedWeight::Q4(q) => (q.packed_shared(), q.packed().as_ptr() as usize),
+                };
+                assert!(shared, "{prefix} [{n}, {k}]: codes read in place");
+                let raw = file.raw(&format!("{prefix}.qweight")).unwrap();
+                if !raw.data.is_empty() {
+                    assert_eq!(codes_at, raw.data.as_ptr() as usize, "{prefix}: the file's own bytes");
+                }
+                // a copying load's codes are its own
+                match &want {
+                    QuantizedWeight::Q8(q) => assert!(!q.codes_shared()),
+                    QuantizedWeight::Q4(q) => assert!(!q.packed_shared()),
+                }
+                loaded.push((got, want.clone()));
+            }
+        }
+        drop((copied, in_place, in_memory));
+        for (got, want) in loaded {
+            assert_eq!(got, want, "[{n}, {k}]: a weight outlives its file value");
+        }
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            on_disk,
+            "[{n}, {k}]: the file is never written"
+        );
+    }
+    assert!(matches!(
+        QuantizedFile::open_in_place("/nonexistent/x.safetensors"),
+        Err(FormatError::Io { .. })
+    ));
+    assert!(matches!(
+        QuantizedFile::open_in_place(dir.path()),
+        Err(FormatError::NotARegularFile { .. })
+    ));
+}
+
 #[test]
 fn seed_hand_example_bytes_on_disk() {
     let scales = [0x3800u16, 0x4000, 0x3C00, 0x3400].map(f16::from_bits).to_vec();
@@ -296,8 +355,16 @@ fn malformed_files_are_typed_errors_naming_the_tensor() {
         ),
     ];
     for (bytes, want) in cases {
+        // the in-place reader refuses each file with the same message (a
+        // pad nibble as the file stores it, though it was made biased)
+        let in_place = match QuantizedFile::from_bytes_in_place(bytes.clone()) {
+            Err(e) => e,
+            Ok(f) => f.load("w").unwrap_err(),
+        }
+        .to_string();
         let msg = load_err(bytes).to_string();
         assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+        assert_eq!(in_place, msg, "in place");
     }
     let mut truncated = q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD);
     truncated.pop();
@@ -390,10 +457,19 @@ proptest! {
         if truncate {
             bytes.truncate(cut.index(bytes.len()));
         }
-        if let Ok(f) = QuantizedFile::from_bytes(bytes) {
-            for (_, r) in f.validate() {
-                let _ = r.map(|i| i.bits_per_weight());
+        // the in-place reader loads what the copying one loads, or fails
+        // with the same message
+        let in_place = QuantizedFile::from_bytes_in_place(bytes.clone()).map(|f| f.validate());
+        match QuantizedFile::from_bytes(bytes) {
+            Ok(f) => {
+                let copied = f.validate();
+                let Ok(in_place) = in_place else { panic!("in place refused a file the copying reader opens") };
+                for ((name, r), (name2, r2)) in copied.iter().zip(&in_place) {
+                    prop_assert_eq!(name, name2);
+                    prop_assert_eq!(r.as_ref().map_err(|e| e.to_string()), r2.as_ref().map_err(|e| e.to_string()));
+                }
             }
+            Err(e) => prop_assert_eq!(Some(e.to_string()), in_place.err().map(|e| e.to_string())),
         }
     }
 }

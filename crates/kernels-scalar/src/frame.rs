@@ -583,6 +583,13 @@ impl<'a> FloatView<'a> {
     }
 }
 
+/// Row `r` of a weight's codes, `stride` a row: the codes are looked up once
+/// per call, not per row (a weight read in place from a file's map finds
+/// them through an indirect call).
+fn rows_of<'w, T>(codes: &'w [T], stride: usize) -> impl Fn(usize) -> &'w [T] + 'w {
+    move |r| &codes[r * stride..(r + 1) * stride]
+}
+
 /// The row views a micro-kernel receives, kept across the tiles of one call
 /// so that each tile writes only the entries it uses.
 struct Views<'a, T> {
@@ -624,18 +631,19 @@ pub fn gemm_w8a8(
     let xs = xs.rows();
     let kb = xs.kb;
     let s = w.scales();
+    let wrow = rows_of(w.codes(), w.k());
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
-        let wv = wv.set(t.wr, |q| &w.row(r0 + q)[..kb]);
+        let wv = wv.set(t.wr, |q| &wrow(r0 + q)[..kb]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
             let (i, xs) = (i0 + d, x.scales[i0 + d]);
             for (q, &a) in acc.iter().enumerate() {
                 let r = r0 + q;
                 let tail = if kb < x.k {
-                    dot_i8_i8(&x.row(i)[kb..], &w.row(r)[kb..])
+                    dot_i8_i8(&x.row(i)[kb..], &wrow(r)[kb..])
                 } else {
                     0
                 };
@@ -667,11 +675,12 @@ pub fn gemm_w4a8(
     let xs = IntView::of(x, f.block, f.layout);
     let xs = xs.rows();
     let kb = xs.kb;
+    let prow = rows_of(w.packed(), w.row_stride());
     let mut acc = [0i32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
-        let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+        let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         for d in 0..t.xr {
             let i = i0 + d;
@@ -679,7 +688,7 @@ pub fn gemm_w4a8(
             for q in 0..t.wr {
                 let r = r0 + q;
                 let tail = if kb < x.k {
-                    dot_i8_q4_biased(&x.row(i)[kb..], &w.row_packed(r)[kb / 2..])
+                    dot_i8_q4_biased(&x.row(i)[kb..], &prow(r)[kb / 2..])
                 } else {
                     0
                 };
@@ -772,6 +781,7 @@ pub fn gemm_w4a8_grouped(
     let xs = IntView::of(x, f.block, f.layout);
     let xs = xs.rows();
     let kb = xs.kb;
+    let prow = rows_of(w.packed(), w.row_stride());
     let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
@@ -779,7 +789,7 @@ pub fn gemm_w4a8_grouped(
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
             let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
             let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
-            let wv = wv.set(t.wr, |q| &w.row_packed(r0 + q)[..kb / 2]);
+            let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
             let st = sf.rows(r0, t.wr);
             let kernel = f.kernels[index];
             let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
@@ -788,7 +798,7 @@ pub fn gemm_w4a8_grouped(
                 let (xr, sums) = (x.row(i), x.row_sums(i));
                 for q in 0..t.wr {
                     let r = r0 + q;
-                    let (wr, sr) = (w.row_packed(r), &st[q * groups..(q + 1) * groups]);
+                    let (wr, sr) = (prow(r), &st[q * groups..(q + 1) * groups]);
                     let mut sum = out[d * t.wr + q];
                     for gi in done..groups {
                         let acc = dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2])
@@ -860,7 +870,8 @@ pub fn gemm_w8a16(
     x.check();
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W8A16 shapes");
-    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &|r| w.row(r), w.scales());
+    let wrow = rows_of(w.codes(), w.k());
+    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &wrow, w.scales());
 }
 
 /// W4A16 per channel on a tier's micro-kernels: `y = w_scale · partial` (§6.2).
@@ -877,7 +888,8 @@ pub fn gemm_w4a16(
         panic!("gemm_w4a16 needs per-channel scales")
     };
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 shapes");
-    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &|r| w.row_packed(r), s);
+    let prow = rows_of(w.packed(), w.row_stride());
+    float_per_channel(f.kernels, &f.shapes, f.layout, x, rows, y, &prow, s);
 }
 
 /// W4A16 grouped on a tier's micro-kernels: `y = Σ_g f32(s_g) · partial_g`
@@ -898,13 +910,14 @@ pub fn gemm_w4a16_grouped(
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A16 grouped shapes");
     let xs = FloatView::of(x, g, f.layout);
     let xs = xs.rows();
+    let prow = rows_of(w.packed(), w.row_stride());
     let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
             let xv = xv.set(t.xr, |d| xs.row(i0 + d));
-            let wv = wv.set(t.wr, |q| w.row_packed(r0 + q));
+            let wv = wv.set(t.wr, |q| prow(r0 + q));
             let st = sf.rows(r0, t.wr);
             (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
             for d in 0..t.xr {

@@ -7,10 +7,17 @@ use crate::{Error, Linear, Result};
 /// A quantized safetensors model opened for a runtime: one memory map, from
 /// which layers and plain tensors are loaded by name.
 ///
-/// Loading copies what it returns (a [`Linear`] or a `Vec<f32>` owns its
-/// data), so the map matters only while loading: if another process
-/// truncates the file meanwhile, the process receives SIGBUS
-/// (`docs/FORMAT.md`). Drop the `ModelFile` once the layers are loaded.
+/// Two ways to open it:
+/// - [`ModelFile::open`]: loading **copies** what it returns (a [`Linear`]
+///   or a `Vec<f32>` owns its data), so the map matters only while
+///   loading: if another process truncates the file meanwhile, the process
+///   receives SIGBUS (`docs/FORMAT.md`). Drop the `ModelFile` once the
+///   layers are loaded.
+/// - [`ModelFile::open_in_place`]: layers and quantized embeddings read
+///   their codes **in place** from the file's memory (no copy, each weight
+///   byte resident once), and keep that memory alive themselves: the
+///   `ModelFile` may be dropped. The SIGBUS exposure then lasts as long as
+///   such a layer does.
 #[derive(Debug)]
 pub struct ModelFile {
     file: QuantizedFile,
@@ -21,6 +28,19 @@ impl ModelFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Ok(ModelFile {
             file: QuantizedFile::open(path)?,
+        })
+    }
+
+    /// Opens `path` so that its layers read their codes in place
+    /// ([`QuantizedFile::open_in_place`]: a private copy-on-write map in
+    /// which the Q4 nibbles are made biased once, the file never written).
+    /// Every layer and quantized [`Embedding`] this value hands out then
+    /// holds a share of the map (`Linear::weight().codes_shared()` says
+    /// so); plain tensors and scales are still copied. Errors: as
+    /// [`ModelFile::open`].
+    pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self> {
+        Ok(ModelFile {
+            file: QuantizedFile::open_in_place(path)?,
         })
     }
 

@@ -420,6 +420,53 @@ fn a_file_layer_loads_in_one_line() {
     assert!(e.to_string().contains("missing"), "{e}");
 }
 
+/// A model opened in place hands out layers and embeddings whose codes are
+/// the file's own memory, with the bits of the copying loader's, that keep
+/// working after the `ModelFile` is dropped.
+#[test]
+fn a_model_opened_in_place_shares_its_codes_and_outlives_the_file_value() {
+    let (n, k) = (40, 96);
+    let w = weights(n, k, 21);
+    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let path = dir.path().join("m.safetensors");
+    let schemes = [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)];
+    let tensors = schemes
+        .iter()
+        .map(|&s| OutputTensor::Quantized {
+            prefix: format!("l.{s}"),
+            tensor: QuantizedWeight::quantize(s, n, k, &w).unwrap(),
+        })
+        .collect();
+    write_file(&path, &HashMap::new(), tensors).unwrap();
+    let copying = ModelFile::open(&path).unwrap();
+    let in_place = ModelFile::open_in_place(&path).unwrap();
+    let x = weights(3, k, 22);
+    let mut kept = vec![];
+    for s in schemes {
+        let name = format!("l.{s}");
+        let want = copying.linear(&name).unwrap();
+        let got = in_place.linear(&name).unwrap();
+        assert!(got.weight().codes_shared() && !want.weight().codes_shared(), "{s}");
+        assert_eq!(got.weight(), want.weight(), "{s}");
+        let e = in_place.embedding(&name).unwrap();
+        let (mut a, mut b) = (vec![0f32; k], vec![0f32; k]);
+        e.row(n - 1, &mut a).unwrap();
+        copying.embedding(&name).unwrap().row(n - 1, &mut b).unwrap();
+        assert_eq!(bits(&a), bits(&b), "{s}: embedding row");
+        kept.push((got, want));
+    }
+    drop((copying, in_place));
+    for (got, want) in kept {
+        for m in [1, 3] {
+            let (mut y1, mut y2) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+            got.forward(&x[..m * k], m, &mut y1).unwrap();
+            want.forward(&x[..m * k], m, &mut y2).unwrap();
+            assert_eq!(bits(&y1), bits(&y2), "{} m={m}", got.name());
+        }
+    }
+}
+
 /// `init` proves and plans on purpose, and returns the same reports the
 /// first kernel call would have made.
 #[test]

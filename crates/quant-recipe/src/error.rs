@@ -127,6 +127,20 @@ pub enum RecipeError {
 }
 
 impl RecipeError {
+    /// The same error with a [`RecipeError::BadPadNibble`] reported as a
+    /// file stores it, in two's complement (biased nibble `b` is `b ^ 8`
+    /// there, the zero code 0); any other error unchanged.
+    pub fn pad_nibble_as_twos_complement(self) -> Self {
+        match self {
+            RecipeError::BadPadNibble { row, nibble, .. } => RecipeError::BadPadNibble {
+                row,
+                nibble: nibble ^ 0x8,
+                expected: 0,
+            },
+            other => other,
+        }
+    }
+
     /// The same error attributed to `row` (row-level functions report row 0).
     pub(crate) fn at_row(self, row: usize) -> Self {
         match self {

@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod codes;
 mod error;
 mod nibble;
 mod q4;
@@ -25,6 +26,7 @@ mod q8;
 pub(crate) mod recipe;
 mod weight;
 
+pub use codes::{Byte, Codes, SharedBuffer};
 pub use error::RecipeError;
 pub use nibble::{
     biased_to_twos_complement, pack_codes_biased, packed_row_bytes, twos_complement_to_biased, unpack_code_biased,

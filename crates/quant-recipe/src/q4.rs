@@ -1,5 +1,7 @@
 use half::f16;
 
+use crate::codes::Codes;
+
 use crate::{
     check_len, checked_elems, finite_amax, packed_row_bytes, quantize_value, unpack_code_biased, RecipeError, Q4_BIAS,
     Q4_MAX_ABS, Q4_PAD_BIASED,
@@ -140,7 +142,7 @@ pub enum Q4Scales {
 pub struct QuantizedMatrixQ4 {
     n: usize,
     k: usize,
-    packed: Vec<u8>,
+    packed: Codes<u8>,
     scales: Q4Scales,
 }
 
@@ -198,7 +200,12 @@ impl QuantizedMatrixQ4 {
                 Q4Scales::Grouped { group: g, scales }
             }
         };
-        Ok(Self { n, k, packed, scales })
+        Ok(Self {
+            n,
+            k,
+            packed: Codes::owned(packed),
+            scales,
+        })
     }
 
     /// Builds a matrix from biased packed bytes and scales, validating lengths,
@@ -207,8 +214,16 @@ impl QuantizedMatrixQ4 {
     /// (`docs/NUMERICS.md` §4: an imported GGUF `Q4_0` block keeps its
     /// negative scale). All 16 nibble values are accepted.
     pub fn from_parts_biased(n: usize, k: usize, packed: Vec<u8>, scales: Q4Scales) -> Result<Self, RecipeError> {
+        Self::from_codes_biased(n, k, Codes::owned(packed), scales)
+    }
+
+    /// [`QuantizedMatrixQ4::from_parts_biased`] on biased packed bytes owned
+    /// or read in place from a shared buffer ([`Codes::shared`]: a model
+    /// file's memory map, its nibbles made biased in place), with the same
+    /// checks.
+    pub fn from_codes_biased(n: usize, k: usize, packed: Codes<u8>, scales: Q4Scales) -> Result<Self, RecipeError> {
         let stride = packed_row_bytes(k);
-        check_len("Q4 packed bytes", checked_elems(n, stride)?, packed.len())?;
+        check_len("Q4 packed bytes", checked_elems(n, stride)?, packed.as_slice().len())?;
         match &scales {
             Q4Scales::PerChannel(s) => {
                 check_len("Q4 per-channel scales", n, s.len())?;
@@ -236,7 +251,7 @@ impl QuantizedMatrixQ4 {
         }
         if k % 2 == 1 {
             for r in 0..n {
-                let nibble = packed[r * stride + stride - 1] >> 4;
+                let nibble = packed.as_slice()[r * stride + stride - 1] >> 4;
                 if nibble != Q4_PAD_BIASED {
                     return Err(RecipeError::BadPadNibble {
                         row: r,
@@ -258,14 +273,7 @@ impl QuantizedMatrixQ4 {
         scales: Q4Scales,
     ) -> Result<Self, RecipeError> {
         crate::twos_complement_to_biased(&mut packed);
-        Self::from_parts_biased(n, k, packed, scales).map_err(|e| match e {
-            RecipeError::BadPadNibble { row, nibble, .. } => RecipeError::BadPadNibble {
-                row,
-                nibble: nibble ^ 0x8,
-                expected: 0,
-            },
-            other => other,
-        })
+        Self::from_parts_biased(n, k, packed, scales).map_err(RecipeError::pad_nibble_as_twos_complement)
     }
 
     /// Output features (rows).
@@ -282,12 +290,17 @@ impl QuantizedMatrixQ4 {
     }
     /// All packed bytes (biased nibbles), `[n, ceil(k / 2)]`.
     pub fn packed(&self) -> &[u8] {
-        &self.packed
+        self.packed.as_slice()
+    }
+    /// Whether the packed bytes are read in place from a shared buffer (a
+    /// model file's memory map) rather than owned.
+    pub fn packed_shared(&self) -> bool {
+        self.packed.is_shared()
     }
     /// The packed bytes of row `r` (panics if `r >= n`, like slice indexing).
     pub fn row_packed(&self, r: usize) -> &[u8] {
         let s = self.row_stride();
-        &self.packed[r * s..(r + 1) * s]
+        &self.packed()[r * s..(r + 1) * s]
     }
     /// The scales (per channel or grouped).
     pub fn scales(&self) -> &Q4Scales {
@@ -348,12 +361,13 @@ impl QuantizedMatrixQ4 {
     }
     /// The packed bytes in two's complement (the on-disk form).
     pub fn to_twos_complement(&self) -> Vec<u8> {
-        let mut out = self.packed.clone();
+        let mut out = self.packed().to_vec();
         crate::biased_to_twos_complement(&mut out);
         out
     }
-    /// The biased packed bytes and scales, consuming the matrix.
+    /// The biased packed bytes and scales, consuming the matrix (the bytes
+    /// copied when they are shared).
     pub fn into_parts(self) -> (Vec<u8>, Q4Scales) {
-        (self.packed, self.scales)
+        (self.packed.into_vec(), self.scales)
     }
 }

@@ -1,3 +1,4 @@
+use crate::codes::Codes;
 use crate::{check_len, checked_elems, finite_amax, quantize_value, RecipeError, Q8_MAX_ABS};
 
 /// Quantizes one row (a weight output channel or an activation row) with the
@@ -41,7 +42,7 @@ pub fn find_code_out_of_range(codes: &[i8]) -> Option<usize> {
 pub struct QuantizedMatrix {
     n: usize,
     k: usize,
-    codes: Vec<i8>,
+    codes: Codes<i8>,
     scales: Vec<f32>,
 }
 
@@ -76,16 +77,28 @@ impl QuantizedMatrix {
         } else {
             scales.resize(n, 0.0);
         }
-        Ok(Self { n, k, codes, scales })
+        Ok(Self {
+            n,
+            k,
+            codes: Codes::owned(codes),
+            scales,
+        })
     }
 
     /// Builds a matrix from pre-quantized parts, validating them: lengths,
     /// codes in `[-127, 127]` (-128 refused: the SIMD tiers' sign trick relies
     /// on its absence), scales finite and `>= 0`.
     pub fn from_parts(n: usize, k: usize, codes: Vec<i8>, scales: Vec<f32>) -> Result<Self, RecipeError> {
-        check_len("Q8 codes", checked_elems(n, k)?, codes.len())?;
+        Self::from_codes(n, k, Codes::owned(codes), scales)
+    }
+
+    /// [`QuantizedMatrix::from_parts`] on codes owned or read in place from a
+    /// shared buffer ([`Codes::shared`]: a model file's memory map), with
+    /// the same checks.
+    pub fn from_codes(n: usize, k: usize, codes: Codes<i8>, scales: Vec<f32>) -> Result<Self, RecipeError> {
+        check_len("Q8 codes", checked_elems(n, k)?, codes.as_slice().len())?;
         check_len("Q8 scales", n, scales.len())?;
-        if let Some(i) = find_code_out_of_range(&codes) {
+        if let Some(i) = find_code_out_of_range(codes.as_slice()) {
             return Err(RecipeError::Q8CodeOutOfRange { row: i / k, col: i % k });
         }
         if let Some((row, &value)) = scales.iter().enumerate().find(|(_, s)| !(s.is_finite() && **s >= 0.0)) {
@@ -104,7 +117,12 @@ impl QuantizedMatrix {
     }
     /// All codes, row-major `[n, k]`.
     pub fn codes(&self) -> &[i8] {
-        &self.codes
+        self.codes.as_slice()
+    }
+    /// Whether the codes are read in place from a shared buffer (a model
+    /// file's memory map) rather than owned.
+    pub fn codes_shared(&self) -> bool {
+        self.codes.is_shared()
     }
     /// One scale per row.
     pub fn scales(&self) -> &[f32] {
@@ -112,11 +130,11 @@ impl QuantizedMatrix {
     }
     /// The `k` codes of row `r` (panics if `r >= n`, like slice indexing).
     pub fn row(&self, r: usize) -> &[i8] {
-        &self.codes[r * self.k..(r + 1) * self.k]
+        &self.codes()[r * self.k..(r + 1) * self.k]
     }
     /// `codes · scale` as a row-major `[n, k]` f32 matrix.
     pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0f32; self.codes.len()];
+        let mut out = vec![0f32; self.codes().len()];
         for (r, o) in out.chunks_exact_mut(self.k.max(1)).enumerate().take(self.n) {
             self.dequantize_row_into(r, o);
         }
@@ -130,8 +148,9 @@ impl QuantizedMatrix {
             *o = f32::from(c) * s;
         }
     }
-    /// The codes and scales, consuming the matrix.
+    /// The codes and scales, consuming the matrix (the codes copied when
+    /// they are shared).
     pub fn into_parts(self) -> (Vec<i8>, Vec<f32>) {
-        (self.codes, self.scales)
+        (self.codes.into_vec(), self.scales)
     }
 }

@@ -183,6 +183,15 @@ impl QuantizedWeight {
         self.view().scheme()
     }
 
+    /// Whether the codes (Q8 codes or packed Q4 bytes) are read in place
+    /// from a shared buffer, a model file's memory, rather than owned.
+    pub fn codes_shared(&self) -> bool {
+        match self {
+            QuantizedWeight::Q8(m) => m.codes_shared(),
+            QuantizedWeight::Q4(m) => m.packed_shared(),
+        }
+    }
+
     /// The weight in f32, `[n, k]` row-major: code times scale, exactly as the
     /// float kernels see it.
     pub fn dequantize(&self) -> Vec<f32> {

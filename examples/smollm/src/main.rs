@@ -97,6 +97,11 @@ struct Args {
     /// Rounds of --bench.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Read a converted file's codes in place from its memory
+    /// (`ModelFile::open_in_place`: no copy, each weight byte resident once)
+    /// instead of copying them when loading.
+    #[arg(long)]
+    in_place: bool,
 }
 
 /// `(median, min, max)`.
@@ -131,7 +136,7 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let mut models = vec![];
     for spec in &args.models {
         let t = Instant::now();
-        let (model, meta) = load(spec)?;
+        let (model, meta) = load(spec, args.in_place)?;
         models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
     }
     let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
@@ -150,7 +155,7 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let fresh: Vec<(f64, f64)> = args
         .models
         .iter()
-        .map(|spec| first_token(spec, &prompt, threads_max))
+        .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
         .collect::<Result<_, _>>()?;
     // [model][threads] -> (prefill tok/s, decode tok/s) per round
     let mut runs = vec![vec![(vec![], vec![]); args.bench_threads.len()]; models.len()];
@@ -243,9 +248,9 @@ fn model_arg(spec: &str) -> Result<(PathBuf, Option<QuantLinearMode>), String> {
     }
 }
 
-fn load(spec: &str) -> Result<(Model, qlinear_smollm::Meta), String> {
+fn load(spec: &str, in_place: bool) -> Result<(Model, qlinear_smollm::Meta), String> {
     let (path, mode) = model_arg(spec)?;
-    Model::open(&path, mode).map_err(|e| format!("{}: {e}", path.display()))
+    Model::open(&path, mode, in_place).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The first `n` tokens of the text file `path`, or why not.
@@ -264,7 +269,7 @@ fn text_tokens(tokenizer: &Tokenizer, path: &std::path::Path, n: usize) -> Resul
 }
 
 fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (reference, meta) = load(&args.models[0])?;
+    let (reference, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     if args.window < 4 || args.window > reference.config.context {
         return Err(format!(
@@ -278,7 +283,11 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
     println!("| model | layers | perplexity | vs first | top-1 agreement |");
     println!("|---|---|--:|--:|--:|");
     for spec in &args.models {
-        let model = if rows.is_empty() { None } else { Some(load(spec)?.0) };
+        let model = if rows.is_empty() {
+            None
+        } else {
+            Some(load(spec, args.in_place)?.0)
+        };
         let model = model.as_ref().unwrap_or(&reference);
         let t = Instant::now();
         let s = qlinear_smollm::score(model, &tokens, args.window).map_err(|e| format!("{spec}: {e}"))?;
@@ -322,7 +331,7 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
 }
 
 fn calibrate(args: &Args, text: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
-    let (mut model, meta) = load(&args.models[0])?;
+    let (mut model, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
     model.start_calibration();
@@ -376,6 +385,8 @@ fn run(args: Args) -> Result<(), String> {
     }
     let start = Instant::now();
     qlinear::init().map_err(|e| e.to_string())?;
+    // what the process held before the model: the peak beyond it is the model's
+    let before_model = peak_rss_mib();
     if let Some(text) = &args.eval {
         return eval(&args, text);
     }
@@ -388,7 +399,7 @@ fn run(args: Args) -> Result<(), String> {
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());
     }
-    let (model, meta) = load(&args.models[0])?;
+    let (model, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), None) => ids.clone(),
@@ -459,7 +470,7 @@ fn run(args: Args) -> Result<(), String> {
     }
     eprintln!(
         "{}: loaded in {:.2} s; prefill {} tokens in {:.1} ms ({:.1} tok/s); decode {} tokens in {:.1} ms ({:.1} \
-         tok/s); first token after {:.1} ms; peak RSS {}",
+         tok/s); first token after {:.1} ms; peak RSS {} ({} before loading)",
         model.description,
         loaded.as_secs_f64(),
         ids.len(),
@@ -470,11 +481,13 @@ fn run(args: Args) -> Result<(), String> {
         generated.len() as f64 / decode.as_secs_f64().max(1e-9),
         first_token.as_secs_f64() * 1e3,
         peak_rss_mib().map_or("unknown".into(), |m| format!("{m:.1} MiB")),
+        before_model.map_or("unknown".into(), |m| format!("{m:.1} MiB")),
     );
     Ok(())
 }
 
-/// The process's peak resident set (`VmHWM` of `/proc/self/status`), MiB.
+/// The process's peak resident set so far (`VmHWM` of
+/// `/proc/self/status`), MiB.
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -486,11 +499,12 @@ fn peak_rss_mib() -> Option<f64> {
 /// `prompt`, with `threads`: its time from start to the first token
 /// (selftest, loading and prefill included) in seconds and its peak RSS in
 /// MiB, as it reports them.
-fn first_token(spec: &str, prompt: &[u32], threads: usize) -> Result<(f64, f64), String> {
+fn first_token(spec: &str, prompt: &[u32], threads: usize, in_place: bool) -> Result<(f64, f64), String> {
     let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
         .arg(spec)
+        .args(in_place.then_some("--in-place"))
         .args([
             "--ids",
             &ids.join(","),

@@ -197,8 +197,10 @@ pub struct Model {
 impl Model {
     /// Opens `path`: a GGUF file runs the f32 path (every weight
     /// dequantized to f32), a converted qlinear file the quantized one
-    /// (its layers in `mode`, or each weight's default mode).
-    pub fn open(path: &Path, mode: Option<QuantLinearMode>) -> Result<(Model, Meta)> {
+    /// (its layers in `mode`, or each weight's default mode), their codes
+    /// copied, or with `in_place` read in place from the file's memory
+    /// ([`ModelFile::open_in_place`]).
+    pub fn open(path: &Path, mode: Option<QuantLinearMode>, in_place: bool) -> Result<(Model, Meta)> {
         let mut magic = [0u8; 4];
         let is_gguf = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
@@ -209,7 +211,11 @@ impl Model {
             let meta = Meta::from_gguf(&file);
             Ok((Model::from_gguf(&file, &meta)?, meta))
         } else {
-            let file = ModelFile::open(path)?;
+            let file = if in_place {
+                ModelFile::open_in_place(path)?
+            } else {
+                ModelFile::open(path)?
+            };
             let meta = Meta::from_converted(file.file().metadata_map())?;
             Ok((Model::from_converted(&file, &meta, mode)?, meta))
         }

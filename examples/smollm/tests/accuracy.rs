@@ -56,7 +56,7 @@ fn quantized_perplexity_stays_above_the_measured_floors() {
         ("q4g32", "W4A8", 1.40, 0.60),
     ] {
         let path = converted(&gguf, dir.path(), scheme);
-        let (model, _) = Model::open(&path, Some(mode.parse().unwrap())).unwrap();
+        let (model, _) = Model::open(&path, Some(mode.parse().unwrap()), false).unwrap();
         let s = score(&model, &ids, 512).unwrap();
         let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
         eprintln!(
