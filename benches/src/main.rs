@@ -326,6 +326,15 @@ fn main() {
         let budget = Duration::from_millis(if quick { 60 } else { 200 });
         return per_call::run(repeat.max(3), budget, only_shape);
     }
+    if let Some(label) = opt("--profile-forward") {
+        let (n, k) = only_shape.unwrap_or((576, 576));
+        let calls: usize = opt("--calls").and_then(|v| v.parse().ok()).unwrap_or(10);
+        if let Err(e) = per_call::profile_forward(&label, n, k, only_m.unwrap_or(1), calls) {
+            eprintln!("qlinear-bench: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     if let Some(fname) = opt("--profile") {
         // `--profile FAMILY [--shape NxK] [--m M] [--calls C]`: C calls of the
         // plan's kernel on one weight matrix and nothing else, for

@@ -83,6 +83,31 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
     })
 }
 
+/// `qlinear-bench --profile-forward CONFIG --shape NxK --m M --calls C`:
+/// `C` calls of `Linear::forward` (with a bias) of one configuration
+/// ([`CONFIGS`]' labels) on the calling thread and nothing else, for
+/// `tools/callgrind_share.py`, which runs it under callgrind at two call
+/// counts and splits the difference between the micro-kernels and the rest.
+pub fn profile_forward(label: &str, n: usize, k: usize, m: usize, calls: usize) -> Result<(), String> {
+    let (_, scheme, mode) = CONFIGS.iter().find(|(l, _, _)| *l == label).ok_or_else(|| {
+        format!("--profile-forward: unknown configuration {label} (one of w8a8, w4a8, w4a8_g32, w8a16, w4a16_g32)")
+    })?;
+    let layer = Linear::from_f32(*scheme, n, k, &data(n * k, 1), Some(&data(n, 4)))
+        .and_then(|l| l.with_mode(*mode))
+        .map_err(|e| e.to_string())?;
+    let x = data(m * k, 2);
+    let mut y = vec![0f32; m * n];
+    eprintln!(
+        "profiling forward {label} on {} ({calls} calls, M={m}, {n}x{k})",
+        layer.route().route(m).tier()
+    );
+    for _ in 0..calls {
+        layer.forward(&x, m, &mut y).map_err(|e| e.to_string())?;
+    }
+    println!("checksum {}", y.iter().sum::<f32>());
+    Ok(())
+}
+
 /// The bytes of a quantized weight: codes and scales.
 fn weight_bytes(w: &QuantizedWeight) -> usize {
     match w {

@@ -85,8 +85,22 @@ fn check_codes(codes: &[i8], k: usize) -> Result<(), DispatchError> {
 }
 
 fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
-    // a branch-free fold vectorises; the position is only looked for on failure
-    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+    // `v · 0` is 0 for a finite v and NaN for NaN or ±Inf, so eight lanes of
+    // `acc += v · 0` stay 0 exactly when every element is finite: a
+    // multiply and an add per 8 elements (a boolean fold did not vectorise:
+    // 14 instructions an element); the position is looked for on failure
+    let mut acc = [0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v * 0.0;
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(tail) {
+        *a += v * 0.0;
+    }
+    if acc.iter().all(|a| *a == 0.0) {
         return Ok(());
     }
     let i = x.iter().position(|v| !v.is_finite()).unwrap_or(0);

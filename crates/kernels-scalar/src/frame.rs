@@ -633,22 +633,24 @@ pub fn gemm_w8a8(
     let s = w.scales();
     let wrow = rows_of(w.codes(), w.k());
     let mut acc = [0i32; MAX_TILE];
+    let mut out = [0f32; MAX_SIDE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
         let wv = wv.set(t.wr, |q| &wrow(r0 + q)[..kb]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
+        let s = &s[r0..r0 + t.wr];
         for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
             let (i, xs) = (i0 + d, x.scales[i0 + d]);
-            for (q, &a) in acc.iter().enumerate() {
-                let r = r0 + q;
+            for (q, ((&a, v), &sr)) in acc.iter().zip(&mut out).zip(s).enumerate() {
                 let tail = if kb < x.k {
-                    dot_i8_i8(&x.row(i)[kb..], &wrow(r)[kb..])
+                    dot_i8_i8(&x.row(i)[kb..], &wrow(r0 + q)[kb..])
                 } else {
                     0
                 };
-                y.set(i, r - rows.start, (a + tail) as f32 * (xs * s[r]));
+                *v = (a + tail) as f32 * (xs * sr);
             }
+            y.set_run(i, r0 - rows.start, &out[..t.wr]);
         }
     });
 }
@@ -677,24 +679,25 @@ pub fn gemm_w4a8(
     let kb = xs.kb;
     let prow = rows_of(w.packed(), w.row_stride());
     let mut acc = [0i32; MAX_TILE];
+    let mut out = [0f32; MAX_SIDE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
         let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
-        for d in 0..t.xr {
+        let s = &s[r0..r0 + t.wr];
+        for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
             let i = i0 + d;
-            let correction = 8 * x.row_sums(i)[0];
-            for q in 0..t.wr {
-                let r = r0 + q;
+            let (correction, xs) = (8 * x.row_sums(i)[0], x.scales[i]);
+            for (q, ((&a, v), &sr)) in acc.iter().zip(&mut out).zip(s).enumerate() {
                 let tail = if kb < x.k {
-                    dot_i8_q4_biased(&x.row(i)[kb..], &prow(r)[kb / 2..])
+                    dot_i8_q4_biased(&x.row(i)[kb..], &prow(r0 + q)[kb / 2..])
                 } else {
                     0
                 };
-                let a = acc[d * t.wr + q] + tail - correction;
-                y.set(i, r - rows.start, a as f32 * (x.scales[i] * s[r]));
+                *v = (a + tail - correction) as f32 * (xs * sr);
             }
+            y.set_run(i, r0 - rows.start, &out[..t.wr]);
         }
     });
 }
@@ -793,20 +796,22 @@ pub fn gemm_w4a8_grouped(
             let st = sf.rows(r0, t.wr);
             let kernel = f.kernels[index];
             let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
-            for d in 0..t.xr {
+            for (d, out) in out[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
                 let i = i0 + d;
-                let (xr, sums) = (x.row(i), x.row_sums(i));
-                for q in 0..t.wr {
-                    let r = r0 + q;
-                    let (wr, sr) = (prow(r), &st[q * groups..(q + 1) * groups]);
-                    let mut sum = out[d * t.wr + q];
-                    for gi in done..groups {
-                        let acc = dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2])
-                            - 8 * sums[gi];
-                        sum += acc as f32 * sr[gi];
+                let (xr, sums, xs) = (x.row(i), x.row_sums(i), x.scales[i]);
+                for (q, sum) in out.iter_mut().enumerate() {
+                    // the groups the micro-kernel left, in increasing g
+                    if done < groups {
+                        let (wr, sr) = (prow(r0 + q), &st[q * groups..(q + 1) * groups]);
+                        for gi in done..groups {
+                            let acc = dot_i8_q4_biased(&xr[gi * g..(gi + 1) * g], &wr[gi * g / 2..(gi + 1) * g / 2])
+                                - 8 * sums[gi];
+                            *sum += acc as f32 * sr[gi];
+                        }
                     }
-                    y.set(i, r - rows.start, sum * x.scales[i]);
+                    *sum *= xs;
                 }
+                y.set_run(i, r0 - rows.start, out);
             }
         });
 }
@@ -851,10 +856,12 @@ fn float_per_channel<'w, W: 'static>(
         let xv = xv.set(t.xr, |d| xs.row(i0 + d));
         let wv = wv.set(t.wr, |q| w_row(r0 + q));
         (kernels[index])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
-        for d in 0..t.xr {
-            for q in 0..t.wr {
-                y.set(i0 + d, r0 + q - rows.start, s[r0 + q] * out[d * t.wr + q]);
+        let s = &s[r0..r0 + t.wr];
+        for (d, out) in out[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
+            for (v, &sr) in out.iter_mut().zip(s) {
+                *v *= sr;
             }
+            y.set_run(i0 + d, r0 - rows.start, out);
         }
     });
 }
@@ -920,10 +927,8 @@ pub fn gemm_w4a16_grouped(
             let wv = wv.set(t.wr, |q| prow(r0 + q));
             let st = sf.rows(r0, t.wr);
             (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
-            for d in 0..t.xr {
-                for q in 0..t.wr {
-                    y.set(i0 + d, r0 + q - rows.start, out[d * t.wr + q]);
-                }
+            for (d, out) in out[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
+                y.set_run(i0 + d, r0 - rows.start, out);
             }
         });
 }

@@ -226,6 +226,22 @@ impl<'a> OutputTile<'a> {
             None => v,
         };
     }
+    /// Writes outputs `j0 .. j0 + values.len()` of activation row `i`, each
+    /// as [`OutputTile::set`] would (one bounds check and one bias test for
+    /// the run, not per output).
+    #[inline]
+    pub fn set_run(&mut self, i: usize, j0: usize, values: &[f32]) {
+        let at = i * self.ld + j0;
+        let out = &mut self.y[at..at + values.len()];
+        match self.bias.get(j0..j0 + values.len()) {
+            Some(b) => {
+                for ((o, v), b) in out.iter_mut().zip(values).zip(b) {
+                    *o = v + b;
+                }
+            }
+            None => out.copy_from_slice(values),
+        }
+    }
 }
 
 /// `Σ a·b` of two equal-length code rows, exact in i32 (`len <= MAX_K_W8A8`).
