@@ -62,6 +62,23 @@ fn median_time(budget: Duration, mut f: impl FnMut(usize)) -> f64 {
     times[times.len() / 2] * 1e6
 }
 
+/// Reads `part` as 4 interleaved streams (its quarters, side by side) and
+/// returns their wrapping sum, so that no read can be skipped.
+fn read_four_streams(part: &[u64]) -> u64 {
+    let q = part.len() / 4;
+    let (a, rest) = part.split_at(q);
+    let (b, rest) = rest.split_at(q);
+    let (c, d) = rest.split_at(q);
+    let mut s = [0u64; 4];
+    for i in 0..q {
+        s[0] = s[0].wrapping_add(a[i]);
+        s[1] = s[1].wrapping_add(b[i]);
+        s[2] = s[2].wrapping_add(c[i]);
+        s[3] = s[3].wrapping_add(d[i]);
+    }
+    s.iter().fold(0u64, |x, y| x.wrapping_add(*y))
+}
+
 /// Sustained read bandwidth of a 1 GiB buffer with `threads` threads, each
 /// reading its share as 4 interleaved streams. Median of 5, GB/s.
 fn bandwidth_probe(threads: usize) -> f64 {
@@ -70,22 +87,7 @@ fn bandwidth_probe(threads: usize) -> f64 {
     let read = || -> u64 {
         pool.install(|| {
             use rayon::prelude::*;
-            buf.par_chunks(buf.len() / threads)
-                .map(|part| {
-                    let q = part.len() / 4;
-                    let (a, rest) = part.split_at(q);
-                    let (b, rest) = rest.split_at(q);
-                    let (c, d) = rest.split_at(q);
-                    let mut s = [0u64; 4];
-                    for i in 0..q {
-                        s[0] = s[0].wrapping_add(a[i]);
-                        s[1] = s[1].wrapping_add(b[i]);
-                        s[2] = s[2].wrapping_add(c[i]);
-                        s[3] = s[3].wrapping_add(d[i]);
-                    }
-                    s.iter().fold(0u64, |x, y| x.wrapping_add(*y))
-                })
-                .sum()
+            buf.par_chunks(buf.len() / threads).map(read_four_streams).sum()
         })
     };
     let mut times = vec![];
@@ -105,18 +107,8 @@ fn bandwidth_probe(threads: usize) -> f64 {
 fn cache_read_probe(bytes: usize) -> f64 {
     let buf = vec![1u64; bytes / 8];
     let q = buf.len() / 4;
-    let (a, rest) = buf.split_at(q);
-    let (b, rest) = rest.split_at(q);
-    let (c, d) = rest.split_at(q);
     let pass = || {
-        let mut s = [0u64; 4];
-        for i in 0..q {
-            s[0] = s[0].wrapping_add(a[i]);
-            s[1] = s[1].wrapping_add(b[i]);
-            s[2] = s[2].wrapping_add(c[i]);
-            s[3] = s[3].wrapping_add(d[i]);
-        }
-        std::hint::black_box(s);
+        std::hint::black_box(read_four_streams(std::hint::black_box(&buf)));
     };
     let passes = ((20 << 20) / bytes.max(1)).max(1);
     let mut rates = vec![];
@@ -254,28 +246,6 @@ struct Sample {
     probe_gbps: f64,
 }
 
-/// The CPU model as the OS names it (`/proc/cpuinfo`) with its family and
-/// model numbers where the OS gives them, or the architecture.
-fn cpu_model() -> String {
-    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
-        return std::env::consts::ARCH.to_string();
-    };
-    let field = |key: &str| {
-        info.lines()
-            .find(|l| l.split(':').next().map(str::trim) == Some(key))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    };
-    let name = field("model name")
-        .or_else(|| field("Model"))
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    // "AMD EPYC" alone names no generation: the family and model do
-    match (field("cpu family"), field("model")) {
-        (Some(f), Some(m)) => format!("{name} (family {f} model {m})"),
-        _ => name,
-    }
-}
-
 /// The M values of a family: decode (1), a batch (16), and prefill (64,
 /// 256) for the integer families and the f32 baseline.
 fn ms_of(fname: &str) -> &'static [usize] {
@@ -356,7 +326,7 @@ fn main() {
     let report = selftest_report();
     let tiers = report.proven_tiers();
     eprintln!("{report}");
-    let cpu = cpu_model();
+    let cpu = qlinear::tiers::cpu_model();
     println!("CPU: {cpu}");
     println!(
         "cold mode cycles through at least {} MiB of distinct weights",

@@ -21,7 +21,7 @@ use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
-use crate::{cache_read_probe, cpu_model, data, median, median_time};
+use crate::{cache_read_probe, data, median, median_time};
 
 /// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (192,
 /// 576 and 1536, with K = 576 or 1536) and a 7B-class square.
@@ -124,7 +124,7 @@ fn weight_bytes(w: &QuantizedWeight) -> usize {
 
 /// Runs the per-call table: prints it and writes `target/qlinear-per-call.json`.
 pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) {
-    let cpu = cpu_model();
+    let cpu = qlinear::tiers::cpu_model();
     println!("CPU: {cpu}");
     // the ceiling of a hot call: one thread reading 256 KiB from L2, taken
     // before and after the table so a drifting machine shows

@@ -925,7 +925,7 @@ fn wasm_bench() -> Result {
             }
         }
     }
-    println!("CPU: {}", cpu_model());
+    println!("CPU: {}", qlinear_dispatch::cpu_model());
     println!("| family | tier | n × k | median µs of 3 rounds (range) | vs best native |");
     println!("|---|---|---|---|---|");
     let med = |v: &[f64]| {
@@ -950,18 +950,6 @@ fn wasm_bench() -> Result {
         );
     }
     Ok(())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// `cargo xtask arm-mca`: builds the aarch64 kernel crate's release assembly

@@ -35,7 +35,7 @@ pub use selftest::{
     default_census, prove_kernel_table, run_selftest, selftest_report, selftest_report_for, FamilyProof, Mismatch,
     SelftestReport, TierReport, TierStatus,
 };
-pub use tier::{cpu_features, Int8Tier};
+pub use tier::{cpu_features, cpu_model, Int8Tier};
 
 pub use qlinear_kernels_scalar::{KernelFamily, KernelTable, MAX_K_W4A8, MAX_K_W8A8};
 

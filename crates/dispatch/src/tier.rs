@@ -212,6 +212,50 @@ pub fn cpu_features() -> Vec<&'static str> {
     seen
 }
 
+/// The CPU as the OS names it, for the label of a measurement: the `model
+/// name` of `/proc/cpuinfo` (`Model` on some ARM systems), with the `cpu
+/// family` and `model` numbers where the OS gives them, since a name such as
+/// "AMD EPYC" says nothing of the generation ("AMD EPYC (family 25 model
+/// 1)"). The architecture's name where there is no `/proc/cpuinfo` or no
+/// name in it.
+pub fn cpu_model() -> String {
+    match std::fs::read_to_string("/proc/cpuinfo") {
+        Ok(info) => cpu_model_of(&info),
+        Err(_) => std::env::consts::ARCH.to_string(),
+    }
+}
+
+/// [`cpu_model`] from the text of a `/proc/cpuinfo`.
+fn cpu_model_of(info: &str) -> String {
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().map(str::trim) == Some(key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let name = field("model name")
+        .or_else(|| field("Model"))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    match (field("cpu family"), field("model")) {
+        (Some(f), Some(m)) => format!("{name} (family {f} model {m})"),
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod cpu_model_tests {
+    use super::cpu_model_of;
+
+    #[test]
+    fn names_carry_the_family_and_model_where_the_os_gives_them() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n";
+        assert_eq!(cpu_model_of(x86), "AMD EPYC (family 25 model 1)");
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n\nModel\t\t: Raspberry Pi 5\n";
+        assert_eq!(cpu_model_of(arm), "Raspberry Pi 5");
+        assert_eq!(cpu_model_of(""), std::env::consts::ARCH);
+    }
+}
+
 /// The new-tier checklist of `docs/ARCHITECTURE.md`, checked for every tier
 /// in the registry (those compiled in and present here in full).
 #[cfg(test)]

@@ -474,6 +474,25 @@ struct LayoutKey {
     layout: Layout,
 }
 
+impl LayoutKey {
+    fn of<T>(rows: &[T], m: usize, k: usize, block: usize, layout: Layout) -> Self {
+        LayoutKey {
+            rows_at: rows.as_ptr() as usize,
+            m,
+            k,
+            block,
+            layout,
+        }
+    }
+}
+
+/// The layout `key` names from `cell`, written by `make` on first use; `None`
+/// when the cell holds the layout of other rows or of another family.
+fn cached<R>(cell: &OnceLock<(LayoutKey, R)>, key: LayoutKey, make: impl FnOnce() -> R) -> Option<&R> {
+    let (k, rows) = cell.get_or_init(|| (key, make()));
+    (*k == key).then_some(rows)
+}
+
 /// The activation rows of one call laid out for a family's tiles, written
 /// once by the first task that needs them and read by every other task of
 /// the call (the driver splits a call's output features over several tasks,
@@ -506,23 +525,11 @@ enum IntView<'a> {
 
 impl<'a> IntView<'a> {
     fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
-        let key = LayoutKey {
-            rows_at: x.codes.as_ptr() as usize,
-            m: x.m,
-            k: x.k,
-            block,
-            layout,
-        };
-        match x.layouts() {
-            Some(cache) if layout != Layout::Natural => {
-                let (k, rows) = cache.int.get_or_init(|| (key, IntRows::copied(x, block, layout)));
-                if *k == key {
-                    IntView::Ready(rows)
-                } else {
-                    IntView::Own(IntRows::new(x, block, layout))
-                }
-            }
-            _ => IntView::Own(IntRows::new(x, block, layout)),
+        let key = LayoutKey::of(x.codes, x.m, x.k, block, layout);
+        let cache = x.layouts().filter(|_| layout != Layout::Natural);
+        match cache.and_then(|c| cached(&c.int, key, || IntRows::copied(x, block, layout))) {
+            Some(rows) => IntView::Ready(rows),
+            None => IntView::Own(IntRows::new(x, block, layout)),
         }
     }
 
@@ -555,22 +562,12 @@ enum FloatView<'a> {
 
 impl<'a> FloatView<'a> {
     fn of(x: &ActivationsF32<'a>, group: usize, layout: Layout) -> Self {
-        let key = LayoutKey {
-            rows_at: x.x.as_ptr() as usize,
-            m: x.m,
-            k: x.k,
-            block: group,
-            layout,
-        };
-        match x.layouts() {
-            Some(cache) => {
-                let (k, rows) = cache.float.get_or_init(|| (key, float_rows(x, group, layout)));
-                if *k == key {
-                    FloatView::Ready(rows)
-                } else {
-                    FloatView::Own(float_rows(x, group, layout))
-                }
-            }
+        let key = LayoutKey::of(x.x, x.m, x.k, group, layout);
+        match x
+            .layouts()
+            .and_then(|c| cached(&c.float, key, || float_rows(x, group, layout)))
+        {
+            Some(rows) => FloatView::Ready(rows),
             None => FloatView::Own(float_rows(x, group, layout)),
         }
     }

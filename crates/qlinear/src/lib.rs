@@ -101,8 +101,8 @@ pub fn init_for(census: &[usize]) -> Result<InitReport> {
 /// the kernel families, the selftest's parts and the CPU probes.
 pub mod tiers {
     pub use qlinear_dispatch::{
-        cpu_features, default_census, prove_kernel_table, FamilyProof, KernelFamily, KernelTable, LayerRoute, Mismatch,
-        PlanTiming, Route, TierReport, TierStatus,
+        cpu_features, cpu_model, default_census, prove_kernel_table, FamilyProof, KernelFamily, KernelTable,
+        LayerRoute, Mismatch, PlanTiming, Route, TierReport, TierStatus,
     };
 }
 

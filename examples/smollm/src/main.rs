@@ -141,14 +141,7 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     }
     let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
     let prompt = text_tokens(&tokenizer, text, args.bench_prompt)?;
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = qlinear::tiers::cpu_model();
     let probes: Vec<f64> = args.bench_threads.iter().map(|&t| probe(t)).collect();
     // each model alone in a fresh process: start to first token, peak RSS
     let threads_max = args.bench_threads.iter().copied().max().unwrap_or(1);
