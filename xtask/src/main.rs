@@ -5,8 +5,9 @@
 //!   numpy golden-vector check, and the Python safetensors interop tests.
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
 //! * `bench [--quick] [--repeat N] [--compare REV] [--candle]`: the benchmark
-//!   matrix (see `docs/BENCHMARKS.md`); `bench --per-call`: `Linear::forward`
-//!   beside the bare kernel at the small models' shapes.
+//!   matrix (see `docs/BENCHMARKS.md`); `bench --per-call [--callgrind]`:
+//!   `Linear::forward` beside the bare kernel at the small models' shapes
+//!   (and the share of its instructions outside the micro-kernels).
 //! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
 //! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };
@@ -679,7 +680,9 @@ fn llama_cpp_python() -> Result<PathBuf> {
 /// probe and the hot/cold GEMV matrix; prints a table and writes
 /// `target/qlinear-bench.json`. `--per-call`: instead, `Linear::forward`
 /// against the bare kernel entry at the small models' shapes, hot
-/// (`target/qlinear-per-call.json`). `--candle` builds the bench with the peer
+/// (`target/qlinear-per-call.json`); with `--callgrind` as well, then the
+/// share of each M = 1 call's instructions outside the micro-kernels
+/// (`tools/callgrind_share.py`, which needs valgrind). `--candle` builds the bench with the peer
 /// comparison (candle-core's `QMatMul`). `--compare REV` builds the same
 /// runner from git revision REV (a worktree under `target/compare/`, its own
 /// target directory) and alternates the two: after each repeat of this
@@ -690,6 +693,10 @@ fn bench(args: &[String]) -> Result {
         return ggml_bench(args);
     }
     let candle = args.iter().any(|a| a == "--candle");
+    let callgrind = args.iter().any(|a| a == "--callgrind");
+    if callgrind && !args.iter().any(|a| a == "--per-call") {
+        return Err("--callgrind goes with --per-call".into());
+    }
     let features: &[&str] = if candle { &["--features", "candle"] } else { &[] };
     let compare = args
         .iter()
@@ -703,7 +710,7 @@ fn bench(args: &[String]) -> Result {
             continue;
         }
         match a.as_str() {
-            "--candle" => {}
+            "--candle" | "--callgrind" => {}
             "--compare" => skip = true,
             _ => passthrough.push(a.clone()),
         }
@@ -745,7 +752,13 @@ fn bench(args: &[String]) -> Result {
         .args(["run", "--quiet", "--release", "--package", "qlinear-benches"])
         .args(features)
         .args(["--bin", "qlinear-bench", "--"])
-        .args(&passthrough))
+        .args(&passthrough))?;
+    if callgrind {
+        run(Command::new("python3")
+            .arg("tools/callgrind_share.py")
+            .current_dir(root()))?;
+    }
+    Ok(())
 }
 
 /// `cargo build` of the `qlinear-bench` runner in release (callers add a
