@@ -71,7 +71,7 @@ def run(binary, tier, config, n, k, m, calls, work):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", default="target/release/qlinear-bench")
-    p.add_argument("--tier", default="", help="QLINEAR_INT8_TIER for the runs (default: the plan's at M = 1)")
+    p.add_argument("--tier", default="", help="QLINEAR_INT8_TIER for every run (default: the plan's per configuration)")
     p.add_argument("--m", type=int, default=1)
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--configs", default=CONFIGS)
@@ -80,31 +80,33 @@ def main():
     a = p.parse_args()
     if subprocess.run(["which", "valgrind"], capture_output=True).returncode != 0:
         sys.exit("callgrind_share: valgrind is not installed (apt-get install valgrind)")
-    if not a.tier:
-        # the plan's tier, pinned for the measured runs: the plan times its
-        # candidates for a while, which would not cancel between two runs
-        probe = subprocess.run([a.bin, "--profile-forward", "w8a8", "--shape", "8x64", "--calls", "1"],
-                               capture_output=True, text=True, check=True)
-        a.tier = re.search(r" on (\S+) \(", probe.stderr).group(1)
-    print(f"instructions per Linear::forward call, M = {a.m}, one thread, tier {a.tier} "
-          f"(callgrind, {a.calls} extra calls)")
-    print("| N × K | config | instructions per call | in micro-kernels | outside | outside share |")
-    print("|---|---|--:|--:|--:|--:|")
+    def planned_tier(config):
+        # the plan's tier for this configuration at M, pinned for the measured
+        # runs: the plan times its candidates for a while, which would not
+        # cancel between two runs (and a plan may pick a tier per family)
+        probe = subprocess.run([a.bin, "--profile-forward", config, "--shape", "8x64", "--m", str(a.m),
+                                "--calls", "1"], capture_output=True, text=True, check=True)
+        return re.search(r" on (\S+) \(", probe.stderr).group(1)
+    tiers = {c: a.tier or planned_tier(c) for c in a.configs.split(",")}
+    print(f"instructions per Linear::forward call, M = {a.m}, one thread, on the tier the plan picks for "
+          f"each configuration (callgrind, {a.calls} extra calls)")
+    print("| N × K | config | tier | instructions per call | in micro-kernels | outside | outside share |")
+    print("|---|---|---|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory() as work:
         for shape in a.shapes.split(","):
             n, k = map(int, shape.split("x"))
             for config in a.configs.split(","):
-                base = run(a.bin, a.tier, config, n, k, a.m, 2, work)
-                more = run(a.bin, a.tier, config, n, k, a.m, 2 + a.calls, work)
+                base = run(a.bin, tiers[config], config, n, k, a.m, 2, work)
+                more = run(a.bin, tiers[config], config, n, k, a.m, 2 + a.calls, work)
                 diff = {f: (more[f] - base[f]) / a.calls for f in set(base) | set(more)}
                 total = sum(diff.values())
                 inside = sum(v for f, v in diff.items() if f.startswith(KERNEL_CRATES))
                 outside = total - inside
-                print(f"| {n} × {k} | {config} | {total:,.0f} | {inside:,.0f} | {outside:,.0f} | "
+                print(f"| {n} × {k} | {config} | {tiers[config]} | {total:,.0f} | {inside:,.0f} | {outside:,.0f} | "
                       f"{100 * outside / max(total, 1):.0f} % |", flush=True)
                 rest = sorted(((v, f) for f, v in diff.items() if not f.startswith(KERNEL_CRATES)), reverse=True)
                 for v, f in rest[: a.detail]:
-                    print(f"|   | {f[:90]} | {v:,.0f} | | | |")
+                    print(f"|   | {f[:90]} | | {v:,.0f} | | | |")
 
 
 if __name__ == "__main__":
