@@ -92,11 +92,10 @@ pub(crate) fn open_private(path: &Path) -> Result<PrivateBytes, FormatError> {
     if cfg!(target_family = "wasm") {
         return Ok(PrivateBytes::Owned(read_all(&file, path)?));
     }
-    // SAFETY: a private map of a regular file: the `&mut` it hands out
-    // writes only this process's copies of the pages, never the file, and
-    // it is the only reference to the map until `freeze`. What remains is
-    // the SIGBUS contract of `open`: a page not yet copied is the file's,
-    // and reading it after another process truncated the file raises SIGBUS.
+    // A private map's `&mut` writes only this process's copies of the
+    // pages, never the file; a page not yet copied is still the file's, so
+    // the SIGBUS contract of `open` holds for it.
+    // SAFETY: a private map of a regular file, the only reference to it until `freeze`; SIGBUS as above.
     let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io)?;
     Ok(PrivateBytes::Mapped(map))
 }

@@ -168,7 +168,9 @@ impl QuantizedFile {
 
     /// `data`, a tensor's bytes in this file, as codes read in place.
     fn shared<T: qlinear_quant_recipe::Byte>(&self, tensor: &str, data: &[u8]) -> Result<Codes<T>, FormatError> {
-        let start = data.as_ptr() as usize - self.bytes.as_slice().as_ptr() as usize;
+        // `data` is a slice of this file's bytes; were it not, the wrapped
+        // offset would lie outside them and `Codes::shared` refuse it
+        let start = (data.as_ptr() as usize).wrapping_sub(self.bytes.as_slice().as_ptr() as usize);
         let buffer: SharedBuffer = self.bytes.clone();
         Codes::shared(buffer, start..start + data.len()).map_err(|source| FormatError::Invalid {
             tensor: tensor.to_string(),
