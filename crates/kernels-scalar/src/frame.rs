@@ -198,14 +198,24 @@ impl Shapes {
     /// micro-kernel's).
     fn sweep_indexed(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(usize, Tile, usize, usize)) {
         let chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
+        // a step's tiles depend only on the activation rows left, capped at
+        // the tallest tile: the same in every chunk, so each is picked once
+        // per sweep (picking per chunk cost 14 instructions a weight row of
+        // a decode call at 576 × 576 on the Zen 3 EPYC of BENCHMARKS.md)
+        let cap = self.max_xr().min(MAX_SIDE);
+        let mut steps: [Option<(usize, usize, Tile)>; MAX_SIDE + 1] = [None; MAX_SIDE + 1];
         let mut c0 = rows.start;
         while c0 < rows.end {
             let c1 = (c0 + chunk).min(rows.end);
             let mut i0 = 0;
             while i0 < m {
-                let xr = self.pick(m - i0, usize::MAX).1.xr;
-                // the widest tile for this chunk's full blocks, picked once
-                let (wide, wt) = self.pick(xr, usize::MAX);
+                let left = (m - i0).min(cap);
+                let (xr, wide, wt) = *steps[left].get_or_insert_with(|| {
+                    let xr = self.pick(left, usize::MAX).1.xr;
+                    // the widest tile for a chunk's full blocks
+                    let (wide, wt) = self.pick(xr, usize::MAX);
+                    (xr, wide, wt)
+                });
                 let mut r0 = c0;
                 while r0 < c1 {
                     let (index, t) = if r0 + wt.wr <= c1 {
@@ -626,7 +636,7 @@ pub fn gemm_w8a8(
     );
     let xs = IntView::of(x, f.block, f.layout);
     let xs = xs.rows();
-    let kb = xs.kb;
+    let (kb, tails) = (xs.kb, xs.kb < x.k);
     let s = w.scales();
     let wrow = rows_of(w.codes(), w.k());
     let mut acc = [0i32; MAX_TILE];
@@ -637,15 +647,16 @@ pub fn gemm_w8a8(
         let wv = wv.set(t.wr, |q| &wrow(r0 + q)[..kb]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         let s = &s[r0..r0 + t.wr];
-        for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
+        for (d, acc) in acc[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
             let (i, xs) = (i0 + d, x.scales[i0 + d]);
-            for (q, ((&a, v), &sr)) in acc.iter().zip(&mut out).zip(s).enumerate() {
-                let tail = if kb < x.k {
-                    dot_i8_i8(&x.row(i)[kb..], &wrow(r0 + q)[kb..])
-                } else {
-                    0
-                };
-                *v = (a + tail) as f32 * (xs * sr);
+            // the columns past the whole blocks, tested once a tile row
+            if tails {
+                for (q, a) in acc.iter_mut().enumerate() {
+                    *a += dot_i8_i8(&x.row(i)[kb..], &wrow(r0 + q)[kb..]);
+                }
+            }
+            for ((&a, v), &sr) in acc.iter().zip(&mut out).zip(s) {
+                *v = a as f32 * (xs * sr);
             }
             y.set_run(i, r0 - rows.start, &out[..t.wr]);
         }
@@ -673,7 +684,7 @@ pub fn gemm_w4a8(
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 family block");
     let xs = IntView::of(x, f.block, f.layout);
     let xs = xs.rows();
-    let kb = xs.kb;
+    let (kb, tails) = (xs.kb, xs.kb < x.k);
     let prow = rows_of(w.packed(), w.row_stride());
     let mut acc = [0i32; MAX_TILE];
     let mut out = [0f32; MAX_SIDE];
@@ -683,16 +694,17 @@ pub fn gemm_w4a8(
         let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         let s = &s[r0..r0 + t.wr];
-        for (d, acc) in acc[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
+        for (d, acc) in acc[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
             let i = i0 + d;
             let (correction, xs) = (8 * x.row_sums(i)[0], x.scales[i]);
-            for (q, ((&a, v), &sr)) in acc.iter().zip(&mut out).zip(s).enumerate() {
-                let tail = if kb < x.k {
-                    dot_i8_q4_biased(&x.row(i)[kb..], &prow(r0 + q)[kb / 2..])
-                } else {
-                    0
-                };
-                *v = (a + tail - correction) as f32 * (xs * sr);
+            // the columns past the whole blocks, tested once a tile row
+            if tails {
+                for (q, a) in acc.iter_mut().enumerate() {
+                    *a += dot_i8_q4_biased(&x.row(i)[kb..], &prow(r0 + q)[kb / 2..]);
+                }
+            }
+            for ((&a, v), &sr) in acc.iter().zip(&mut out).zip(s) {
+                *v = (a - correction) as f32 * (xs * sr);
             }
             y.set_run(i, r0 - rows.start, &out[..t.wr]);
         }
@@ -746,7 +758,9 @@ impl<'a> ChunkScales<'a> {
         let c0 = self.rows.start + (r0 - self.rows.start) / self.chunk * self.chunk;
         if self.start != c0 {
             let (g, end) = (self.groups, (c0 + self.chunk).min(self.rows.end));
-            self.buf.clear();
+            // every element is overwritten below: resizing (a no-op from one
+            // whole chunk to the next) instead of clearing first saves
+            // writing the chunk's scales twice
             self.buf.resize((end - c0) * g, 0.0);
             // the chunk's rows are contiguous: one call converts them all
             (self.conv)(&self.scales[c0 * g..end * g], &mut self.buf);
