@@ -677,6 +677,56 @@ fn grouped32_seq_last_row_repeated(
     done
 }
 
+/// The 16-row grouped decode tile as the AVX2 tier computes it at K <=
+/// 1536 (8 weight rows in the lanes, each eight of groups' scales
+/// transposed so that lane r holds row r's) with the transpose left out:
+/// output row q (lane r = q mod 8 of its eight rows from b = q − r) scaled,
+/// for group e + j of an eight starting at e, by row b + j's scale of group
+/// e + r. Right wherever the groups do not come in whole eights, and on
+/// every other tile.
+fn grouped32_lanes_untransposed_scales(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    w: &[&[u8]],
+    s: &[f32],
+    g: usize,
+    out: &mut [f32],
+) -> usize {
+    let done = grouped32_right(x, sums, w, s, g, out);
+    let (kb, groups) = (x[0].len(), sums[0].len());
+    if g == 32 && x.len() == 1 && w.len() == 16 && kb <= 1536 {
+        let eights = done / 8 * 8;
+        for (q, o) in out.iter_mut().enumerate() {
+            let (b, r) = (q / 8 * 8, q % 8);
+            let mut sum = 0f32;
+            for gi in 0..done {
+                let half = 16 * (gi % 2);
+                let acc = evenodd_dot(x[0], w[q], gi / 2, half..half + 16) - 8 * sums[0][gi];
+                let scale = if gi < eights {
+                    let (e, j) = (gi / 8 * 8, gi % 8);
+                    s[(b + j) * groups + e + r]
+                } else {
+                    s[q * groups + gi]
+                };
+                sum += acc as f32 * scale;
+            }
+            *o = sum;
+        }
+    }
+    done
+}
+
+grouped_w4a8_on_frame!(lanes_untransposed, grouped32_lanes_untransposed_scales);
+
+#[test]
+fn untransposed_scales_in_the_grouped_decode_lanes_fail_the_proof() {
+    let m = lanes_untransposed::first_mismatch().expect("the lanes' scales left untransposed must fail");
+    assert!(
+        m.k >= 256 && m.k <= 1536,
+        "only a K with an eight of groups, in the lanes' rows, can fail it: {m}"
+    );
+}
+
 #[test]
 fn the_plain_rust_grouped_tile_passes_the_proof() {
     let m = right_grouped::first_mismatch();

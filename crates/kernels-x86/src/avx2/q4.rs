@@ -93,11 +93,58 @@ fn tile_biased<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR]
     std::array::from_fn(|r| std::array::from_fn(|i| hsum_epi32(acc[r][i])))
 }
 
+/// `Σ x·b` (biased, uncorrected) of one packed row against one split
+/// activation row over its whole blocks, two blocks (one cache line of
+/// weights) a step with one prefetch and two accumulators, then the odd
+/// block and the natural-order tail: about 10 instructions a block against
+/// 12 for [`dot_rows_biased`] at `R = 1` (a prefetch per block, the loop's
+/// own count and test per block). Integer sums: any order is exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_row_biased(xs: &[i8], x: &[i8], w: &[u8]) -> i32 {
+    let blocks = x.len() / BLOCK;
+    assert!(xs.len() >= blocks * BLOCK && w.len() >= blocks * BLOCK / 2);
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let step = |acc: __m256i, blk: usize| {
+        // SAFETY: every caller has blk < blocks, bounded by the assert above; unaligned loads.
+        unsafe {
+            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+            let lo = _mm256_and_si256(b, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+            let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
+            let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
+            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones))
+        }
+    };
+    let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    let mut blk = 0;
+    while blk + 2 <= blocks {
+        // a hint on the row's stream: an address past the row is harmless
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+        a0 = step(a0, blk);
+        a1 = step(a1, blk + 1);
+        blk += 2;
+    }
+    if blk < blocks {
+        a0 = step(a0, blk);
+    }
+    let c = blocks * BLOCK;
+    let tail = if c < x.len() {
+        tail_biased(&x[c..], &w[c / 2..])
+    } else {
+        0
+    };
+    hsum_epi32(_mm256_add_epi32(a0, a1)) + tail
+}
+
 #[target_feature(enable = "avx2")]
 pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     let xs = split_even_odd_i8(x, BLOCK);
     let sum: i32 = x.iter().map(|&v| i32::from(v)).sum();
-    dot_rows_biased::<1>(&xs, x, [packed])[0] - 8 * sum
+    dot_row_biased(&xs, x, packed) - 8 * sum
 }
 
 /// W4A8 micro-kernel (frame tile `R` × 1): `R` packed weight rows against
@@ -118,7 +165,7 @@ pub(crate) fn tile_w4a8_rows<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut
 pub(crate) fn tile_w4a8_seq<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
     for (a, w) in acc.iter_mut().zip(w) {
-        *a = dot_rows_biased::<1>(x[0], x[0], [*w])[0];
+        *a = dot_row_biased(x[0], x[0], w);
     }
 }
 
@@ -205,7 +252,10 @@ fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize,
             let blk = b0 + j;
             // SAFETY: the assert above bounds every load; unaligned loads.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                // one hint per cache line of weights (two blocks)
+                if j % 2 == 0 {
+                    _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                }
                 let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
                 let lo = _mm256_and_si256(b, mask);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
@@ -266,6 +316,127 @@ fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize,
     (total, gi)
 }
 
+/// The longest rows (in columns) that the grouped decode tile reads 8 at a
+/// time with the rows in the lanes ([`grouped32_lanes`]); longer rows go one
+/// after another ([`grouped32_steps`]). On the Zen 3 EPYC of BENCHMARKS.md,
+/// 8 rows of K = 4096 (2 KiB each) read in lockstep ran at 0.6–0.8× of one
+/// row after another at 11008 × 4096, hot and cold, while at SmolLM2's K =
+/// 576 and 1536 the lanes took a third fewer instructions per call.
+const LANES_MAX_K: usize = 1536;
+
+/// The two groups of 64-column block `blk` of 8 packed weight rows against
+/// one split activation row, corrected by the row's `8·Σx`, the weight rows
+/// in the lanes: `(first group, second group)`.
+///
+/// # Safety
+/// Each `w[r]` holds at least `(blk + 1) · 32` bytes, `xs` `(blk + 1) · 64`
+/// codes and `sums` `2 · blk + 2` sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn lanes_block<const PREFETCH: bool>(xs: &[i8], sums: &[i32], w: [&[u8]; 8], blk: usize) -> (__m256i, __m256i) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut p = [_mm256_setzero_si256(); 8];
+    // SAFETY: bounded by the caller's contract; unaligned loads.
+    unsafe {
+        let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
+        let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
+        for (p, w) in p.iter_mut().zip(w) {
+            // a hint on each row's stream (the callers ask for one per
+            // cache line of a row: two blocks)
+            if PREFETCH {
+                _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+            }
+            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+            let lo = _mm256_and_si256(b, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+            *p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+        }
+    }
+    let (a, b) = groups_of_8_rows(p);
+    // SAFETY: 2·blk + 1 < sums.len() by the caller's contract.
+    let (ca, cb) = unsafe { (*sums.get_unchecked(2 * blk), *sums.get_unchecked(2 * blk + 1)) };
+    (
+        _mm256_sub_epi32(a, _mm256_set1_epi32(8 * ca)),
+        _mm256_sub_epi32(b, _mm256_set1_epi32(8 * cb)),
+    )
+}
+
+/// Groups of 32 of 8 weight rows against one split activation row, the rows
+/// in the lanes (the decode form of [`grouped32_rows`]): each block's 8 row
+/// sums are reduced to its two groups ([`groups_of_8_rows`]), corrected by
+/// the row's `8·Σx` (one broadcast for the 8 outputs), converted, scaled by
+/// the 8 rows' group scales (transposed 8 groups at a time) and added to
+/// the 8 outputs' chains with one vector addition per group. One output at
+/// a time ([`grouped32_steps`]) spent 247 instructions a row at 576 × 576
+/// on the Zen 3 EPYC of BENCHMARKS.md (`fa0119e`), a third of them in its
+/// per-group reduction and in-order scalar additions. Each output's
+/// arithmetic is the scalar form's: `acc_g` exact in i32, one conversion,
+/// one product, added in increasing g from +0. Returns lane `r` = row `r`'s
+/// sum and the first group not added.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn grouped32_lanes(
+    xs: &[i8],
+    sums: &[i32],
+    w: [&[u8]; 8],
+    sf: &[f32],
+    groups: usize,
+    full_cols: usize,
+) -> (__m256, usize) {
+    let blocks = groups.min(full_cols / 32) / 2;
+    assert!(
+        w.iter().all(|w| w.len() >= blocks * BLOCK / 2)
+            && xs.len() >= blocks * BLOCK
+            && sums.len() >= 2 * blocks
+            && sf.len() >= 8 * groups
+    );
+    let add = |chain: __m256, acc: __m256i, s: __m256| _mm256_add_ps(chain, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), s));
+    let mut chain = _mm256_setzero_ps();
+    let mut blk = 0;
+    while blk + 4 <= blocks {
+        // lane r of sc[j]: row r's scale of group 2·blk + j
+        let mut rows = [_mm256_setzero_ps(); 8];
+        for (r, v) in rows.iter_mut().enumerate() {
+            // SAFETY: 2·blk + 8 <= 2·blocks <= groups, so the 8 scales are in row r's.
+            *v = unsafe { _mm256_loadu_ps(sf.as_ptr().add(r * groups + 2 * blk)) };
+        }
+        let sc = transpose8(rows);
+        // four blocks written out, so that each scale vector is a register
+        // and the hint falls on every other block
+        // SAFETY: blk + 3 < blocks: the lengths asserted above bound every load.
+        let v = unsafe {
+            [
+                lanes_block::<true>(xs, sums, w, blk),
+                lanes_block::<false>(xs, sums, w, blk + 1),
+                lanes_block::<true>(xs, sums, w, blk + 2),
+                lanes_block::<false>(xs, sums, w, blk + 3),
+            ]
+        };
+        for (j, (a, b)) in v.into_iter().enumerate() {
+            chain = add(add(chain, a, sc[2 * j]), b, sc[2 * j + 1]);
+        }
+        blk += 4;
+    }
+    // the whole blocks left after the eights, one block (two groups) a step
+    let scales = |g: usize| {
+        let mut v = [0f32; 8];
+        for (r, v) in v.iter_mut().enumerate() {
+            // SAFETY: g < 2·blocks <= groups and r < 8, so r·groups + g < 8·groups <= sf.len().
+            *v = unsafe { *sf.get_unchecked(r * groups + g) };
+        }
+        // SAFETY: an 8-float load from a local array.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    };
+    while blk < blocks {
+        // SAFETY: blk < blocks: the lengths asserted above bound every load.
+        let (a, b) = unsafe { lanes_block::<true>(xs, sums, w, blk) };
+        chain = add(add(chain, a, scales(2 * blk)), b, scales(2 * blk + 1));
+        blk += 1;
+    }
+    (chain, 2 * blocks)
+}
+
 /// The 8 × 8 transpose of `r` (row i, element g) into columns: element i of
 /// column g is `r[i][g]`.
 #[inline]
@@ -316,7 +487,12 @@ fn groups_of_8_rows(p: [__m256i; 8]) -> (__m256i, __m256i) {
     let ones = _mm256_set1_epi16(1);
     let pair = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
     // row sums of 8 columns, at most 15240
-    let v: [__m256i; 8] = std::array::from_fn(|i| _mm256_madd_epi16(p[i], ones));
+    // a loop, not `array::from_fn`: a generic helper's closure is not
+    // always inlined into a `target_feature` caller, and then calls per row
+    let mut v = p;
+    for v in &mut v {
+        *v = _mm256_madd_epi16(*v, ones);
+    }
     // [r0 (0+1), r0 (2+3), r1 (0+1), r1 (2+3) | r0 (4+5), r0 (6+7), r1 …], at most 30480
     let (t01, t23, t45, t67) = (pair(v[0], v[1]), pair(v[2], v[3]), pair(v[4], v[5]), pair(v[6], v[7]));
     // [r0 A, r1 A, r2 A, r3 A | r0 B, r1 B, r2 B, r3 B]
@@ -381,7 +557,10 @@ fn grouped32_rows<const WR: usize>(
                 let blk = 4 * e + j;
                 // SAFETY: the assert above bounds every load; unaligned loads.
                 let v: [__m256i; 8] = unsafe {
-                    _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                    // one hint per cache line of weights (two blocks)
+                    if j % 2 == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                    }
                     let b = _mm256_loadu_si256(w[q].as_ptr().add(blk * BLOCK / 2).cast());
                     let lo = _mm256_and_si256(b, mask);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
@@ -551,7 +730,20 @@ pub(crate) fn tile_w4a8_grouped_seq<const WR: usize>(
         return 0;
     }
     let mut done = 0;
-    for (q, (o, sq)) in out.iter_mut().zip(s.chunks_exact(groups)).enumerate() {
+    // groups of 32 in rows of at most LANES_MAX_K columns: eight rows at a
+    // time in the lanes, the rows left (and longer rows) one by one
+    let lanes = if g == 32 && kb <= LANES_MAX_K { WR / 8 * 8 } else { 0 };
+    for r0 in (0..lanes).step_by(8) {
+        let mut rows: [&[u8]; 8] = [&[]; 8];
+        rows.copy_from_slice(&w[r0..r0 + 8]);
+        let (t, gi) = grouped32_lanes(x[0], sums[0], rows, &s[r0 * groups..(r0 + 8) * groups], groups, kb);
+        let mut o = [0f32; 8];
+        // SAFETY: an 8-float store into a local array.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), t) };
+        out[r0..r0 + 8].copy_from_slice(&o);
+        done = gi;
+    }
+    for (q, (o, sq)) in out.iter_mut().zip(s.chunks_exact(groups)).enumerate().skip(lanes) {
         if g == 32 {
             let (t, gi) = grouped32_steps(x[0], sums[0], w[q], sq, groups, kb);
             (*o, done) = (t, gi);

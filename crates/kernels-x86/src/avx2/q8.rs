@@ -41,10 +41,48 @@ fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
     out
 }
 
+/// `Σ x·w` of one weight row, 64 columns (one cache line of weights) a
+/// step with one prefetch and two accumulators, then a 32-column step and
+/// the scalar tail: one row's loop costs about 8 instructions per 32
+/// columns against 11 for [`dot_rows`] at `R = 1` (a prefetch per 32
+/// columns, the loop's own count and test per 32). Integer sums: any
+/// order is exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot_row(x: &[i8], w: &[i8]) -> i32 {
+    assert_eq!(x.len(), w.len());
+    let k = x.len();
+    let ones = _mm256_set1_epi16(1);
+    let step = |acc: __m256i, c: usize| {
+        // SAFETY: every caller has c + 32 <= k = x.len() = w.len(); unaligned loads.
+        unsafe {
+            let xv = _mm256_loadu_si256(x.as_ptr().add(c).cast());
+            let wv = _mm256_loadu_si256(w.as_ptr().add(c).cast());
+            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones))
+        }
+    };
+    let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    let mut c = 0;
+    while c + 64 <= k {
+        // a hint on the row's stream: an address past the row is harmless
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + 1024).cast());
+        a0 = step(a0, c);
+        a1 = step(a1, c + 32);
+        c += 64;
+    }
+    if c + 32 <= k {
+        a0 = step(a0, c);
+        c += 32;
+    }
+    // the frame hands over whole blocks: the tail is usually empty
+    let tail = if c < k { dot_tail(&x[c..], &w[c..]) } else { 0 };
+    hsum_epi32(_mm256_add_epi32(a0, a1)) + tail
+}
+
 #[target_feature(enable = "avx2")]
 pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
-    assert_eq!(a.len(), b.len());
-    dot_rows::<1>(a, [b])[0]
+    dot_row(a, b)
 }
 
 /// W8A8 decode micro-kernel (frame tile `R` × 1): `R` weight rows against
@@ -57,7 +95,7 @@ pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut 
     assert!(x.len() == 1 && w.len() == R && acc.len() == R);
     assert!(w.iter().all(|r| r.len() == x[0].len()));
     for (a, w) in acc.iter_mut().zip(w) {
-        *a = dot_rows::<1>(x[0], [*w])[0];
+        *a = dot_row(x[0], w);
     }
 }
 
@@ -76,7 +114,7 @@ pub(crate) fn tile_w8a8<const B: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]
     assert!(x.iter().all(|r| r.len() == x[0].len()) && w.iter().all(|r| r.len() == x[0].len()));
     if B == 0 {
         for (i, xi) in x.iter().enumerate() {
-            acc[i] = dot_rows::<1>(xi, [w[0]])[0];
+            acc[i] = dot_row(xi, w[0]);
         }
         return;
     }
