@@ -678,8 +678,9 @@ fn grouped32_seq_last_row_repeated(
 }
 
 /// The 16-row grouped decode tile as the AVX2 tier computes it at K <=
-/// 1536 (8 weight rows in the lanes, each eight of groups' scales
-/// transposed so that lane r holds row r's) with the transpose left out:
+/// 1536 (the float part of 8 weight rows at a time in the lanes, each eight
+/// of groups' scales transposed so that lane r holds row r's) with the
+/// scales' transpose left out:
 /// output row q (lane r = q mod 8 of its eight rows from b = q − r) scaled,
 /// for group e + j of an eight starting at e, by row b + j's scale of group
 /// e + r. Right wherever the groups do not come in whole eights, and on

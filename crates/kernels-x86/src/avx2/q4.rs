@@ -316,67 +316,96 @@ fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize,
     (total, gi)
 }
 
-/// The longest rows (in columns) that the grouped decode tile reads 8 at a
-/// time with the rows in the lanes ([`grouped32_lanes`]); longer rows go one
-/// after another ([`grouped32_steps`]). On the Zen 3 EPYC of BENCHMARKS.md,
-/// 8 rows of K = 4096 (2 KiB each) read in lockstep ran at 0.6–0.8× of one
-/// row after another at 11008 × 4096, hot and cold, while at SmolLM2's K =
-/// 576 and 1536 the lanes took a third fewer instructions per call.
-const LANES_MAX_K: usize = 1536;
+/// The most groups of 32 a row may have (K = 1536) for the grouped decode
+/// tile to finish 8 rows at a time ([`grouped32_rows8`]); longer rows go
+/// through [`grouped32_steps`] alone.
+const ROWS8_MAX_GROUPS: usize = 48;
 
-/// The two groups of 64-column block `blk` of 8 packed weight rows against
-/// one split activation row, corrected by the row's `8·Σx`, the weight rows
-/// in the lanes: `(first group, second group)`.
+/// The madd vector of 64-column block `blk` of one packed row against one
+/// split activation row: group `2·blk` in lanes 0-3, `2·blk + 1` in lanes
+/// 4-7 (biased, uncorrected; exact i32).
 ///
 /// # Safety
-/// Each `w[r]` holds at least `(blk + 1) · 32` bytes, `xs` `(blk + 1) · 64`
-/// codes and `sums` `2 · blk + 2` sums.
+/// `w` holds at least `(blk + 1) · 32` bytes and `xs` `(blk + 1) · 64` codes.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn lanes_block<const PREFETCH: bool>(xs: &[i8], sums: &[i32], w: [&[u8]; 8], blk: usize) -> (__m256i, __m256i) {
+unsafe fn block_madd(xs: &[i8], w: &[u8], blk: usize) -> __m256i {
     let mask = _mm256_set1_epi8(0x0F);
-    let mut p = [_mm256_setzero_si256(); 8];
     // SAFETY: bounded by the caller's contract; unaligned loads.
     unsafe {
+        let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+        let lo = _mm256_and_si256(b, mask);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
         let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
         let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
-        for (p, w) in p.iter_mut().zip(w) {
-            // a hint on each row's stream (the callers ask for one per
-            // cache line of a row: two blocks)
-            if PREFETCH {
-                _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
-            }
-            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
-            let lo = _mm256_and_si256(b, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-            *p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-        }
+        // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
+        let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
     }
-    let (a, b) = groups_of_8_rows(p);
-    // SAFETY: 2·blk + 1 < sums.len() by the caller's contract.
-    let (ca, cb) = unsafe { (*sums.get_unchecked(2 * blk), *sums.get_unchecked(2 * blk + 1)) };
-    (
-        _mm256_sub_epi32(a, _mm256_set1_epi32(8 * ca)),
-        _mm256_sub_epi32(b, _mm256_set1_epi32(8 * cb)),
-    )
 }
 
-/// Groups of 32 of 8 weight rows against one split activation row, the rows
-/// in the lanes (the decode form of [`grouped32_rows`]): each block's 8 row
-/// sums are reduced to its two groups ([`groups_of_8_rows`]), corrected by
-/// the row's `8·Σx` (one broadcast for the 8 outputs), converted, scaled by
-/// the 8 rows' group scales (transposed 8 groups at a time) and added to
-/// the 8 outputs' chains with one vector addition per group. One output at
-/// a time ([`grouped32_steps`]) spent 247 instructions a row at 576 × 576
-/// on the Zen 3 EPYC of BENCHMARKS.md (`fa0119e`), a third of them in its
-/// per-group reduction and in-order scalar additions. Each output's
-/// arithmetic is the scalar form's: `acc_g` exact in i32, one conversion,
-/// one product, added in increasing g from +0. Returns lane `r` = row `r`'s
-/// sum and the first group not added.
+/// The exact i32 `acc_g = Σ x·b − 8·sums[g]` of one packed row's groups of
+/// 32 over its first `blocks` whole blocks, into `acc[..2 · blocks]`, the
+/// row read start to end (one hint a cache line, 768 bytes on).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn group_sums32(xs: &[i8], sums: &[i32], w: &[u8], blocks: usize, acc: &mut [i32]) {
+    assert!(
+        w.len() >= blocks * BLOCK / 2
+            && xs.len() >= blocks * BLOCK
+            && sums.len() >= 2 * blocks
+            && acc.len() >= 2 * blocks
+    );
+    let mut blk = 0;
+    while blk + 4 <= blocks {
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 832).cast());
+        // SAFETY: blk + 3 < blocks, bounded by the assert above (loads, and
+        // the 8 sums and 8 results from 2·blk).
+        unsafe {
+            let v = [
+                block_madd(xs, w, blk),
+                block_madd(xs, w, blk + 1),
+                block_madd(xs, w, blk + 2),
+                block_madd(xs, w, blk + 3),
+            ];
+            let s8 = _mm256_loadu_si256(sums.as_ptr().add(2 * blk).cast());
+            let a = _mm256_sub_epi32(eight_groups_of_32(v), _mm256_slli_epi32::<3>(s8));
+            _mm256_storeu_si256(acc.as_mut_ptr().add(2 * blk).cast(), a);
+        }
+        blk += 4;
+    }
+    while blk < blocks {
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+        // SAFETY: blk < blocks, bounded by the assert above.
+        let v = unsafe { block_madd(xs, w, blk) };
+        // [g, g, g + 1, g + 1] pairs, then [g, g + 1, …]
+        let h = _mm_hadd_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let h = _mm_hadd_epi32(h, h);
+        acc[2 * blk] = _mm_cvtsi128_si32(h) - 8 * sums[2 * blk];
+        acc[2 * blk + 1] = _mm_extract_epi32::<1>(h) - 8 * sums[2 * blk + 1];
+        blk += 1;
+    }
+}
+
+/// Groups of 32 of 8 weight rows against one split activation row, for
+/// rows of at most [`ROWS8_MAX_GROUPS`] groups: each row's exact corrected
+/// group sums one row after another ([`group_sums32`]: the weights stream
+/// as one sequential run, which the hardware prefetcher follows from DRAM),
+/// then the float part with the 8 rows in the lanes: each eight of groups'
+/// sums and scales transposed once, and each group converted, scaled and
+/// added to the 8 outputs' chains with one vector operation each. One
+/// output at a time ([`grouped32_steps`]) spent a third of its 247
+/// instructions a row (576 × 576, the Zen 3 EPYC of BENCHMARKS.md,
+/// `fa0119e`) reducing and adding groups one by one in scalar registers;
+/// reading the 8 rows in lockstep instead (the rows in the lanes from the
+/// first instruction) ran SmolLM2's decode and cold 576 × 1536 calls at
+/// 0.6–0.95× of that. Each output's arithmetic is the scalar form's:
+/// `acc_g` exact in i32, one conversion, one product, added in increasing g
+/// from +0. Returns lane `r` = row `r`'s sum and the first group not added.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn grouped32_lanes(
+fn grouped32_rows8(
     xs: &[i8],
     sums: &[i32],
     w: [&[u8]; 8],
@@ -384,57 +413,46 @@ fn grouped32_lanes(
     groups: usize,
     full_cols: usize,
 ) -> (__m256, usize) {
-    let blocks = groups.min(full_cols / 32) / 2;
-    assert!(
-        w.iter().all(|w| w.len() >= blocks * BLOCK / 2)
-            && xs.len() >= blocks * BLOCK
-            && sums.len() >= 2 * blocks
-            && sf.len() >= 8 * groups
-    );
-    let add = |chain: __m256, acc: __m256i, s: __m256| _mm256_add_ps(chain, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), s));
+    let done = groups.min(full_cols / 32) / 2 * 2;
+    assert!(done <= ROWS8_MAX_GROUPS && sf.len() >= 8 * groups);
+    let mut acc = [[0i32; ROWS8_MAX_GROUPS]; 8];
+    for (a, w) in acc.iter_mut().zip(w) {
+        group_sums32(xs, sums, w, done / 2, a);
+    }
+    let step = |chain: __m256, a: __m256i, s: __m256| _mm256_add_ps(chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), s));
     let mut chain = _mm256_setzero_ps();
-    let mut blk = 0;
-    while blk + 4 <= blocks {
-        // lane r of sc[j]: row r's scale of group 2·blk + j
-        let mut rows = [_mm256_setzero_ps(); 8];
-        for (r, v) in rows.iter_mut().enumerate() {
-            // SAFETY: 2·blk + 8 <= 2·blocks <= groups, so the 8 scales are in row r's.
-            *v = unsafe { _mm256_loadu_ps(sf.as_ptr().add(r * groups + 2 * blk)) };
+    let mut g = 0;
+    while g + 8 <= done {
+        let (mut ar, mut sr) = ([_mm256_setzero_ps(); 8], [_mm256_setzero_ps(); 8]);
+        for r in 0..8 {
+            // SAFETY: g + 8 <= done <= ROWS8_MAX_GROUPS (acc) and <= groups
+            // (row r of the scales, r·groups + g + 8 <= 8·groups <= sf.len()).
+            unsafe {
+                ar[r] = _mm256_castsi256_ps(_mm256_loadu_si256(acc[r].as_ptr().add(g).cast()));
+                sr[r] = _mm256_loadu_ps(sf.as_ptr().add(r * groups + g));
+            }
         }
-        let sc = transpose8(rows);
-        // four blocks written out, so that each scale vector is a register
-        // and the hint falls on every other block
-        // SAFETY: blk + 3 < blocks: the lengths asserted above bound every load.
-        let v = unsafe {
-            [
-                lanes_block::<true>(xs, sums, w, blk),
-                lanes_block::<false>(xs, sums, w, blk + 1),
-                lanes_block::<true>(xs, sums, w, blk + 2),
-                lanes_block::<false>(xs, sums, w, blk + 3),
-            ]
-        };
-        for (j, (a, b)) in v.into_iter().enumerate() {
-            chain = add(add(chain, a, sc[2 * j]), b, sc[2 * j + 1]);
+        // lane r of a[j] / s[j]: row r's group g + j
+        let (a, s) = (transpose8(ar), transpose8(sr));
+        for j in 0..8 {
+            chain = step(chain, _mm256_castps_si256(a[j]), s[j]);
         }
-        blk += 4;
+        g += 8;
     }
-    // the whole blocks left after the eights, one block (two groups) a step
-    let scales = |g: usize| {
-        let mut v = [0f32; 8];
-        for (r, v) in v.iter_mut().enumerate() {
-            // SAFETY: g < 2·blocks <= groups and r < 8, so r·groups + g < 8·groups <= sf.len().
-            *v = unsafe { *sf.get_unchecked(r * groups + g) };
+    // the groups left after the eights, one at a time
+    while g < done {
+        let (mut a, mut s) = ([0i32; 8], [0f32; 8]);
+        for r in 0..8 {
+            a[r] = acc[r][g];
+            // SAFETY: g < done <= groups and r < 8: r·groups + g < 8·groups <= sf.len().
+            s[r] = unsafe { *sf.get_unchecked(r * groups + g) };
         }
-        // SAFETY: an 8-float load from a local array.
-        unsafe { _mm256_loadu_ps(v.as_ptr()) }
-    };
-    while blk < blocks {
-        // SAFETY: blk < blocks: the lengths asserted above bound every load.
-        let (a, b) = unsafe { lanes_block::<true>(xs, sums, w, blk) };
-        chain = add(add(chain, a, scales(2 * blk)), b, scales(2 * blk + 1));
-        blk += 1;
+        // SAFETY: 8-element loads from local arrays.
+        let (a, s) = unsafe { (_mm256_loadu_si256(a.as_ptr().cast()), _mm256_loadu_ps(s.as_ptr())) };
+        chain = step(chain, a, s);
+        g += 1;
     }
-    (chain, 2 * blocks)
+    (chain, done)
 }
 
 /// The 8 × 8 transpose of `r` (row i, element g) into columns: element i of
@@ -730,13 +748,17 @@ pub(crate) fn tile_w4a8_grouped_seq<const WR: usize>(
         return 0;
     }
     let mut done = 0;
-    // groups of 32 in rows of at most LANES_MAX_K columns: eight rows at a
-    // time in the lanes, the rows left (and longer rows) one by one
-    let lanes = if g == 32 && kb <= LANES_MAX_K { WR / 8 * 8 } else { 0 };
+    // groups of 32 in rows of at most ROWS8_MAX_GROUPS groups: eight rows at
+    // a time, the rows left (and longer rows) one by one
+    let lanes = if g == 32 && kb <= 32 * ROWS8_MAX_GROUPS {
+        WR / 8 * 8
+    } else {
+        0
+    };
     for r0 in (0..lanes).step_by(8) {
         let mut rows: [&[u8]; 8] = [&[]; 8];
         rows.copy_from_slice(&w[r0..r0 + 8]);
-        let (t, gi) = grouped32_lanes(x[0], sums[0], rows, &s[r0 * groups..(r0 + 8) * groups], groups, kb);
+        let (t, gi) = grouped32_rows8(x[0], sums[0], rows, &s[r0 * groups..(r0 + 8) * groups], groups, kb);
         let mut o = [0f32; 8];
         // SAFETY: an 8-float store into a local array.
         unsafe { _mm256_storeu_ps(o.as_mut_ptr(), t) };
