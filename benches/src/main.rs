@@ -7,6 +7,8 @@
 //! ceiling); `cold` cycles through distinct copies totalling at least 256 MiB
 //! and at least twice the last-level cache, so every call streams its weights
 //! from DRAM, as decoding through successive layers does.
+// every `unsafe` block states why it holds, on the line above it
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::time::{Duration, Instant};
 

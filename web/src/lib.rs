@@ -5,6 +5,8 @@
 //! validates it, runs the selftest (the proof table and the plan, as text in
 //! linear memory) and times W8A8 / W4A8 GEMVs on each tier of the build with
 //! `performance.now()`.
+// every `unsafe` block states why it holds, on the line above it
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::sync::Mutex;
 

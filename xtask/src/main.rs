@@ -21,6 +21,7 @@
 //!   core (`tools/arm_mca.py`; installs Debian's `llvm-19` when missing).
 //! * `wasm-bench`: W8A8 and W4A8 GEMVs on the SIMD128 and relaxed-SIMD tiers under Node.js,
 //!   beside the native tiers on the same shapes (`docs/BENCHMARKS.md`).
+#![forbid(unsafe_code)]
 
 use qlinear_dispatch::Int8Tier;
 use std::path::{Path, PathBuf};

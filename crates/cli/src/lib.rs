@@ -3,6 +3,7 @@
 //! [`convert::convert_bytes`].
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 /// `qlinear convert` and its in-memory core.
 pub mod convert;

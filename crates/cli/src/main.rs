@@ -1,4 +1,5 @@
 //! The `qlinear` command.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

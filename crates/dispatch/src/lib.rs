@@ -14,6 +14,7 @@
 //!   changes the bits.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod clock;
 mod driver;

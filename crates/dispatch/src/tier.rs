@@ -192,7 +192,8 @@ impl FromStr for Int8Tier {
 }
 
 /// The CPU features relevant to qlinear's tiers that this CPU reports.
-#[allow(clippy::vec_init_then_push)] // each architecture pushes what it detects
+// each architecture pushes what it detects (a wasm32 build without SIMD128: nothing)
+#[allow(clippy::vec_init_then_push, unused_mut)]
 pub fn cpu_features() -> Vec<&'static str> {
     let mut seen = Vec::new();
     cfg_if::cfg_if! {

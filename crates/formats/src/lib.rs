@@ -19,6 +19,8 @@
 //! `docs/FORMAT.md` is the complete description.
 
 #![warn(missing_docs)]
+// every `unsafe` block states why it holds, on the line above it
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod error;
 mod ggml_quants;

@@ -5,6 +5,8 @@
 //! library holds only what the test files share: [`failing`], [`first_failure`],
 //! [`evenodd_dot`] and [`w4a8_on_frame!`].
 
+#![forbid(unsafe_code)]
+
 use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
 use qlinear_kernels_scalar::KernelTable;
 

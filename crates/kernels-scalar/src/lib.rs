@@ -10,6 +10,8 @@
 //! pointer arithmetic sound even when called directly).
 
 #![warn(missing_docs)]
+// every `unsafe` block states why it holds, on the line above it
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod dot;
 mod entries;

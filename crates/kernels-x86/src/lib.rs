@@ -8,6 +8,8 @@
 //! On other architectures this crate is empty.
 
 #![warn(missing_docs)]
+// every `unsafe` block states why it holds, on the line above it
+#![deny(clippy::undocumented_unsafe_blocks)]
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 

@@ -17,6 +17,7 @@
 //! is refused with an error that names the row and column.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod codes;
 mod error;

@@ -20,6 +20,7 @@
 //! their rank order (Spearman), how often each sentence's nearest neighbour
 //! stays the same, and the time per sentence (median and range over every
 //! sentence of every round; the configurations alternate within a round).
+#![forbid(unsafe_code)]
 
 mod encoder;
 

@@ -8,6 +8,7 @@
 //! written from the GGUF alone).
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 mod eval;

@@ -2,6 +2,7 @@
 //! decoder. MODEL is a GGUF file (the f32 path: every weight dequantized)
 //! or a file `qlinear convert` made from one (every linear layer, the LM
 //! head included, a `qlinear::Linear`).
+#![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::path::PathBuf;
