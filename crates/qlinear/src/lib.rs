@@ -28,6 +28,7 @@
 //! on bad input.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 #[cfg(feature = "formats")]
@@ -52,6 +53,23 @@ pub use qlinear_quant_recipe::{
     GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight, QuantizedWeightRef, Recipe,
     RecipeError, Q4_MAX_ABS, Q8_MAX_ABS,
 };
+
+/// Whether the SDOT tier is compiled in and this CPU reports FEAT_DotProd:
+/// [`Int8Tier::NeonSdot`]`.is_available()`, under the seed's name (the int8
+/// module of the seed documents lists it). Detection only: a detected tier
+/// still runs only after its selftest proof ([`selftest_report`]) and when
+/// the plan picks it. Always `false` off aarch64; never panics.
+pub fn neon_sdot_available() -> bool {
+    Int8Tier::NeonSdot.is_available()
+}
+
+/// Whether the SIMD128 tier is compiled in (a wasm32 build with
+/// `+simd128`): [`Int8Tier::WasmSimd128`]`.is_available()`, under the seed's
+/// name. As for [`neon_sdot_available`], the tier also needs its selftest
+/// proof before it runs. Always `false` off wasm32; never panics.
+pub fn wasm_simd128_available() -> bool {
+    Int8Tier::WasmSimd128.is_available()
+}
 
 /// What [`init`] did: the selftest's proof of each tier and the plan.
 #[derive(Debug, Clone, Copy)]

@@ -108,3 +108,36 @@ fn scales_index_by_row_and_reset_per_group() {
     // row 2: acc = [4 - 6 + 6 - 8, 28 + 0 - 2 + 4] = [-4, 30]; ·2 ·[0.5, 0.25]
     assert_eq!(y, [-13.0, 5.0, -4.0, 15.0]);
 }
+
+/// Every name the seeds' module documents list (int4: seed 000; int8: seed
+/// 002) is at the top of the facade, with the seed's kind of item: the
+/// bindings below fail to compile if one is missing or changes shape. The
+/// two detection wrappers agree with the tiers they name and are false off
+/// their architecture.
+#[test]
+fn every_seed_api_name_is_at_the_top_of_the_facade() {
+    // seed 000, module int4
+    let _: fn(&[i8], &[u8]) -> std::result::Result<i32, DispatchError> = dot_i32_q4;
+    let _ = linear_q4;
+    let _ = std::mem::size_of::<QuantizedMatrixQ4>();
+    // seed 002, module int8
+    let _ = (
+        std::mem::size_of::<KernelPlanV0>(),
+        std::mem::size_of::<QuantizedMatrix>(),
+    );
+    let _: (Option<Int8Tier>, Option<QuantLinearMode>) = (None, None);
+    assert_eq!(Q8_MAX_ABS, 127);
+    let _ = (autotuned_plan, dot_i32, linear_q8, linear_q8_dynamic, linear_w8a16);
+    let _ = |mode, x: &[f32], m, w: &QuantizedMatrix, y: &mut [f32]| quant_linear(mode, x, m, w, y);
+    let _ = (quant_mode_from_environment, quantize_row_q8);
+    let sdot: fn() -> bool = neon_sdot_available;
+    let simd128: fn() -> bool = wasm_simd128_available;
+    assert_eq!(sdot(), Int8Tier::NeonSdot.is_available());
+    assert_eq!(simd128(), Int8Tier::WasmSimd128.is_available());
+    if cfg!(not(target_arch = "aarch64")) {
+        assert!(!sdot(), "SDOT detected off aarch64");
+    }
+    if cfg!(not(target_arch = "wasm32")) {
+        assert!(!simd128(), "SIMD128 detected off wasm32");
+    }
+}
