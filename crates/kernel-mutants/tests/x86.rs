@@ -435,6 +435,13 @@ fn evenodd_dot(x: &[i8], w: &[u8], blk: usize, bytes: std::ops::Range<usize>) ->
         .sum()
 }
 
+/// `Σ x·b` (biased, uncorrected) of group `gi` of 32 columns: half of a
+/// 64-column block on the even/odd layout.
+fn group_dot(x: &[i8], w: &[u8], gi: usize) -> i32 {
+    let half = 16 * (gi % 2);
+    evenodd_dot(x, w, gi / 2, half..half + 16)
+}
+
 /// The AVX2 W4A8-grouped tiles (1 × 1 and 16 × 8, groups of 32) in plain
 /// Rust on the frame's even/odd layout: the whole eights of groups with
 /// output (activation row `i`, weight row `q`, group `gi`) corrected by `8 ·
@@ -465,9 +472,7 @@ fn grouped32_tile_with(
     for (i, xr) in x.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {
             let term = |gi: usize, (ci, cg): (usize, usize)| {
-                let half = 16 * (gi % 2);
-                let acc = evenodd_dot(xr, wq, gi / 2, half..half + 16);
-                (acc - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi]
+                (group_dot(xr, wq, gi) - 8 * sums[ci][cg]) as f32 * s[scale_row(q) * groups + gi]
             };
             let mut sum = 0f32;
             for gi in 0..eights {
@@ -593,11 +598,7 @@ fn grouped32_seq_tree(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: u
         let groups = sums[0].len();
         for (q, wq) in w.iter().enumerate() {
             let p: Vec<f32> = (0..done)
-                .map(|gi| {
-                    let half = 16 * (gi % 2);
-                    let acc = evenodd_dot(x[0], wq, gi / 2, half..half + 16);
-                    (acc - 8 * sums[0][gi]) as f32 * s[q * groups + gi]
-                })
+                .map(|gi| (group_dot(x[0], wq, gi) - 8 * sums[0][gi]) as f32 * s[q * groups + gi])
                 .collect();
             let mut sum = 0f32;
             let mut gi = 0;
@@ -701,8 +702,7 @@ fn grouped32_lanes_untransposed_scales(
             let (b, r) = (q / 8 * 8, q % 8);
             let mut sum = 0f32;
             for gi in 0..done {
-                let half = 16 * (gi % 2);
-                let acc = evenodd_dot(x[0], w[q], gi / 2, half..half + 16) - 8 * sums[0][gi];
+                let acc = group_dot(x[0], w[q], gi) - 8 * sums[0][gi];
                 let scale = if gi < eights {
                     let (e, j) = (gi / 8 * 8, gi % 8);
                     s[(b + j) * groups + e + r]

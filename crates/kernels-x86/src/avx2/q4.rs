@@ -20,23 +20,14 @@ pub(crate) const BLOCK: usize = 64;
 #[target_feature(enable = "avx2")]
 fn block_rows<const R: usize>(xs: &[i8], w: [&[u8]; R], blk: usize) -> [__m256i; R] {
     assert!(xs.len() >= (blk + 1) * BLOCK && w.iter().all(|w| w.len() >= (blk + 1) * BLOCK / 2));
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    // SAFETY: the assert above bounds every load; unaligned loads.
-    unsafe {
-        let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
-        let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
-        std::array::from_fn(|r| {
-            // prefetch ahead on each row's stream (a hint: past the row is harmless)
-            _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
-            let b = _mm256_loadu_si256(w[r].as_ptr().add(blk * BLOCK / 2).cast());
-            let lo = _mm256_and_si256(b, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-            _mm256_madd_epi16(p, ones)
-        })
+    let mut v = [_mm256_setzero_si256(); R];
+    for (v, w) in v.iter_mut().zip(w) {
+        // prefetch ahead on each row's stream (a hint: past the row is harmless)
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+        // SAFETY: the assert above bounds the block's loads.
+        *v = unsafe { block_madd(xs, w, blk) };
     }
+    v
 }
 
 /// `Σ x·b` (biased, uncorrected) of `R` packed rows against one activation row.
@@ -104,20 +95,9 @@ fn tile_biased<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR]
 fn dot_row_biased(xs: &[i8], x: &[i8], w: &[u8]) -> i32 {
     let blocks = x.len() / BLOCK;
     assert!(xs.len() >= blocks * BLOCK && w.len() >= blocks * BLOCK / 2);
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
     let step = |acc: __m256i, blk: usize| {
-        // SAFETY: every caller has blk < blocks, bounded by the assert above; unaligned loads.
-        unsafe {
-            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
-            let lo = _mm256_and_si256(b, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-            let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
-            let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
-            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-            _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones))
-        }
+        // SAFETY: every caller has blk < blocks, bounded by the assert above.
+        _mm256_add_epi32(acc, unsafe { block_madd(xs, w, blk) })
     };
     let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     let mut blk = 0;
@@ -226,94 +206,50 @@ fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
     _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
 }
 
-/// The 8-group steps (groups of 32) of one output, then one step per whole
-/// 64-column block left (two groups; without it K = 576 left 2 of its 18
-/// groups to the frame's scalar tail, which cost more than the other 16 on
-/// a Zen 3 EPYC at 576 × 576), the decode tile: each
-/// output's arithmetic is exactly the scalar form's: `acc_g` the exact i32,
-/// one conversion, one product, added in increasing `g` from +0. Returns
-/// the sum and the first group not yet added.
+/// Groups of 32 of one output over its whole 64-column blocks (the decode
+/// tile of one row, and of rows longer than [`ROWS8_MAX_GROUPS`] groups):
+/// the row's exact corrected group sums ([`group_sums32`], at most 128 at
+/// a time), then their products eight at a time,
+/// added one by one. Every whole block counts (without the last odd block
+/// K = 576 left 2 of its 18 groups to the frame's scalar tail, which cost
+/// more than the other 16 on a Zen 3 EPYC at 576 × 576). Each output's
+/// arithmetic is exactly the scalar form's: `acc_g` the exact i32, one
+/// conversion, one product, added in increasing `g` from +0. Returns the
+/// sum and the first group not yet added.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn grouped32_steps(xs: &[i8], sums: &[i32], w: &[u8], sf: &[f32], groups: usize, full_cols: usize) -> (f32, usize) {
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
+    let done = groups.min(full_cols / 32) / 2 * 2;
+    assert!(sf.len() >= done);
     let mut total = 0f32;
-    let mut gi = 0;
-    while gi + 8 <= groups && (gi + 8) * 32 <= full_cols {
-        let b0 = gi / 2;
-        assert!(
-            w.len() >= (b0 + 4) * BLOCK / 2
-                && sf.len() >= gi + 8
-                && xs.len() >= (b0 + 4) * BLOCK
-                && sums.len() >= gi + 8
-        );
-        let v: [__m256i; 4] = std::array::from_fn(|j| {
-            let blk = b0 + j;
-            // SAFETY: the assert above bounds every load; unaligned loads.
+    // the exact sums of up to 128 groups (K = 4096; a multiple of 8) at a
+    // time, the row still read start to end
+    const CHUNK: usize = 128;
+    let mut acc = [0i32; CHUNK];
+    for c0 in (0..done).step_by(CHUNK) {
+        let n = (done - c0).min(CHUNK);
+        group_sums32(&xs[c0 * 32..], &sums[c0..], &w[c0 * 16..], n / 2, &mut acc);
+        let mut g = 0;
+        while g + 8 <= n {
+            let mut p = [0f32; 8];
+            // SAFETY: g + 8 <= n <= acc.len(), and c0 + g + 8 <= done <= sf.len(); an 8-float store into a local array.
             unsafe {
-                // one hint per cache line of weights (two blocks)
-                if j % 2 == 0 {
-                    _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
-                }
-                let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
-                let lo = _mm256_and_si256(b, mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-                let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
-                let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
-                // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-                let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-                _mm256_madd_epi16(p, ones)
+                let a = _mm256_cvtepi32_ps(_mm256_loadu_si256(acc.as_ptr().add(g).cast()));
+                _mm256_storeu_ps(
+                    p.as_mut_ptr(),
+                    _mm256_mul_ps(a, _mm256_loadu_ps(sf.as_ptr().add(c0 + g))),
+                );
             }
-        });
-        // SAFETY: bounded by the assert above; unaligned loads.
-        let (f8, s8) = unsafe {
-            (
-                _mm256_loadu_ps(sf.as_ptr().add(gi)),
-                _mm256_loadu_si256(sums.as_ptr().add(gi).cast()),
-            )
-        };
-        let acc = _mm256_sub_epi32(eight_groups_of_32(v), _mm256_slli_epi32::<3>(s8));
-        let mut p = [0f32; 8];
-        // SAFETY: an 8-float store into a local array.
-        unsafe { _mm256_storeu_ps(p.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), f8)) };
-        for q in p {
-            total += q;
+            for q in p {
+                total += q;
+            }
+            g += 8;
         }
-        gi += 8;
+        for (a, s) in acc[g..n].iter().zip(&sf[c0 + g..c0 + n]) {
+            total += *a as f32 * s;
+        }
     }
-    // the whole blocks left after the eights (K = 576 has 18 groups: 2
-    // left), one block of two groups per step: the block's madd vector holds
-    // group gi in lanes 0-3 and gi + 1 in lanes 4-7, each reduced to its
-    // exact i32, then added as the eights' are, in increasing g
-    while gi + 2 <= groups && (gi + 2) * 32 <= full_cols {
-        let blk = gi / 2;
-        assert!(
-            w.len() >= (blk + 1) * BLOCK / 2
-                && xs.len() >= (blk + 1) * BLOCK
-                && sf.len() >= gi + 2
-                && sums.len() >= gi + 2
-        );
-        // SAFETY: the assert above bounds every load; unaligned loads.
-        let v = unsafe {
-            let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
-            let lo = _mm256_and_si256(b, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-            let xe = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK).cast());
-            let xo = _mm256_loadu_si256(xs.as_ptr().add(blk * BLOCK + 32).cast());
-            // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-            _mm256_madd_epi16(p, ones)
-        };
-        // [g, g, g + 1, g + 1] pairs, then [g, g + 1, …]
-        let h = _mm_hadd_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let h = _mm_hadd_epi32(h, h);
-        let (a0, a1) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
-        total += (a0 - 8 * sums[gi]) as f32 * sf[gi];
-        total += (a1 - 8 * sums[gi + 1]) as f32 * sf[gi + 1];
-        gi += 2;
-    }
-    (total, gi)
+    (total, done)
 }
 
 /// The most groups of 32 a row may have (K = 1536) for the grouped decode
