@@ -1,0 +1,119 @@
+//! The installers: what a fresh machine lacks, installed before its first use (Python modules, rustup targets, Debian packages, the aarch64 cross tools and qemu, llama-cpp-python).
+
+use super::*;
+
+/// Makes sure `python3` can import the modules the interop checks need,
+/// installing them with pip when missing.
+pub(crate) fn ensure_python(modules: &[&str]) -> Result {
+    let probe = format!("import {}", modules.join(", "));
+    let ok = Command::new("python3")
+        .args(["-c", &probe])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if ok {
+        return Ok(());
+    }
+    run(Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet"])
+        .args(modules))
+}
+
+/// Everything `test` uses, installed in one step before the first command
+/// that needs any of it: the rustup targets, the aarch64 cross tools and qemu,
+/// Node.js, Python's numpy and safetensors. A fresh machine goes through here
+/// (CI removes the project's rustup targets first to prove it).
+pub(crate) fn setup_test() -> Result {
+    ensure_target(WASI)?;
+    ensure_aarch64()?;
+    // the convert durability test watches fsync and rename through strace
+    if cfg!(target_os = "linux") && !have("strace") {
+        apt_install(&["strace"])?;
+    }
+    if !have("node") {
+        return Err("the wasm tests run under Node.js (>= 20): apt-get install nodejs".into());
+    }
+    // the GGUF reader's decoders are checked against the gguf package
+    ensure_python(&["numpy", "safetensors", "gguf"])
+}
+
+/// The Python of a virtual environment under `target/` holding PyPI's
+/// `llama-cpp-python` built from source with the native CPU flags
+/// (installed on first use: the build takes minutes, so never in CI).
+pub(crate) fn llama_cpp_python() -> Result<PathBuf> {
+    let venv = root().join(GGML_VENV);
+    let python = venv.join("bin/python");
+    let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(["llama-cpp-python", "numpy"])
+            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+            .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
+    }
+    Ok(python)
+}
+
+/// The virtual environment `--ggml` installs `llama-cpp-python` into.
+pub(crate) const GGML_VENV: &str = "target/ggml-venv";
+
+pub(crate) const AARCH64: &str = "aarch64-unknown-linux-gnu";
+
+pub(crate) const QEMU: &str = "qemu-aarch64 -L /usr/aarch64-linux-gnu";
+
+/// Adds a rustup target when it is not installed yet.
+pub(crate) fn ensure_target(target: &str) -> Result {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e}"))?;
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == target)
+    {
+        return Ok(());
+    }
+    run(Command::new("rustup").args(["target", "add", target]))
+}
+
+pub(crate) fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs Debian packages (as root, with apt-get), or stops with the
+/// command to run.
+pub(crate) fn apt_install(packages: &[&str]) -> Result {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if have("apt-get") && root {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    } else {
+        Err(format!(
+            "install these Debian packages first: apt-get install {}",
+            packages.join(" ")
+        ))
+    }
+}
+
+/// Installs what the aarch64 cross tests need when it is missing: the rustup
+/// target, and on Debian (as root) qemu-user and the aarch64 cross gcc/libc.
+/// Otherwise stops with exactly what to install.
+pub(crate) fn ensure_aarch64() -> Result {
+    ensure_target(AARCH64)?;
+    if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") && Path::new("/usr/aarch64-linux-gnu/lib").exists() {
+        return Ok(());
+    }
+    apt_install(&["qemu-user", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"])
+}
+
+pub(crate) const WASI: &str = "wasm32-wasip1";

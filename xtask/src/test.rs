@@ -1,0 +1,257 @@
+//! `cargo xtask test`: everything CI checks, and the aarch64 and wasm32 runs of the tests.
+
+use super::*;
+
+pub(crate) fn test() -> Result {
+    setup_test()?;
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // the ISA crates that only compile their kernels on another target
+    ensure_aarch64()?;
+    run(cargo()
+        .args([
+            "clippy",
+            "--target",
+            AARCH64,
+            "-p",
+            "qlinear-kernels-neon",
+            "-p",
+            "qlinear-kernel-mutants",
+            "-p",
+            "qlinear-dispatch",
+            "--all-targets",
+        ])
+        .args(["--", "-D", "warnings"]))?;
+    for tier in Int8Tier::of_arch("wasm32") {
+        run(cargo()
+            .args(["clippy", "--target", WASI, "--target-dir"])
+            .arg(format!("target/{tier}"))
+            .args([
+                "-p",
+                "qlinear-kernels-wasm",
+                "-p",
+                "qlinear-dispatch",
+                "-p",
+                "qlinear-kernel-mutants",
+            ])
+            .args(["--all-targets", "--", "-D", "warnings"])
+            .env(
+                "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
+                format!("-C target-feature={}", tier.build_features()),
+            ))?;
+    }
+    run(cargo()
+        .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings"))?;
+    // a runtime with its own loader drops the file stack
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "qlinear",
+        "--no-default-features",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // the selftest must prove every tier this CPU supports, and report the
+    // other architectures' tiers absent (dispatch/tests/selftest.rs checks it)
+    let smollm2 = smollm2_gguf()?;
+    let here = forced_tiers();
+    let elsewhere = names(Int8Tier::ALL.into_iter().filter(|t| !t.is_available()));
+    run(cargo()
+        .args(["test", "--workspace"])
+        .env("QLINEAR_EXPECT_PROVEN", here.join(","))
+        .env("QLINEAR_EXPECT_ABSENT", elsewhere.join(","))
+        // setup_test installed it: a missing gguf package fails, not skips
+        .env("QLINEAR_REQUIRE_GGUF", "1")
+        .env("QLINEAR_SMOLLM2_GGUF", &smollm2))?;
+    // The whole kernel-facing suite again on each forced tier this CPU has, so
+    // a tier the plan does not pick here is still tested on every run.
+    for tier in forced_tiers() {
+        run(cargo()
+            .args(["test", "-p", "qlinear", "-p", "qlinear-dispatch"])
+            .env("QLINEAR_INT8_TIER", tier))?;
+    }
+    aarch64_tests()?;
+    wasm_tests()?;
+    ensure_python(&["numpy", "safetensors"])?;
+    minilm(&["--short".to_string()])?;
+    // the decoder's accuracy floors run a 135M-parameter model: release only
+    run(cargo()
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "qlinear-smollm",
+            "--test",
+            "accuracy",
+            "--",
+            "--ignored",
+        ])
+        .env("QLINEAR_SMOLLM2_GGUF", &smollm2))?;
+    package()?;
+    msrv()?;
+    run(Command::new("python3").args([
+        "tools/gen_recipe_golden.py",
+        "--check",
+        "crates/quant-recipe/tests/data/recipe_golden.txt",
+    ]))?;
+    python_interop()
+}
+
+/// Python's safetensors + numpy against ours, both directions: the committed
+/// numpy-written fixture is still what the script writes, and the files
+/// `qlinear convert` writes from a Python-written model are read by Python
+/// with the exact dtypes, shapes, metadata and bytes of docs/FORMAT.md.
+pub(crate) fn python_interop() -> Result {
+    let fixture = "crates/formats/tests/data/py_quantized.safetensors";
+    run(Command::new("python3").args(["tools/interop.py", "fixture", "--check", fixture]))?;
+    run(cargo().args(["build", "--quiet", "--package", "qlinear-cli"]))?;
+    let cli = root().join("target/debug/qlinear");
+    let dir = std::env::temp_dir().join(format!("qlinear-interop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let d = dir.to_string_lossy().into_owned();
+    let result = (|| {
+        run(Command::new("python3").args(["tools/interop.py", "model", &d]))?;
+        for scheme in ["q8", "q4", "q4g32"] {
+            let input = format!("{d}/py_model.safetensors");
+            let output = format!("{d}/ours_{scheme}.safetensors");
+            run(Command::new(&cli).args(["convert", &input, &output, "--scheme", scheme]))?;
+            run(Command::new(&cli).args(["inspect", &output]))?;
+        }
+        run(Command::new(&cli).args(["inspect", fixture]))?;
+        run(Command::new("python3").args(["tools/interop.py", "check-ours", &d]))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The kernel, dispatch and facade suites for aarch64 under qemu: with
+/// `-cpu max` (every aarch64 tier of the registry proven, each also forced),
+/// then on each emulated CPU that lacks a tier (`Int8Tier::emulated_without`,
+/// e.g. `cortex-a72` without dotprod), where that tier must be reported
+/// absent and never used.
+pub(crate) fn aarch64_tests() -> Result {
+    ensure_aarch64()?;
+    // the recipe crate too: its search runs on `wide` vectors, which are
+    // NEON here, and must give the numpy golden bytes on every target
+    let packages = [
+        "-p",
+        "qlinear-quant-recipe",
+        "-p",
+        "qlinear-kernels-scalar",
+        "-p",
+        "qlinear-kernels-neon",
+        "-p",
+        "qlinear-kernel-mutants",
+        "-p",
+        "qlinear-dispatch",
+        "-p",
+        "qlinear",
+    ];
+    let runner = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER";
+    let test = || {
+        let mut c = cargo();
+        c.args(["test", "--release", "--target", AARCH64]);
+        c
+    };
+    let arm = Int8Tier::of_arch("aarch64");
+    let mut all = vec!["scalar"];
+    all.extend(names(arm.iter().copied()));
+    run(test()
+        .args(packages)
+        .env(runner, format!("{QEMU} -cpu max"))
+        .env("QLINEAR_EXPECT_PROVEN", all.join(",")))?;
+    for tier in &arm {
+        run(test()
+            .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+            .env(runner, format!("{QEMU} -cpu max"))
+            .env("QLINEAR_INT8_TIER", tier.name()))?;
+    }
+    // each emulated CPU that lacks a tier: that tier (and any other it
+    // lacks) reported absent, the rest proven
+    let mut cpus: Vec<&str> = arm.iter().flat_map(|t| t.emulated_without().iter().copied()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for cpu in cpus {
+        let (absent, present): (Vec<Int8Tier>, Vec<Int8Tier>) =
+            arm.iter().partition(|t| t.emulated_without().contains(&cpu));
+        let mut proven = vec!["scalar"];
+        proven.extend(names(present));
+        run(test()
+            .args(packages)
+            .env(runner, format!("{QEMU} -cpu {cpu}"))
+            .env("QLINEAR_EXPECT_PROVEN", proven.join(","))
+            .env("QLINEAR_EXPECT_ABSENT", names(absent).join(",")))?;
+    }
+    Ok(())
+}
+
+/// The kernel, dispatch and facade suites for `wasm32-wasip1` under Node.js
+/// (the runner in `.cargo/config.toml`), once per WebAssembly build: with
+/// each wasm tier's target features ([`Int8Tier::build_features`]: `+simd128`,
+/// then `+simd128,+relaxed-simd`), where that tier and the ones before it are
+/// proven and the rest reported absent, and once without `+simd128` (every
+/// wasm tier absent, the scalar fallback carrying everything). The last
+/// build also runs the dispatch and facade suites with each wasm tier forced.
+/// Each build has its own target directory so none rebuilds another.
+pub(crate) fn wasm_tests() -> Result {
+    ensure_target(WASI)?;
+    if !have("node") {
+        return Err("the wasm tests run under Node.js: install node (>= 20)".into());
+    }
+    // the recipe crate's search runs on SIMD128 or scalar `wide` vectors
+    let packages = [
+        "-p",
+        "qlinear-quant-recipe",
+        "-p",
+        "qlinear-kernels-scalar",
+        "-p",
+        "qlinear-kernel-mutants",
+        "-p",
+        "qlinear-dispatch",
+        "-p",
+        "qlinear",
+    ];
+    let test = |dir: &str, features: &str| {
+        let mut c = cargo();
+        c.args(["test", "--release", "--target", WASI, "--target-dir"])
+            .arg(root().join(dir));
+        c.env(
+            "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
+            format!("-C target-feature={features}"),
+        );
+        c
+    };
+    let wasm = Int8Tier::of_arch("wasm32");
+    for (i, tier) in wasm.iter().enumerate() {
+        let dir = format!("target/{tier}");
+        let mut proven = vec!["scalar"];
+        proven.extend(names(wasm[..=i].iter().copied()));
+        run(test(&dir, tier.build_features())
+            .args(packages)
+            .env("QLINEAR_EXPECT_PROVEN", proven.join(","))
+            .env("QLINEAR_EXPECT_ABSENT", names(wasm[i + 1..].iter().copied()).join(",")))?;
+        if i + 1 == wasm.len() {
+            for forced in &wasm {
+                run(test(&dir, tier.build_features())
+                    .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
+                    .env("QLINEAR_INT8_TIER", forced.name()))?;
+            }
+        }
+    }
+    run(test("target/wasm-scalar", "-simd128")
+        .args(packages)
+        .env("QLINEAR_EXPECT_PROVEN", "scalar")
+        .env("QLINEAR_EXPECT_ABSENT", names(wasm.iter().copied()).join(",")))
+}
+
+/// The tiers to force for the repeated test runs: those this CPU has
+/// (dispatch's tier registry, `Int8Tier`, is the one list of tiers).
+pub(crate) fn forced_tiers() -> Vec<&'static str> {
+    names(Int8Tier::ALL.into_iter().filter(|t| t.is_available()))
+}
+
+pub(crate) fn names(tiers: impl IntoIterator<Item = Int8Tier>) -> Vec<&'static str> {
+    tiers.into_iter().map(Int8Tier::name).collect()
+}
