@@ -11,9 +11,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use half::{bf16, f16};
-use qlinear::format::{format_version, Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION_SIGNED_GROUP_SCALES};
+use qlinear::format::{
+    encode, format_version, Dtype, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION_SIGNED_GROUP_SCALES,
+};
 use qlinear::gguf::{dequantize_ggml, GgmlType, GgufFile, DEQUANTIZABLE};
-use qlinear::packing::biased_to_twos_complement;
 use qlinear::{
     quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
     quantize_row_q8_weighted, quantize_row_q8_with, FormatError, QScheme, QuantizedFile, Recipe, RecipeError,
@@ -398,8 +399,7 @@ impl Input {
                     .ok_or_else(|| FormatError::MissingTensor { tensor: name.into() })?;
                 if info.ggml_type != GgmlType::F32 && DEQUANTIZABLE.contains(&info.ggml_type) {
                     let v = f.tensor_f32(name)?;
-                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    out.write_all(&bytes).map_err(io)
+                    out.write_all(&encode::f32s(&v)).map_err(io)
                 } else {
                     out.write_all(f.tensor_data(info)).map_err(io)
                 }
@@ -476,19 +476,30 @@ pub fn convert(
     sink: impl FnOnce(HashMap<String, String>, &[TensorPlan], &mut Produce<'_>) -> Result<(), FormatError>,
 ) -> Result<Report, String> {
     options.check()?;
-    let Options {
-        scheme: default_scheme,
-        recipe,
-        include,
-        exclude,
-        tensor_schemes,
-        requantize,
-        importance,
-    } = options;
-    let recipe = *recipe;
-    let mut importances: HashMap<String, Vec<f32>> = HashMap::new();
-    // qlinear tensors already in the input are copied through only if they
-    // validate: the output must pass the same check
+    let negative_scale = check_copied(input, label)?;
+    let plan = plan_output(input, label, options, negative_scale)?;
+    quantize_and_write(input, plan, options.recipe, progress, sink)
+}
+
+/// The output's plan: its metadata, every tensor's plan in output order
+/// (with where its bytes come from), the weights to quantize and how, their
+/// importance, the notes on weights kept as they are, and the input bytes
+/// to quantize.
+struct Plan {
+    meta: HashMap<String, String>,
+    plans: Vec<(TensorPlan, Entry)>,
+    jobs: HashMap<String, Job>,
+    importances: HashMap<String, Vec<f32>>,
+    sources: HashMap<String, Source>,
+    notes: String,
+    total_in: usize,
+}
+
+/// Stage 1: qlinear tensors already in the input are copied through only if
+/// they validate (the output must pass the same check). Returns whether a
+/// copied q4g weight has a negative group scale (the output is then
+/// version 2 too).
+fn check_copied(input: &Input, label: &str) -> Result<bool, String> {
     let mut negative_scale = false;
     if let Input::Safetensors(file) = input {
         for (prefix, result) in file.validate() {
@@ -509,7 +520,23 @@ pub fn convert(
             }
         }
     }
+    Ok(negative_scale)
+}
 
+/// Stage 2: which tensors are quantized, with which scheme and recipe, and
+/// which are kept; the output's metadata and tensor plans.
+fn plan_output(input: &Input, label: &str, options: &Options, negative_scale: bool) -> Result<Plan, String> {
+    let Options {
+        scheme: default_scheme,
+        recipe,
+        include,
+        exclude,
+        tensor_schemes,
+        requantize,
+        importance,
+    } = options;
+    let mut negative_scale = negative_scale;
+    let mut importances: HashMap<String, Vec<f32>> = HashMap::new();
     let mut meta: HashMap<String, String> = input.metadata();
     let mut plans: Vec<(TensorPlan, Entry)> = vec![];
     let mut jobs: HashMap<String, Job> = HashMap::new();
@@ -601,6 +628,35 @@ pub fn convert(
         ));
     }
 
+    Ok(Plan {
+        meta,
+        plans,
+        jobs,
+        importances,
+        sources,
+        notes,
+        total_in,
+    })
+}
+
+/// Stage 3: quantizes the planned weights and hands the output to `sink`,
+/// tensor i + 1 quantized while tensor i is written; the report's lines.
+fn quantize_and_write(
+    input: &Input,
+    plan: Plan,
+    recipe: qlinear::Recipe,
+    progress: bool,
+    sink: impl FnOnce(HashMap<String, String>, &[TensorPlan], &mut Produce<'_>) -> Result<(), FormatError>,
+) -> Result<Report, String> {
+    let Plan {
+        meta,
+        plans,
+        jobs,
+        importances,
+        sources,
+        notes,
+        total_in,
+    } = plan;
     let bar = if progress {
         let bar = indicatif::ProgressBar::new(total_in as u64);
         bar.set_style(
@@ -739,14 +795,10 @@ fn import_q4_0(input: &Input, name: &str) -> Result<Quantized, String> {
         return Err(format!("{}: not a GGUF tensor", esc(name)));
     };
     let w = f.q4g32_from_q4_0(name).map_err(|e| esc(&e.to_string()))?;
-    let qweight = w.to_twos_complement();
-    let (_, scales) = w.into_parts();
-    let qlinear::Q4Scales::Grouped { scales, .. } = scales else {
-        return Err(format!("{}: not grouped", esc(name)));
-    };
+    let [qweight, scales] = encode::quantized(&qlinear::QuantizedWeight::Q4(w));
     Ok(Quantized {
         qweight,
-        scales: scales.iter().flat_map(|s| s.to_bits().to_le_bytes()).collect(),
+        scales,
         stats: Stats::default(),
     })
 }
@@ -965,10 +1017,7 @@ fn quantize_tensor(
                             None => quantize_row_q8_with(recipe, &w, &mut codes),
                         }
                         .map_err(at)?;
-                        sc.copy_from_slice(&s.to_le_bytes());
-                        for (o, &c) in qw.iter_mut().zip(&codes) {
-                            *o = c as u8;
-                        }
+                        encode::q8_row(&codes, s, qw, sc).map_err(|e| e.to_string())?;
                         deq.clear();
                         deq.extend(codes.iter().map(|&c| f32::from(c) * s));
                         stats = stats.merge(row_stats(&w, &deq));
@@ -979,11 +1028,10 @@ fn quantize_tensor(
                             None => quantize_row_q4_with(recipe, &w, qw),
                         }
                         .map_err(at)?;
-                        sc.copy_from_slice(&s.to_le_bytes());
                         unpack_row_f32(qw, k, &mut deq);
                         deq.iter_mut().for_each(|d| *d *= s);
                         stats = stats.merge(row_stats(&w, &deq));
-                        biased_to_twos_complement(qw);
+                        encode::q4_row(s, qw, sc).map_err(|e| e.to_string())?;
                     }
                     QScheme::Q4Grouped(g) => {
                         match importance {
@@ -991,16 +1039,13 @@ fn quantize_tensor(
                             None => quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales),
                         }
                         .map_err(at)?;
-                        for (o, s) in sc.chunks_exact_mut(2).zip(&gscales) {
-                            o.copy_from_slice(&s.to_bits().to_le_bytes());
-                        }
                         unpack_row_f32(qw, k, &mut deq);
                         for (d, s) in deq.chunks_mut(g).zip(&gscales) {
                             let s = s.to_f32();
                             d.iter_mut().for_each(|d| *d *= s);
                         }
                         stats = stats.merge(row_stats(&w, &deq));
-                        biased_to_twos_complement(qw);
+                        encode::q4_grouped_row(&gscales, qw, sc).map_err(|e| e.to_string())?;
                     }
                 }
             }

@@ -22,6 +22,7 @@
 // every `unsafe` block states why it holds, on the line above it
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod encode;
 mod error;
 mod ggml_quants;
 mod gguf;

@@ -3,8 +3,6 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use half::f16;
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
@@ -306,33 +304,6 @@ pub enum OutputTensor<'a> {
     },
 }
 
-/// The on-disk bytes of a quantized tensor: `[qweight, scales]`.
-pub(crate) fn quantized_bytes(t: &QuantizedWeight) -> [Vec<u8>; 2] {
-    match t {
-        QuantizedWeight::Q8(m) => [q8_codes_bytes(m), f32_bytes(m.scales())],
-        QuantizedWeight::Q4(m) => {
-            let scales = match m.scales() {
-                Q4Scales::PerChannel(s) => f32_bytes(s),
-                Q4Scales::Grouped { scales, .. } => f16_bytes(scales),
-            };
-            [q4_bytes(m), scales]
-        }
-    }
-}
-
-fn q8_codes_bytes(m: &QuantizedMatrix) -> Vec<u8> {
-    m.codes().iter().map(|&c| c as u8).collect()
-}
-fn q4_bytes(m: &QuantizedMatrixQ4) -> Vec<u8> {
-    m.to_twos_complement()
-}
-pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|s| s.to_le_bytes()).collect()
-}
-pub(crate) fn f16_bytes(v: &[f16]) -> Vec<u8> {
-    v.iter().flat_map(|s| s.to_bits().to_le_bytes()).collect()
-}
-
 /// The plans and metadata entries of a quantized tensor `prefix`.
 pub(crate) fn quantized_plans(prefix: &str, t: &QuantizedWeight) -> ([TensorPlan; 2], [(String, String); 2]) {
     let (n, k) = t.shape();
@@ -404,7 +375,7 @@ pub fn write_file(
             OutputTensor::Quantized { prefix, tensor } => {
                 let (plans, keys) = quantized_plans(&prefix, &tensor);
                 meta.extend(keys);
-                for (plan, bytes) in plans.into_iter().zip(quantized_bytes(&tensor)) {
+                for (plan, bytes) in plans.into_iter().zip(crate::encode::quantized(&tensor)) {
                     entries.push((plan, Cow::Owned(bytes)));
                 }
             }

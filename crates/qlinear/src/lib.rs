@@ -137,6 +137,9 @@ pub mod packing {
 /// metadata keys (`docs/FORMAT.md`).
 #[cfg(feature = "formats")]
 pub mod format {
+    /// The on-disk bytes of quantized rows and tensors, for writers that
+    /// produce a tensor row by row.
+    pub use qlinear_formats::encode;
     pub use qlinear_formats::{
         file_kind, format_version, in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype,
         OutputTensor, QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
