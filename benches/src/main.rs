@@ -337,6 +337,20 @@ fn main() {
     let wanted = |fname: &str| only.as_ref().is_none_or(|o| o.iter().any(|f| f == fname));
     let m_wanted = |m: usize| only_m.is_none_or(|o| o == m);
 
+    let mut cases = matrix(&cfg, &tiers, &wanted, &m_wanted);
+    let (samples, other) = measure(&mut cases, &cfg, repeat, compare.as_ref(), &args);
+    print_and_write(&cpu, &cases, &samples, repeat, cfg.quick, &other);
+}
+
+/// The benchmark matrix: every configuration of `cfg`'s shapes (both cache
+/// modes, every family, M, tier and thread count the filters keep), each
+/// prepared once so that the repeats measure the same bytes.
+fn matrix(
+    cfg: &Config,
+    tiers: &[Int8Tier],
+    wanted: &dyn Fn(&str) -> bool,
+    m_wanted: &dyn Fn(usize) -> bool,
+) -> Vec<Case> {
     // Every case is prepared once (weights for both cache modes stay in
     // memory), so the repeats measure the same bytes and alternate cleanly.
     let mut cases: Vec<Case> = vec![];
@@ -488,6 +502,19 @@ fn main() {
         }
     }
 
+    cases
+}
+
+/// Runs the matrix `repeat` times, each repeat after the bandwidth probe
+/// (and, with `compare`, followed by the other revision's runner on the same
+/// slice): every case's samples, and the other revision's JSON rows.
+fn measure(
+    cases: &mut [Case],
+    cfg: &Config,
+    repeat: usize,
+    compare: Option<&(String, String)>,
+    args: &[String],
+) -> (Vec<Sample>, Vec<serde_json::Value>) {
     // The whole matrix `repeat` times: each repeat measures the probe, then
     // every case once, so a case's repeats alternate with every other case
     // (and with the other revision's run, under --compare-with).
@@ -547,7 +574,7 @@ fn main() {
             }
         }
     }
-    print_and_write(&cpu, &cases, &samples, repeat, cfg.quick, &other);
+    (samples, other)
 }
 
 /// The plan's tier against the fastest proven tier of the same run, for
