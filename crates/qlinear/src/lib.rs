@@ -18,7 +18,8 @@
 //! ```
 //!
 //! The seeds' API names ([`quant_linear`], [`linear_q8`], [`linear_q4`],
-//! [`dot_i32_q4`], [`KernelPlanV0`], [`autotuned_plan`], [`Int8Tier`], …) are
+//! [`dot_i32_q4`], [`KernelPlanV0`], [`autotuned_plan`], [`Int8Tier`],
+//! [`neon_sdot_available`], [`wasm_simd128_available`], …) are
 //! at the top; tier-level plumbing lives in [`tiers`], the file format's
 //! building blocks in [`format`](mod@format) (feature `formats`, on by default), nibble
 //! packing in [`packing`].
