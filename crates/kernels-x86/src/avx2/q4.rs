@@ -87,9 +87,10 @@ fn tile_biased<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR]
 /// `Σ x·b` (biased, uncorrected) of one packed row against one split
 /// activation row over its whole blocks, two blocks (one cache line of
 /// weights) a step with one prefetch and two accumulators, then the odd
-/// block and the natural-order tail: about 10 instructions a block against
-/// 12 for [`dot_rows_biased`] at `R = 1` (a prefetch per block, the loop's
-/// own count and test per block). Integer sums: any order is exact.
+/// block and the natural-order tail: by its loop body, about 10
+/// instructions a block against 12 for [`dot_rows_biased`] at `R = 1` (a
+/// prefetch per block, the loop's own count and test per block). Integer
+/// sums: any order is exact.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn dot_row_biased(xs: &[i8], x: &[i8], w: &[u8]) -> i32 {
@@ -686,12 +687,12 @@ pub(crate) fn tile_w4a8_grouped_seq<const WR: usize>(
     let mut done = 0;
     // groups of 32 in rows of at most ROWS8_MAX_GROUPS groups: eight rows at
     // a time, the rows left (and longer rows) one by one
-    let lanes = if g == 32 && kb <= 32 * ROWS8_MAX_GROUPS {
+    let rows8 = if g == 32 && kb <= 32 * ROWS8_MAX_GROUPS {
         WR / 8 * 8
     } else {
         0
     };
-    for r0 in (0..lanes).step_by(8) {
+    for r0 in (0..rows8).step_by(8) {
         let mut rows: [&[u8]; 8] = [&[]; 8];
         rows.copy_from_slice(&w[r0..r0 + 8]);
         let (t, gi) = grouped32_rows8(x[0], sums[0], rows, &s[r0 * groups..(r0 + 8) * groups], groups, kb);
@@ -701,7 +702,7 @@ pub(crate) fn tile_w4a8_grouped_seq<const WR: usize>(
         out[r0..r0 + 8].copy_from_slice(&o);
         done = gi;
     }
-    for (q, (o, sq)) in out.iter_mut().zip(s.chunks_exact(groups)).enumerate().skip(lanes) {
+    for (q, (o, sq)) in out.iter_mut().zip(s.chunks_exact(groups)).enumerate().skip(rows8) {
         if g == 32 {
             let (t, gi) = grouped32_steps(x[0], sums[0], w[q], sq, groups, kb);
             (*o, done) = (t, gi);
