@@ -466,8 +466,10 @@ fn grouped32_tile_with(
         return 0;
     }
     let (wr, groups) = (w.len(), sums[0].len());
-    // every group inside the whole blocks, the first `eights` eight at a time
-    let whole = (x[0].len() / 32).min(groups);
+    // every group inside the whole blocks (pairs of them: the frame's
+    // padded block may hold more groups than the row), the first `eights`
+    // eight at a time
+    let whole = (x[0].len() / 32).min(groups) / 2 * 2;
     let eights = whole / 8 * 8;
     for (i, xr) in x.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {

@@ -342,10 +342,16 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
 
 /// Integer activation rows in a family's layout: row `i` is
 /// `buf[start + i · stride ..][.. len]`, cut to the `kb` columns of whole
-/// blocks. A copied layout starts every row on a 64-byte boundary.
+/// blocks. A copied layout starts every row on a 64-byte boundary and holds
+/// `kp` columns: the columns past the last whole block, then zeros up to a
+/// whole block (`kp = kb` when `k` is whole blocks, and for the borrowed
+/// natural layout). A tile may read that padded block against weight rows
+/// that run on into the next row's codes: the zeros make those products
+/// vanish, so the integer sums are the K tail's exactly (`gemm_w4a8`).
 struct IntRows<'a> {
     buf: std::borrow::Cow<'a, [i8]>,
     kb: usize,
+    kp: usize,
     len: usize,
     start: usize,
     stride: usize,
@@ -367,6 +373,7 @@ impl<'a> IntRows<'a> {
             return IntRows {
                 buf: std::borrow::Cow::Borrowed(x.codes),
                 kb,
+                kp: kb,
                 len: kb,
                 start: 0,
                 stride: x.k,
@@ -382,6 +389,7 @@ impl IntRows<'static> {
     /// The rows of `x` written out in `layout` (any but the natural one).
     fn copied(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> Self {
         let kb = x.k / block * block;
+        let kp = x.k.div_ceil(block) * block;
         assert!(
             layout != Layout::Pairs8 || block.is_multiple_of(8),
             "Pairs8 needs blocks of 8"
@@ -391,19 +399,26 @@ impl IntRows<'static> {
             "Pairs8EvenOdd needs blocks of 16"
         );
         let paired = matches!(layout, Layout::Pairs8 | Layout::Pairs8EvenOdd);
-        let len = if paired { 2 * kb } else { kb };
+        let len = if paired { 2 * kp } else { kp };
         let stride = len.div_ceil(ROW_ALIGN) * ROW_ALIGN;
         // room to move the first row to an aligned address
         let mut out = vec![0i8; x.m * stride + ROW_ALIGN];
         let start = out.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
+        // the row and its zero padding to a whole block
+        let mut padded = vec![0i8; kp];
         for i in 0..x.m {
-            let row = &x.row(i)[..kb];
+            padded[..x.k].copy_from_slice(x.row(i));
+            let row = &padded[..];
             let dst = &mut out[start + i * stride..start + i * stride + len];
             match layout {
                 Layout::Aligned => dst.copy_from_slice(row),
                 Layout::EvenOdd | Layout::EvenOddQuads16 => split_even_odd_into(row, block, dst),
                 Layout::Pairs8 | Layout::Pairs8EvenOdd => {
-                    let next = (i + 1 < x.m).then(|| &x.row(i + 1)[..kb]);
+                    let next = (i + 1 < x.m).then(|| {
+                        let mut n = vec![0i8; kp];
+                        n[..x.k].copy_from_slice(x.row(i + 1));
+                        n
+                    });
                     // each 8-column chunk of the row, then the next row's
                     // same columns: natural chunks, or per 16 columns the
                     // even then the odd ones
@@ -416,9 +431,9 @@ impl IntRows<'static> {
                             }
                         }
                     };
-                    for (c, pair) in (0..kb).step_by(8).zip(dst.chunks_exact_mut(16)) {
+                    for (c, pair) in (0..kp).step_by(8).zip(dst.chunks_exact_mut(16)) {
                         pair[..8].copy_from_slice(&chunk(row, c));
-                        pair[8..].copy_from_slice(&next.map_or([0; 8], |n| chunk(n, c)));
+                        pair[8..].copy_from_slice(&next.as_ref().map_or([0; 8], |n| chunk(n, c)));
                     }
                 }
                 _ => panic!("an integer family needs an integer layout"),
@@ -427,12 +442,12 @@ impl IntRows<'static> {
         let (mut quads, mut quads_start) = (Vec::new(), 0);
         if layout == Layout::EvenOddQuads16 {
             let blocks = x.m / 16;
-            quads = vec![0i8; blocks * 16 * kb + ROW_ALIGN];
+            quads = vec![0i8; blocks * 16 * kp + ROW_ALIGN];
             quads_start = quads.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
             for b in 0..blocks {
-                let block = &mut quads[quads_start + b * 16 * kb..quads_start + (b + 1) * 16 * kb];
+                let block = &mut quads[quads_start + b * 16 * kp..quads_start + (b + 1) * 16 * kp];
                 for (l, i) in (16 * b..16 * b + 16).enumerate() {
-                    let row = &out[start + i * stride..start + i * stride + kb];
+                    let row = &out[start + i * stride..start + i * stride + kp];
                     for (d, quad) in row.chunks_exact(4).enumerate() {
                         for (dst, &v) in block[64 * d + 4 * l..64 * d + 4 * l + 4].iter_mut().zip(quad) {
                             *dst = v ^ i8::MIN;
@@ -444,6 +459,7 @@ impl IntRows<'static> {
         IntRows {
             buf: std::borrow::Cow::Owned(out),
             kb,
+            kp,
             len,
             start,
             stride,
@@ -459,15 +475,20 @@ impl IntRows<'_> {
         &self.buf[at..at + self.len]
     }
 
-    /// View `d` of a tile `xr` activation rows tall from row `i0`: the
-    /// interleaved block for a 16-row tile on [`Layout::EvenOddQuads16`],
-    /// else row `i0 + d`.
-    fn view(&self, xr: usize, i0: usize, d: usize) -> &[i8] {
+    /// View `d` of a tile `xr` activation rows tall from row `i0`, over the
+    /// whole blocks (`kb` columns) or with `padded` over the padded block
+    /// too (`kp`): the interleaved block for a 16-row tile on
+    /// [`Layout::EvenOddQuads16`], else row `i0 + d`. Every layout keeps a
+    /// column prefix in a prefix of the bytes, so both are prefixes.
+    fn view(&self, xr: usize, i0: usize, d: usize, padded: bool) -> &[i8] {
+        let cols = if padded { self.kp } else { self.kb };
         if xr == 16 && !self.quads.is_empty() {
-            let at = self.quads_start + i0 / 16 * 16 * self.kb;
-            &self.quads[at..at + 16 * self.kb]
+            let at = self.quads_start + i0 / 16 * 16 * self.kp;
+            &self.quads[at..at + 16 * cols]
         } else {
-            self.row(i0 + d)
+            // bytes per column: 1, or 2 for the paired layouts
+            let per = self.len.checked_div(self.kp).unwrap_or(1);
+            &self.row(i0 + d)[..per * cols]
         }
     }
 }
@@ -522,6 +543,7 @@ impl std::fmt::Debug for IntRows<'_> {
         f.debug_struct("IntRows")
             .field("len", &self.len)
             .field("kb", &self.kb)
+            .field("kp", &self.kp)
             .finish()
     }
 }
@@ -643,7 +665,7 @@ pub fn gemm_w8a8(
     let mut out = [0f32; MAX_SIDE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
+        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, false));
         let wv = wv.set(t.wr, |q| &wrow(r0 + q)[..kb]);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         let s = &s[r0..r0 + t.wr];
@@ -661,6 +683,43 @@ pub fn gemm_w8a8(
             y.set_run(i, r0 - rows.start, &out[..t.wr]);
         }
     });
+}
+
+/// Which weight rows a tile may read over the activations' padded block
+/// ([`IntRows`]): a packed row cut to `kp / 2` bytes runs on into the next
+/// row's codes (rows are contiguous), which meet the padding's zeros and add
+/// nothing, so a tile covers the K tail in its own blocks instead of the
+/// frame's portable loop. Only the rows whose cut ends inside the codes can:
+/// a tile that holds a row past them (the matrix's last row, or more at a
+/// tiny K) takes the whole blocks and the frame adds the tail.
+struct PaddedReach<'w> {
+    packed: &'w [u8],
+    stride: usize,
+    kb: usize,
+    kp: usize,
+}
+
+impl<'w> PaddedReach<'w> {
+    fn new(xs: &IntRows<'_>, w: &'w QuantizedMatrixQ4) -> Self {
+        PaddedReach {
+            packed: w.packed(),
+            stride: w.row_stride(),
+            kb: xs.kb,
+            kp: xs.kp,
+        }
+    }
+
+    /// Whether a tile of the rows before `end` reads the padded block.
+    fn covers(&self, end: usize) -> bool {
+        self.kp > self.kb && end >= 1 && (end - 1) * self.stride + self.kp / 2 <= self.packed.len()
+    }
+
+    /// Row `r`'s codes over the whole blocks, or with `padded` over the
+    /// padded block (on into row `r + 1`'s codes).
+    fn row(&self, r: usize, padded: bool) -> &'w [u8] {
+        let cols = if padded { self.kp } else { self.kb };
+        &self.packed[r * self.stride..r * self.stride + cols / 2]
+    }
 }
 
 /// W4A8 per channel on a tier's micro-kernels: `acc = Σ x·b − 8·Σ x`, `y =
@@ -686,13 +745,16 @@ pub fn gemm_w4a8(
     let xs = xs.rows();
     let (kb, tails) = (xs.kb, xs.kb < x.k);
     let prow = rows_of(w.packed(), w.row_stride());
+    let reach = PaddedReach::new(xs, w);
     let mut acc = [0i32; MAX_TILE];
     let mut out = [0f32; MAX_SIDE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
-        let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
+        let padded = reach.covers(r0 + t.wr);
+        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, padded));
+        let wv = wv.set(t.wr, |q| reach.row(r0 + q, padded));
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
+        let tails = tails && !padded;
         let s = &s[r0..r0 + t.wr];
         for (d, acc) in acc[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
             let i = i0 + d;
@@ -794,16 +856,17 @@ pub fn gemm_w4a8_grouped(
     assert!(f.block > 0 && f.block.is_multiple_of(2), "W4A8 grouped family block");
     let xs = IntView::of(x, f.block, f.layout);
     let xs = xs.rows();
-    let kb = xs.kb;
     let prow = rows_of(w.packed(), w.row_stride());
+    let reach = PaddedReach::new(xs, w);
     let mut sf = ChunkScales::new(f.scales_to_f32, scales, groups, rows.clone(), &f.shapes);
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut sv, mut wv) = (Views::new(), Views::new(), Views::new());
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-            let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d));
+            let padded = reach.covers(r0 + t.wr);
+            let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, padded));
             let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
-            let wv = wv.set(t.wr, |q| &prow(r0 + q)[..kb / 2]);
+            let wv = wv.set(t.wr, |q| reach.row(r0 + q, padded));
             let st = sf.rows(r0, t.wr);
             let kernel = f.kernels[index];
             let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
@@ -1005,6 +1068,56 @@ mod tests {
         assert!(shapes(TOO_BIG).validate().unwrap_err().contains("17×1"));
     }
 
+    /// The (activation, weight) lengths each call of [`tile_q4_recorded`]
+    /// received (one test uses it).
+    static TILE_LENS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+    /// `Σ x·b` per pair of rows in natural order (the `Aligned` layout),
+    /// recording the lengths it was handed.
+    fn tile_q4_recorded(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+        TILE_LENS.lock().unwrap().push((x[0].len(), w[0].len()));
+        for (i, xr) in x.iter().enumerate() {
+            for (q, wr) in w.iter().enumerate() {
+                acc[i * w.len() + q] = dot_i8_q4_biased(xr, wr);
+            }
+        }
+    }
+
+    #[test]
+    fn q4_tiles_read_the_padded_block_where_the_weight_rows_reach_it() {
+        // K = 40 in blocks of 32: kb = 32, kp = 64; rows of 20 packed bytes,
+        // so a row cut to 32 bytes runs 12 into the next row's codes
+        let (n, k) = (9, 40);
+        let wf: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 29) as f32 - 14.0) / 7.0).collect();
+        let w = QuantizedMatrixQ4::quantize(n, k, qlinear_quant_recipe::GroupSize::PerChannel, &wf).unwrap();
+        let codes: Vec<i8> = (0..k).map(|c| ((c * 53 % 255) as i32 - 127) as i8).collect();
+        let sum = codes.iter().map(|&c| i32::from(c)).sum::<i32>();
+        let sums = [sum];
+        let x = ActivationsQ8::new(1, k, &codes, &[0.5], &sums, k).unwrap();
+        const FAMILY: Family<TileI8Q4> = Family {
+            shapes: Shapes {
+                tiles: &[Tile::ONE, Tile::new(4, 1)],
+                chunk: 4,
+            },
+            kernels: &[tile_q4_recorded, tile_q4_recorded],
+            block: 32,
+            layout: Layout::Aligned,
+            scales_to_f32,
+        };
+        let (mut got, mut want) = (vec![0f32; n], vec![0f32; n]);
+        let mut y = OutputTile::new(&mut got, n);
+        gemm_w4a8(&FAMILY, &x, &w, 0..n, &mut y);
+        let mut y = OutputTile::new(&mut want, n);
+        crate::int::gemm_w4a8(&x, &w, 0..n, &mut y);
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        // rows 0..4 and 4..8 end inside the codes (7 · 20 + 32 <= 180); the
+        // tile holding row 8 takes the whole block and the frame the tail
+        assert_eq!(*TILE_LENS.lock().unwrap(), [(64, 32), (64, 32), (32, 16)]);
+    }
+
     #[test]
     fn paired_layouts_put_each_row_beside_the_next() {
         // two rows of 40 codes (k = 40, blocks of 16: kb = 32), code = 50·row + column
@@ -1024,11 +1137,18 @@ mod tests {
                 want_even_odd.extend(v(1, &cols_e));
             }
         }
-        assert_eq!(natural.row(0), &want_natural[..]);
-        assert_eq!(even_odd.row(0), &want_even_odd[..]);
+        assert_eq!(natural.view(1, 0, 0, false), &want_natural[..]);
+        assert_eq!(even_odd.view(1, 0, 0, false), &want_even_odd[..]);
+        // the padded block: columns 32..40, then zeros to 48, beside the next row's
+        let padded = natural.view(1, 0, 0, true);
+        assert_eq!(padded.len(), 96);
+        assert_eq!(&padded[..64], &want_natural[..]);
+        assert_eq!(&padded[64..72], &v(0, &seq(32, 1))[..]);
+        assert_eq!(&padded[72..80], &v(1, &seq(32, 1))[..]);
+        assert!(padded[80..].iter().all(|&b| b == 0));
         // the last row is paired with zeros
         let last: Vec<i8> = even_odd
-            .row(1)
+            .view(1, 1, 0, false)
             .chunks(8)
             .skip(1)
             .step_by(2)
@@ -1036,7 +1156,7 @@ mod tests {
             .copied()
             .collect();
         assert!(last.iter().all(|&b| b == 0) && last.len() == 32);
-        assert_eq!(&even_odd.row(1)[..8], &v(1, &seq(0, 2))[..]);
+        assert_eq!(&even_odd.view(1, 1, 0, false)[..8], &v(1, &seq(0, 2))[..]);
     }
 
     #[test]
@@ -1049,17 +1169,30 @@ mod tests {
         let xs = IntRows::new(&x, 128, Layout::EvenOddQuads16);
         // the even/odd rows, 64-byte aligned, for tiles under 16 rows
         for i in [0, 16] {
-            let row = xs.view(4, i.min(13), i - i.min(13));
+            let row = xs.view(4, i.min(13), i - i.min(13), false);
             assert_eq!(row.as_ptr().align_offset(64), 0);
             let want: Vec<i8> = (0..64)
                 .map(|j| code(i, 2 * j))
                 .chain((0..64).map(|j| code(i, 2 * j + 1)))
                 .collect();
             assert_eq!(row, &want[..]);
+            // the padded block: columns 128 and 129 split even/odd, zeros elsewhere
+            let padded = xs.view(4, i.min(13), i - i.min(13), true);
+            assert_eq!(padded.len(), 256);
+            assert_eq!(&padded[..128], &want[..]);
+            for (j, &b) in padded[128..].iter().enumerate() {
+                let want = match j {
+                    0 => code(i, 128),
+                    64 => code(i, 129),
+                    _ => 0,
+                };
+                assert_eq!(b, want, "row {i} padded byte {j}");
+            }
         }
         // a 16-row tile: every view is the block of rows 0..16
-        let block = xs.view(16, 0, 5);
+        let block = xs.view(16, 0, 5, false);
         assert_eq!(block.len(), 16 * 128);
+        assert_eq!(xs.view(16, 0, 5, true).len(), 16 * 256);
         assert_eq!(block.as_ptr().align_offset(64), 0);
         for l in 0..16 {
             for j in 0..128 {
