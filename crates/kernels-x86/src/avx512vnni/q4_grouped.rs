@@ -23,6 +23,7 @@
 //! a group's sums need no reduction at all.
 
 use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
 
 use super::q4::{BLOCK, PREFETCH};
 
@@ -68,23 +69,26 @@ fn sub_sums(xs: &[i8], w: &[u8], blk: usize, n: usize) -> __m512i {
 }
 
 /// Writes `p[j] = ((dot_j − 8·sums_j) as f32) · s_j` for the `n` groups of
-/// 32 from group `g0` of one row (`g0` a multiple of 4).
+/// 32 from group `g0` of one row (`g0` a multiple of 4), and zeros on to the
+/// next multiple of 16, so that every entry [`add_chains16`] reads is
+/// written (the buffer is left uninitialised: zeroing 16 KiB per tile call
+/// cost more than the products at K = 576).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn row_products(xs: &[i8], w: &[u8], sums: &[i32], s: &[f32], g0: usize, n: usize, p: &mut [f32]) {
-    assert!(g0.is_multiple_of(4) && sums.len() >= g0 + n && s.len() >= g0 + n && p.len() >= n);
+fn row_products(xs: &[i8], w: &[u8], sums: &[i32], s: &[f32], g0: usize, n: usize, p: &mut [MaybeUninit<f32>]) {
+    assert!(g0.is_multiple_of(4) && sums.len() >= g0 + n && s.len() >= g0 + n && p.len() >= n.div_ceil(16) * 16);
     let mut j = 0;
     while j < n {
         let m = (n - j).min(16);
         let mask: u16 = if m == 16 { u16::MAX } else { (1u16 << m) - 1 };
         let dot = sub_sums(xs, w, (g0 + j) / 4, m.div_ceil(4));
-        // SAFETY: the masks keep every access inside sums[g0 + j ..][..m],
-        // s[g0 + j ..][..m] and p[j ..][..m] (asserted above).
+        // SAFETY: the masks keep the loads inside sums[g0 + j ..][..m] and
+        // s[g0 + j ..][..m], and j + 16 <= p.len() (asserted above).
         unsafe {
             let corr = _mm512_slli_epi32::<3>(_mm512_maskz_loadu_epi32(mask, sums.as_ptr().add(g0 + j)));
             let scale = _mm512_maskz_loadu_ps(mask, s.as_ptr().add(g0 + j));
             let prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot, corr)), scale);
-            _mm512_mask_storeu_ps(p.as_mut_ptr().add(j), mask, prod);
+            _mm512_storeu_ps(p.as_mut_ptr().add(j).cast(), _mm512_maskz_mov_ps(mask, prod));
         }
         j += 16;
     }
@@ -137,12 +141,14 @@ fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
 /// 16 rows at once (rows in the lanes, one vector `add` per group).
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn add_chains16(p: &[f32], n: usize, total: &mut __m512) {
+fn add_chains16(p: &[MaybeUninit<f32>], n: usize, total: &mut __m512) {
     assert!(p.len() >= 15 * PIECE + n.div_ceil(16) * 16 && n <= PIECE);
     let mut j0 = 0;
     while j0 < n {
-        // SAFETY: q · PIECE + j0 + 16 <= p.len() for q < 16 (asserted above).
-        let rows: [__m512; 16] = std::array::from_fn(|q| unsafe { _mm512_loadu_ps(p.as_ptr().add(q * PIECE + j0)) });
+        // SAFETY: q · PIECE + j0 + 16 <= p.len() for q < 16 (asserted above),
+        // and row_products wrote those 16 entries of each row.
+        let rows: [__m512; 16] =
+            std::array::from_fn(|q| unsafe { _mm512_loadu_ps(p.as_ptr().add(q * PIECE + j0).cast()) });
         let cols = transpose16(rows);
         for c in cols.iter().take((n - j0).min(16)) {
             *total = _mm512_add_ps(*total, *c);
@@ -179,7 +185,7 @@ pub(crate) fn tile_w4a8_grouped_seq<const R: usize>(
         return other_groups(xs, sums, w, s, g, out);
     }
     let done = (kb / SUB).min(groups);
-    let mut p = [0f32; 16 * PIECE];
+    let mut p = [MaybeUninit::<f32>::uninit(); 16 * PIECE];
     let mut total = _mm512_setzero_ps();
     let mut g0 = 0;
     while g0 < done {
@@ -193,7 +199,8 @@ pub(crate) fn tile_w4a8_grouped_seq<const R: usize>(
         } else {
             for (q, o) in out.iter_mut().enumerate() {
                 for v in &p[q * PIECE..q * PIECE + n] {
-                    *o += v;
+                    // SAFETY: row_products wrote the row's first n entries.
+                    *o += unsafe { v.assume_init() };
                 }
             }
         }
