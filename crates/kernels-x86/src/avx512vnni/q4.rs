@@ -17,55 +17,42 @@ pub(crate) const BLOCK: usize = 128;
 /// Bytes ahead of the current load that each weight row is prefetched.
 pub(crate) const PREFETCH: usize = 4096;
 
+/// `Σ x·b` (biased, uncorrected) of `R` packed rows against one split
+/// activation row, over the whole blocks of `xs`. Each row's stream is
+/// prefetched [`PREFETCH`] bytes ahead; past the row's end that is the next
+/// row of the matrix (rows are contiguous), so a decode tile reading its
+/// rows one after another never waits at a row's start.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_rows_biased<const R: usize>(xs: &[i8], w: [&[u8]; R]) -> [i32; R] {
+    let blocks = xs.len() / BLOCK;
+    assert!(w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut acc = [_mm512_setzero_si512(); R];
+    for blk in 0..blocks {
+        // SAFETY: blk < blocks: the assert above bounds every 64-byte load.
+        unsafe {
+            let xe = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK).cast());
+            let xo = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK + 64).cast());
+            for r in 0..R {
+                // a hint: an address past the matrix is harmless
+                _mm_prefetch::<_MM_HINT_T0>(w[r].as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+                let b = _mm512_loadu_si512(w[r].as_ptr().add(blk * BLOCK / 2).cast());
+                let lo = _mm512_and_si512(b, mask);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask);
+                acc[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[r], lo, xe), hi, xo);
+            }
+        }
+    }
+    std::array::from_fn(|r| hsum_epi32(acc[r]))
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
     let xs = split_even_odd_i8(x, BLOCK);
     let c = xs.len();
     let sum: i32 = x.iter().map(|&v| i32::from(v)).sum();
-    dot_row_biased(&xs, packed) + tail_biased(&x[c..], &packed[c / 2..]) - 8 * sum
-}
-
-/// `Σ x·b` (biased, uncorrected) of one packed row against one split
-/// activation row over the whole blocks of `xs`, two blocks (two cache
-/// lines of weights) a step into four accumulators, so that no step waits
-/// on the previous step's `vpdpbusd` (one chain through two `vpdpbusd` per
-/// line held the loop at their latency: about 24 GB/s from L2 on a Zen 4).
-/// Integer sums: any order is exact.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_row_biased(xs: &[i8], w: &[u8]) -> i32 {
-    let blocks = xs.len() / BLOCK;
-    assert!(w.len() >= blocks * BLOCK / 2);
-    let mask = _mm512_set1_epi8(0x0F);
-    let step = |a: &mut [__m512i; 2], blk: usize| {
-        // a hint on the row's stream: past the row it is the next row
-        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
-        // SAFETY: every caller has blk < blocks, so the 64 packed bytes at
-        // blk · 64 and the 128 activation bytes at blk · 128 are inside the
-        // rows (asserted above).
-        let (b, xe, xo) = unsafe {
-            (
-                _mm512_loadu_si512(w.as_ptr().add(blk * BLOCK / 2).cast()),
-                _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK).cast()),
-                _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK + 64).cast()),
-            )
-        };
-        a[0] = _mm512_dpbusd_epi32(a[0], _mm512_and_si512(b, mask), xe);
-        a[1] = _mm512_dpbusd_epi32(a[1], _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask), xo);
-    };
-    let mut a = [_mm512_setzero_si512(); 2];
-    let mut c = [_mm512_setzero_si512(); 2];
-    let mut blk = 0;
-    while blk + 2 <= blocks {
-        step(&mut a, blk);
-        step(&mut c, blk + 1);
-        blk += 2;
-    }
-    if blk < blocks {
-        step(&mut a, blk);
-    }
-    let sum = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(c[0], c[1]));
-    hsum_epi32(sum)
+    dot_rows_biased::<1>(&xs, [packed])[0] + tail_biased(&x[c..], &packed[c / 2..]) - 8 * sum
 }
 
 /// W4A8 decode micro-kernel (frame tile `R` × 1): `R` packed rows against
@@ -76,7 +63,7 @@ fn dot_row_biased(xs: &[i8], w: &[u8]) -> i32 {
 pub(crate) fn tile_w4a8_seq<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
     for (a, w) in acc.iter_mut().zip(w) {
-        *a = dot_row_biased(x[0], w);
+        *a = dot_rows_biased::<1>(x[0], [*w])[0];
     }
 }
 

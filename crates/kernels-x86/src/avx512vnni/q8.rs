@@ -68,45 +68,10 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
-    assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
+    assert!(x.len() == 1 && w.len() == R && acc.len() == R);
     for (a, w) in acc.iter_mut().zip(w) {
-        *a = dot_row_blocks(x[0], w);
+        *a = dot_rows::<1>(x[0], [*w])[0];
     }
-}
-
-/// `Σ x·w` of one weight row against one activation row of whole blocks
-/// (sign trick), two blocks (two cache lines of weights) a step into two
-/// accumulators, so that no step waits on the previous step's `vpdpbusd`,
-/// and without the masked loads of [`dot_rows`]' tail.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_row_blocks(x: &[i8], w: &[i8]) -> i32 {
-    assert!(x.len().is_multiple_of(BLOCK) && w.len() == x.len());
-    let zero = _mm512_setzero_si512();
-    let step = |a: __m512i, c: usize| {
-        // a hint on the row's stream: past the row it is the next row
-        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + PREFETCH).cast());
-        // SAFETY: every caller has c + 64 <= x.len() = w.len() (asserted above).
-        let (xv, wv) = unsafe {
-            (
-                _mm512_loadu_si512(x.as_ptr().add(c).cast()),
-                _mm512_loadu_si512(w.as_ptr().add(c).cast()),
-            )
-        };
-        let neg = _mm512_movepi8_mask(xv);
-        _mm512_dpbusd_epi32(a, _mm512_abs_epi8(xv), _mm512_mask_sub_epi8(wv, neg, zero, wv))
-    };
-    let (mut a0, mut a1) = (zero, zero);
-    let mut c = 0;
-    while c + 2 * BLOCK <= x.len() {
-        a0 = step(a0, c);
-        a1 = step(a1, c + BLOCK);
-        c += 2 * BLOCK;
-    }
-    if c < x.len() {
-        a0 = step(a0, c);
-    }
-    hsum_epi32(_mm512_add_epi32(a0, a1))
 }
 
 /// `Σ (w + 128)·x` (wrapping) for 4 weight rows × `XR` activation rows over
