@@ -404,8 +404,9 @@ impl IntRows<'static> {
         // room to move the first row to an aligned address
         let mut out = vec![0i8; x.m * stride + ROW_ALIGN];
         let start = out.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
-        // the row and its zero padding to a whole block
-        let mut padded = vec![0i8; kp];
+        // the row, and for the paired layouts the next row, each with its
+        // zero padding to a whole block
+        let (mut padded, mut next_padded) = (vec![0i8; kp], vec![0i8; kp]);
         for i in 0..x.m {
             padded[..x.k].copy_from_slice(x.row(i));
             let row = &padded[..];
@@ -415,9 +416,8 @@ impl IntRows<'static> {
                 Layout::EvenOdd | Layout::EvenOddQuads16 => split_even_odd_into(row, block, dst),
                 Layout::Pairs8 | Layout::Pairs8EvenOdd => {
                     let next = (i + 1 < x.m).then(|| {
-                        let mut n = vec![0i8; kp];
-                        n[..x.k].copy_from_slice(x.row(i + 1));
-                        n
+                        next_padded[..x.k].copy_from_slice(x.row(i + 1));
+                        &next_padded[..]
                     });
                     // each 8-column chunk of the row, then the next row's
                     // same columns: natural chunks, or per 16 columns the
@@ -433,7 +433,7 @@ impl IntRows<'static> {
                     };
                     for (c, pair) in (0..kp).step_by(8).zip(dst.chunks_exact_mut(16)) {
                         pair[..8].copy_from_slice(&chunk(row, c));
-                        pair[8..].copy_from_slice(&next.as_ref().map_or([0; 8], |n| chunk(n, c)));
+                        pair[8..].copy_from_slice(&next.map_or([0; 8], |n| chunk(n, c)));
                     }
                 }
                 _ => panic!("an integer family needs an integer layout"),
