@@ -292,7 +292,9 @@ pub type TileI8I8 = fn(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]);
 /// `Σ x·b` over biased nibbles (uncorrected) of a tile, exact in i32: `x`
 /// holds `xr` activation rows in the family's [`Layout`], cut to whole
 /// blocks, and `w` the `wr` packed rows cut to the same columns (half as many
-/// bytes); writes `acc[i · wr + q]`.
+/// bytes); writes `acc[i · wr + q]`. With a copied layout the last block may
+/// be the K tail padded with zeros, and `w` then runs on into the next rows'
+/// codes, which meet only zeros: the tile sums it like any block.
 pub type TileI8Q4 = fn(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]);
 /// W4A8 grouped over a tile from group 0, in increasing group order: writes
 /// `out[i · wr + q] = Σ_g (acc_g as f32) * s[q · groups + g]` with `acc_g =
@@ -301,6 +303,10 @@ pub type TileI8Q4 = fn(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]);
 /// rest). `x` is cut to whole blocks in the family's layout, `w` to the same
 /// columns; each `sums` row holds the `groups` sums of an activation row,
 /// and `s` the tile's `wr` rows of `groups` f32 scales, one after another.
+/// The last block may be the K tail padded with zeros (as for
+/// [`TileI8Q4`]): when the family's block is wider than a group, `x` can
+/// then hold more whole groups than `groups`, and the tile adds at most
+/// `groups`.
 pub type TileGroupedQ4 = fn(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize;
 /// The spec's 8-lane partial (§6.2) of `x · q` over whole rows of `k`
 /// columns, codes from int8 rows: `x` holds `xr` rows laid out per the
