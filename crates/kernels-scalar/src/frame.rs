@@ -411,11 +411,15 @@ impl IntRows<'static> {
         let mut out = vec![0i8; x.m * stride + ROW_ALIGN];
         let start = out.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
         // the row, and for the paired layouts the next row, each with its
-        // zero padding to a whole block
+        // zero padding to a whole block (copied only when there is a tail)
         let (mut padded, mut next_padded) = (vec![0i8; kp], vec![0i8; kp]);
         for i in 0..x.m {
-            padded[..x.k].copy_from_slice(x.row(i));
-            let row = &padded[..];
+            let row = if kp == x.k {
+                x.row(i)
+            } else {
+                padded[..x.k].copy_from_slice(x.row(i));
+                &padded[..]
+            };
             let dst = &mut out[start + i * stride..start + i * stride + len];
             match layout {
                 Layout::Aligned => dst.copy_from_slice(row),

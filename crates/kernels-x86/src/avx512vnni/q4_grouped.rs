@@ -145,10 +145,11 @@ fn add_chains16(p: &[MaybeUninit<f32>], n: usize, total: &mut __m512) {
     assert!(p.len() >= 15 * PIECE + n.div_ceil(16) * 16 && n <= PIECE);
     let mut j0 = 0;
     while j0 < n {
-        // SAFETY: q · PIECE + j0 + 16 <= p.len() for q < 16 (asserted above),
-        // and row_products wrote those 16 entries of each row.
-        let rows: [__m512; 16] =
-            std::array::from_fn(|q| unsafe { _mm512_loadu_ps(p.as_ptr().add(q * PIECE + j0).cast()) });
+        let rows: [__m512; 16] = std::array::from_fn(|q| {
+            // SAFETY: q · PIECE + j0 + 16 <= p.len() for q < 16 (asserted
+            // above), and row_products wrote those 16 entries of each row.
+            unsafe { _mm512_loadu_ps(p.as_ptr().add(q * PIECE + j0).cast()) }
+        });
         let cols = transpose16(rows);
         for c in cols.iter().take((n - j0).min(16)) {
             *total = _mm512_add_ps(*total, *c);
