@@ -417,10 +417,22 @@ impl Model {
                 self.rotate(&mut s.k[i * kv_dim..(i + 1) * kv_dim], pos);
             }
             let (kc, vc) = (&mut k_cache[l], &mut v_cache[l]);
-            kc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.k);
-            vc[base * kv_dim..(base + m) * kv_dim].copy_from_slice(&s.v);
-            let (kc, vc) = (&kc[..(base + m) * kv_dim], &vc[..(base + m) * kv_dim]);
-            attention(c, base, &s.q, kc, vc, &mut s.att, &mut s.scores);
+            for (new, cached) in [(&s.k, &mut *kc), (&s.v, &mut *vc)] {
+                // head-major: each KV head's positions are one contiguous run
+                for (i, row) in new.chunks_exact(kv_dim).enumerate() {
+                    for (h, part) in row.chunks_exact(c.head_dim).enumerate() {
+                        let at = (h * cache.capacity + base + i) * c.head_dim;
+                        cached[at..at + c.head_dim].copy_from_slice(part);
+                    }
+                }
+            }
+            let held = Held {
+                k: kc,
+                v: vc,
+                capacity: cache.capacity,
+                span: base + m,
+            };
+            attention(c, base, &s.q, &held, &mut s.att, &mut s.scores);
             layer.o.forward(&s.att, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, o)| *x += o);
             rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
@@ -625,14 +637,25 @@ fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// One layer's cached keys and values, head-major (`[kv_head, capacity,
+/// head_dim]`): a head's keys are read as one sequential run, which the
+/// hardware prefetchers follow (past a few hundred positions the cache no
+/// longer fits in L2). Positions `0..span` are held.
+struct Held<'a> {
+    k: &'a [f32],
+    v: &'a [f32],
+    capacity: usize,
+    span: usize,
+}
+
 /// Causal grouped-query attention of the new rows `q` (positions `base..`)
 /// over the cached keys and values of positions `0..=pos`, into `out`.
-/// `scores` holds one row of `base + m` per head and new row (reused).
-fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &mut [f32], scores: &mut [f32]) {
-    let (hd, q_dim, kv_dim) = (c.head_dim, c.heads * c.head_dim, c.kv_heads * c.head_dim);
+/// `scores` holds one row of `held.span` per head and new row (reused).
+fn attention(c: &Config, base: usize, q: &[f32], held: &Held<'_>, out: &mut [f32], scores: &mut [f32]) {
+    let (hd, q_dim, span, capacity) = (c.head_dim, c.heads * c.head_dim, held.span, held.capacity);
+    let (kc, vc) = (held.k, held.v);
     let group = c.heads / c.kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    let span = kc.len() / kv_dim;
     out.par_chunks_mut(hd)
         .zip(scores.par_chunks_mut(span))
         .enumerate()
@@ -643,7 +666,7 @@ fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &m
             let kvh = head / group;
             let scores = &mut row[..=pos];
             for (t, sc) in scores.iter_mut().enumerate() {
-                *sc = dot(qh, &kc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd]) * scale;
+                *sc = dot(qh, &kc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd]) * scale;
             }
             let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut total = 0f32;
@@ -654,15 +677,16 @@ fn attention(c: &Config, base: usize, q: &[f32], kc: &[f32], vc: &[f32], out: &m
             o.fill(0.0);
             for (t, &p) in scores.iter().enumerate() {
                 let w = p / total;
-                let v = &vc[t * kv_dim + kvh * hd..t * kv_dim + (kvh + 1) * hd];
+                let v = &vc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd];
                 o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
             }
         });
 }
 
 /// The keys and values of every position so far, per layer, laid out for
-/// the decode step (`[position, kv_heads · head_dim]`), with the forward
-/// pass's work buffers (grown once, reused by every call).
+/// the decode step (head-major, `[kv_head, capacity, head_dim]` a layer:
+/// each head's positions one sequential run), with the forward pass's work
+/// buffers (grown once, reused by every call).
 pub struct KvCache {
     k: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
