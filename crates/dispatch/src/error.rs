@@ -107,4 +107,11 @@ pub enum DispatchError {
         /// The family the weight given needs.
         got: crate::KernelFamily,
     },
+    /// A weight's panel form given to a route whose tier has no panel
+    /// tiles (or a layer not resolved for W4A8 grouped on such tiers).
+    #[error("tier {tier} has no panel tiles for a W4A8 grouped weight's panel form")]
+    NoPanelTiles {
+        /// The tier of the route.
+        tier: crate::Int8Tier,
+    },
 }

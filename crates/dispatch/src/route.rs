@@ -4,8 +4,11 @@
 
 use std::cell::RefCell;
 
-use qlinear_kernels_scalar::{activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache};
-use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
+use qlinear_kernels_scalar::panels::PANEL_GROUP;
+use qlinear_kernels_scalar::{
+    activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, PanelsQ4,
+};
+use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
 use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
 use crate::tier::tier_list;
@@ -432,14 +435,62 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        let (n, k) = (w.n(), w.k());
+        Self::check_k_q4(w)?;
+        self.quantized(x, m, w.n(), w.k(), y, |codes, y, sums| {
+            self.run_w4a8_with(codes, m, w, bias, y, sums)
+        })
+    }
+
+    /// Checks `x` `[m, k]` (finite) and `y` `[m, n]`, quantizes `x` into
+    /// this thread's scratch and runs `f` on the codes and scales, `y` and
+    /// the scratch's sums buffer.
+    fn quantized(
+        &self,
+        x: &[f32],
+        m: usize,
+        n: usize,
+        k: usize,
+        y: &mut [f32],
+        f: impl FnOnce((&[i8], &[f32]), &mut [f32], &mut Vec<i32>) -> Result<(), DispatchError>,
+    ) -> Result<(), DispatchError> {
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
-        Self::check_k_q4(w)?;
         check_finite(x, k)?;
         with_scratch(|s| {
-            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
-            self.run_w4a8_with((codes, scales), m, w, bias, y, &mut s.sums)
+            let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
+            f(codes, y, &mut s.sums)
+        })
+    }
+
+    /// W4A8 grouped by 32 on the weight's panel form ([`PanelsQ4`]): f32
+    /// activations `x` `[m, k]`, each row quantized first, into `y` `[m,
+    /// n]`, with the bits of [`Route::linear_q4_dynamic`] on the natural
+    /// matrix. Errors: the lengths and activations as there, and
+    /// [`DispatchError::NoPanelTiles`] on a tier without panel tiles.
+    pub fn linear_q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.q4_panels(x, m, w, &[], y)
+    }
+
+    /// Whether this route's tier has panel tiles ([`PanelsQ4`]).
+    pub fn has_panels(&self) -> bool {
+        self.table.gemm_w4a8_grouped_panels.is_some()
+    }
+
+    fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
+        let f = self
+            .table
+            .gemm_w4a8_grouped_panels
+            .ok_or(DispatchError::NoPanelTiles { tier: self.tier })?;
+        let (n, k) = (w.n(), w.k());
+        self.quantized(x, m, n, k, y, |(x_codes, x_scales), y, sums| {
+            if m == 0 || n == 0 {
+                return Ok(());
+            }
+            activation_group_sums_into(x_codes, m, k, PANEL_GROUP, sums);
+            let layouts = LayoutCache::default();
+            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, PANEL_GROUP)?.with_layouts(&layouts);
+            drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+            Ok(())
         })
     }
 
@@ -526,7 +577,13 @@ impl LayerRoute {
     /// run `w` ([`DispatchError::ModeWeightMismatch`]), a forced tier that is
     /// unknown or unproven.
     pub fn planned<'w>(mode: QuantLinearMode, w: impl Into<QuantizedWeightRef<'w>>) -> Result<Self, DispatchError> {
-        let family = family_of(mode, w.into())?;
+        Self::planned_for(mode, w.into().scheme())
+    }
+
+    /// [`LayerRoute::planned`] from the weight's scheme alone (for a layer
+    /// that holds its weight in another layout, as the panel form).
+    pub fn planned_for(mode: QuantLinearMode, scheme: QScheme) -> Result<Self, DispatchError> {
+        let family = family_of_scheme(mode, scheme)?;
         Ok(LayerRoute {
             mode,
             family,
@@ -542,9 +599,14 @@ impl LayerRoute {
         mode: QuantLinearMode,
         w: impl Into<QuantizedWeightRef<'w>>,
     ) -> Result<Self, DispatchError> {
+        Self::on_for(route, mode, w.into().scheme())
+    }
+
+    /// [`LayerRoute::on`] from the weight's scheme alone.
+    pub fn on_for(route: Route, mode: QuantLinearMode, scheme: QScheme) -> Result<Self, DispatchError> {
         Ok(LayerRoute {
             mode,
-            family: family_of(mode, w.into())?,
+            family: family_of_scheme(mode, scheme)?,
             decode: route,
             batch: route,
         })
@@ -558,6 +620,38 @@ impl LayerRoute {
     /// The kernel family the layer's weight runs in its mode.
     pub fn family(&self) -> KernelFamily {
         self.family
+    }
+
+    /// Whether the layer can hold its weight in the panel form
+    /// ([`PanelsQ4`]) and run [`LayerRoute::forward_panels`]: W4A8 grouped
+    /// with both regimes' tiers having panel tiles.
+    pub fn runs_panels(&self) -> bool {
+        self.mode == QuantLinearMode::W4A8
+            && self.family == KernelFamily::W4A8Grouped
+            && self.decode.has_panels()
+            && self.batch.has_panels()
+    }
+
+    /// [`LayerRoute::forward`] on the panel form of a W4A8 grouped weight:
+    /// the same checks and the same bits. Errors as there, and
+    /// [`DispatchError::NoPanelTiles`] unless [`LayerRoute::runs_panels`].
+    pub fn forward_panels(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &PanelsQ4,
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
+        if !self.runs_panels() {
+            return Err(DispatchError::NoPanelTiles {
+                tier: self.route(m).tier(),
+            });
+        }
+        if let Some(b) = bias {
+            check_len("bias [n]", w.n(), b.len())?;
+        }
+        self.route(m).q4_panels(x, m, w, bias.unwrap_or(&[]), y)
     }
 
     /// The route a call of `m` activation rows takes.
@@ -601,13 +695,6 @@ impl LayerRoute {
     }
 }
 
-fn q4_family(w: &QuantizedMatrixQ4, grouped: KernelFamily, per_channel: KernelFamily) -> KernelFamily {
-    match w.group_size() {
-        GroupSize::PerChannel => per_channel,
-        GroupSize::Group(_) => grouped,
-    }
-}
-
 /// Exact i32 dot product of two Q8 code rows over the planned tier.
 pub fn dot_i32(a: &[i8], b: &[i8]) -> Result<i32, DispatchError> {
     Route::planned(KernelFamily::DotI8I8, 1)?.dot_i32(a, b)
@@ -645,13 +732,13 @@ pub fn linear_q4(
     w: &QuantizedMatrixQ4,
     y: &mut [f32],
 ) -> Result<(), DispatchError> {
-    let family = q4_family(w, KernelFamily::W4A8Grouped, KernelFamily::W4A8);
+    let family = family_of_scheme(QuantLinearMode::W4A8, QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_q4(x_codes, x_scales, m, w, y)
 }
 
 /// Quantizes an f32 activation matrix `[m, k]` per row and runs [`linear_q4`].
 pub fn linear_q4_dynamic(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-    let family = q4_family(w, KernelFamily::W4A8Grouped, KernelFamily::W4A8);
+    let family = family_of_scheme(QuantLinearMode::W4A8, QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_q4_dynamic(x, m, w, y)
 }
 
@@ -662,7 +749,7 @@ pub fn linear_w8a16(x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> 
 
 /// W4A16 linear: f32 activations `[m, k]` times a [`QuantizedMatrixQ4`] `[n, k]`.
 pub fn linear_w4a16(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-    let family = q4_family(w, KernelFamily::W4A16Grouped, KernelFamily::W4A16);
+    let family = family_of_scheme(QuantLinearMode::W4A16, QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_w4a16(x, m, w, y)
 }
 
@@ -687,18 +774,24 @@ pub fn quant_linear<'w>(
 
 /// The kernel family that runs `w` in `mode`, or the mismatch error.
 fn family_of(mode: QuantLinearMode, w: QuantizedWeightRef<'_>) -> Result<KernelFamily, DispatchError> {
+    family_of_scheme(mode, w.scheme())
+}
+
+/// The kernel family a weight of `scheme` runs in `mode`.
+fn family_of_scheme(mode: QuantLinearMode, scheme: QScheme) -> Result<KernelFamily, DispatchError> {
     use KernelFamily as F;
     use QuantLinearMode as M;
-    use QuantizedWeightRef as W;
-    match (mode, w) {
-        (M::W8A8, W::Q8(_)) => Ok(F::W8A8),
-        (M::W8A16, W::Q8(_)) => Ok(F::W8A16),
-        (M::W4A8, W::Q4(w)) => Ok(q4_family(w, F::W4A8Grouped, F::W4A8)),
-        (M::W4A16, W::Q4(w)) => Ok(q4_family(w, F::W4A16Grouped, F::W4A16)),
-        (_, W::Q8(_)) | (_, W::Q4(_)) => Err(DispatchError::ModeWeightMismatch {
+    match (mode, scheme) {
+        (M::W8A8, QScheme::Q8) => Ok(F::W8A8),
+        (M::W8A16, QScheme::Q8) => Ok(F::W8A16),
+        (M::W4A8, QScheme::Q4) => Ok(F::W4A8),
+        (M::W4A8, QScheme::Q4Grouped(_)) => Ok(F::W4A8Grouped),
+        (M::W4A16, QScheme::Q4) => Ok(F::W4A16),
+        (M::W4A16, QScheme::Q4Grouped(_)) => Ok(F::W4A16Grouped),
+        _ => Err(DispatchError::ModeWeightMismatch {
             mode,
             needs: mode.weight_kind(),
-            got: if matches!(w, W::Q8(_)) { "Q8" } else { "Q4" },
+            got: if scheme == QScheme::Q8 { "Q8" } else { "Q4" },
         }),
     }
 }

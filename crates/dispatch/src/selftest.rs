@@ -12,15 +12,17 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::clock::Instant;
 
 use half::f16;
+use qlinear_kernels_scalar::panels::PANEL_GROUP;
 use qlinear_kernels_scalar::{
-    activation_group_sums, ActivationsF32, ActivationsQ8, KernelError, KernelTable, LayoutCache, OutputTile,
-    MAX_K_W4A8, MAX_K_W8A8, SCALAR,
+    activation_group_sums, ActivationsF32, ActivationsQ8, GemmQ8Panels, KernelError, KernelTable, LayoutCache,
+    OutputTile, PanelsQ4, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
 };
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
 use rayon::prelude::*;
@@ -556,6 +558,65 @@ impl Prover<'_> {
         }
         if self.random && k <= RANDOM_PROOF_MAX_K {
             self.prove_random(k);
+        }
+        if let (F::W4A8Grouped, Some(panels)) = (self.family, self.table.gemm_w4a8_grouped_panels) {
+            if k <= RANDOM_PROOF_MAX_K && k.is_multiple_of(PANEL_GROUP) {
+                self.prove_panels(panels, k);
+            }
+        }
+    }
+
+    /// A table's W4A8 grouped entry on the panel form ([`PanelsQ4`])
+    /// against the scalar entry on the natural matrix, every table the
+    /// scalar one included (its panel entry is other code): random rows
+    /// with scales of both signs, then all-extreme rows; over 1 to 3 panels,
+    /// M = 1 to 9 (the 4-row and 1-row tiles and their mixes), and ranges
+    /// that start and end inside a panel (the driver splits by 8 rows).
+    fn prove_panels(&mut self, panels: GemmQ8Panels, k: usize) {
+        let mut rng = Rng::new(0x9A4E_1500 ^ k as u64);
+        let calls: [(usize, usize, Range<usize>, bool); 4] = [
+            (1, 16, 0..16, false),
+            (5, 48, 8..40, false),
+            (9, 32, 0..32, false),
+            (4, 16, 0..16, true),
+        ];
+        for (m, n, rows, extreme) in calls {
+            let (packed, xc): (Vec<u8>, Vec<i8>) = if extreme {
+                (vec![0xFF; n * k / 2], vec![127; m * k])
+            } else {
+                ((0..n).flat_map(|_| rng.packed(k)).collect(), rng.codes(m * k))
+            };
+            let scales = (0..n * k / PANEL_GROUP).map(|_| f16::from_f32(rng.unit())).collect();
+            let grouped = Q4Scales::Grouped {
+                group: PANEL_GROUP,
+                scales,
+            };
+            let (Ok(w), xs) = (
+                QuantizedMatrixQ4::from_parts_biased(n, k, packed, grouped),
+                (0..m).map(|_| rng.unit().abs() * 0.1).collect::<Vec<f32>>(),
+            ) else {
+                return;
+            };
+            let case = if extreme {
+                "panel rows, x=+127 nibble 15"
+            } else {
+                "panel rows"
+            };
+            let Some(p) = PanelsQ4::new(&w) else {
+                self.check(case, k, "a panel form".to_string(), "none".to_string());
+                return;
+            };
+            let sums = activation_group_sums(&xc, m, k, PANEL_GROUP);
+            let layouts = LayoutCache::default();
+            let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, &xc, &xs, &sums, PANEL_GROUP)) else {
+                return;
+            };
+            let act = act.with_layouts(&layouts);
+            let width = rows.len();
+            let (mut want, mut got) = (vec![f32::NAN; m * width], vec![f32::NAN; m * width]);
+            (SCALAR.gemm_w4a8_grouped)(&act, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            panels(&act, &p, rows, &mut OutputTile::new(&mut got, width));
+            self.check(case, k, bits(&want), bits(&got));
         }
     }
 

@@ -404,3 +404,97 @@ fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
     let right = first_failure(&w4a16_grouped_right_tiles::TABLE, KernelFamily::W4A16Grouped);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// The panel tiles (`qlinear_kernels_scalar::panels`) in plain Rust on the
+/// tier's tiles (4 activation rows, then 1), with the slips a `vpdpbusd`
+/// panel kernel can make: the scales read row after row (the natural
+/// order) instead of group after group; the odd codes against the low
+/// nibbles; and in the 4-row tile every row's bias taken from the first
+/// activation row's sums (a hoisted broadcast).
+#[derive(Clone, Copy, PartialEq)]
+enum PanelSlip {
+    None,
+    ScalesRowMajor,
+    HalvesSwapped,
+    HoistedSums,
+}
+
+fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: PanelSlip) {
+    let groups = sums[0].len();
+    for (t, row) in out.chunks_exact_mut(16).enumerate() {
+        for (q, o) in row.iter_mut().enumerate() {
+            let mut total = 0f32;
+            for g in 0..groups {
+                let mut acc = 0i32;
+                for c in 4 * g..4 * g + 4 {
+                    let (even, odd) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
+                    for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
+                        let (lo, hi) = (i32::from(b & 0x0F), i32::from(b >> 4));
+                        let (lo, hi) = if slip == PanelSlip::HalvesSwapped {
+                            (hi, lo)
+                        } else {
+                            (lo, hi)
+                        };
+                        acc += i32::from(even[j]) * lo + i32::from(odd[j]) * hi;
+                    }
+                }
+                let bias_row = if slip == PanelSlip::HoistedSums { 0 } else { t };
+                let scale = if slip == PanelSlip::ScalesRowMajor {
+                    s[q * groups + g]
+                } else {
+                    s[16 * g + q]
+                };
+                total += (acc - 8 * sums[bias_row][g]) as f32 * f32::from(scale);
+            }
+            *o = total;
+        }
+    }
+}
+
+macro_rules! panel_table {
+    ($module:ident, $slip:expr) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
+            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+                panel_with(x, sums, panel, s, out, $slip)
+            }
+            const FAMILY: PanelFamily = PanelFamily {
+                tiles: &[(8, tile), (4, tile), (1, tile)],
+            };
+            fn entry(
+                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
+                w: &qlinear_kernels_scalar::PanelsQ4,
+                rows: std::ops::Range<usize>,
+                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
+            ) {
+                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
+            }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..SCALAR
+            };
+        }
+    };
+}
+
+panel_table!(panel_scales_row_major, PanelSlip::ScalesRowMajor);
+panel_table!(panel_halves_swapped, PanelSlip::HalvesSwapped);
+panel_table!(panel_hoisted_sums, PanelSlip::HoistedSums);
+panel_table!(panel_right, PanelSlip::None);
+
+#[test]
+fn the_panel_tiles_fail_the_proof_on_their_slips() {
+    for (table, why) in [
+        (&panel_scales_row_major::TABLE, "scales in the natural order must fail"),
+        (&panel_halves_swapped::TABLE, "odd codes against low nibbles must fail"),
+        (
+            &panel_hoisted_sums::TABLE,
+            "the first row's sums for every row must fail",
+        ),
+    ] {
+        first_failure(table, KernelFamily::W4A8Grouped).expect(why);
+    }
+    let right = first_failure(&panel_right::TABLE, KernelFamily::W4A8Grouped);
+    assert!(right.is_none(), "{right:?}");
+}

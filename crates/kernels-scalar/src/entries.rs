@@ -11,7 +11,9 @@
 /// `quantize` (`&[f32], &mut [i8] -> f32`), `q8q8`, `q8q4`, `f32q8`, `f32q4`
 /// (the GEMM entries of [`KernelTable`](crate::KernelTable)), and the
 /// [`frame`](crate::frame)'s micro-kernel kinds `tile_i8`, `tile_q4`,
-/// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`.
+/// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`, and
+/// [`panels`](crate::panels)' `tile_panel` (the invoking crate depends on
+/// `half`).
 #[macro_export]
 macro_rules! safe_entries {
     ($($name:ident => $kernel:path : $kind:ident),* $(,)?) => {
@@ -64,6 +66,12 @@ macro_rules! safe_entries {
         pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) -> usize {
             // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
             unsafe { $k(x, sums, w, s, g, out) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_panel) => {
+        pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, sums, panel, s, out) }
         }
     };
     (@one $name:ident, $k:path, tile_f32q8) => {

@@ -354,7 +354,7 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
 /// natural layout). A tile may read that padded block against weight rows
 /// that run on into the next row's codes: the zeros make those products
 /// vanish, so the integer sums are the K tail's exactly (`gemm_w4a8`).
-struct IntRows<'a> {
+pub(crate) struct IntRows<'a> {
     buf: std::borrow::Cow<'a, [i8]>,
     kb: usize,
     kp: usize,
@@ -490,7 +490,7 @@ impl IntRows<'_> {
     /// too (`kp`): the interleaved block for a 16-row tile on
     /// [`Layout::EvenOddQuads16`], else row `i0 + d`. Every layout keeps a
     /// column prefix in a prefix of the bytes, so both are prefixes.
-    fn view(&self, xr: usize, i0: usize, d: usize, padded: bool) -> &[i8] {
+    pub(crate) fn view(&self, xr: usize, i0: usize, d: usize, padded: bool) -> &[i8] {
         let cols = if padded { self.kp } else { self.kb };
         if xr == 16 && !self.quads.is_empty() {
             let at = self.quads_start + i0 / 16 * 16 * self.kp;
@@ -560,13 +560,13 @@ impl std::fmt::Debug for IntRows<'_> {
 
 /// Integer rows for a family: borrowed (natural), from the call's cache, or
 /// laid out here when the call has none.
-enum IntView<'a> {
+pub(crate) enum IntView<'a> {
     Ready(&'a IntRows<'static>),
     Own(IntRows<'a>),
 }
 
 impl<'a> IntView<'a> {
-    fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
+    pub(crate) fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
         let key = LayoutKey::of(x.codes, x.m, x.k, block, layout);
         let cache = x.layouts().filter(|_| layout != Layout::Natural);
         match cache.and_then(|c| cached(&c.int, key, || IntRows::copied(x, block, layout))) {
@@ -575,7 +575,7 @@ impl<'a> IntView<'a> {
         }
     }
 
-    fn rows(&self) -> &IntRows<'a> {
+    pub(crate) fn rows(&self) -> &IntRows<'a> {
         match self {
             IntView::Ready(r) => r,
             IntView::Own(r) => r,

@@ -20,6 +20,7 @@ mod float;
 pub mod frame;
 mod int;
 pub mod layout;
+pub mod panels;
 mod table;
 
 pub use dot::{dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, quantize_row_q8_finite};
@@ -27,6 +28,7 @@ pub use family::{Gemm, KernelFamily};
 pub use float::{gemm_w4a16, gemm_w4a16_grouped, gemm_w8a16, lane_tree};
 pub use frame::LayoutCache;
 pub use int::{gemm_w4a8, gemm_w4a8_grouped, gemm_w8a8};
+pub use panels::{GemmQ8Panels, PanelsQ4};
 pub use table::{
     activation_group_sums, activation_group_sums_into, ActivationsF32, ActivationsQ8, DotI8I8, DotI8Q4, GemmF32Q4,
     GemmF32Q8, GemmQ8Q4, GemmQ8Q8, GemmShapes, KernelError, KernelTable, OutputTile, QuantizeRow, MAX_K_W4A8,

@@ -3,6 +3,7 @@ use std::ops::Range;
 use qlinear_quant_recipe::{QuantizedMatrix, QuantizedMatrixQ4};
 
 use crate::frame::{LayoutCache, Shapes};
+use crate::panels::GemmQ8Panels;
 
 /// Largest K a W8A8 reduction accepts: every partial sum of `Σ x·w` with
 /// `|x|, |w| <= 127` fits i32 (`127 · 127 · K <= i32::MAX`).
@@ -285,6 +286,11 @@ pub struct KernelTable {
     /// W4A8 grouped: per group `acc_g` exact in i32; `sum += (acc_g as f32) *
     /// f32(s_g)` in increasing g; `y = sum * x_scale` (§6.1).
     pub gemm_w4a8_grouped: GemmQ8Q4,
+    /// W4A8 grouped by 32 on the weight's panel form
+    /// ([`PanelsQ4`](crate::PanelsQ4)): the
+    /// same bits as `gemm_w4a8_grouped` on the natural matrix; `None` for a
+    /// tier with no panel tiles (a layer then keeps the natural layout).
+    pub gemm_w4a8_grouped_panels: Option<GemmQ8Panels>,
     /// W8A16: 8 lanes of f32 products in increasing position, the fixed
     /// lane tree, times the row scale; no FMA (§6.2).
     pub gemm_w8a16: GemmF32Q8,
@@ -337,6 +343,7 @@ pub static SCALAR: KernelTable = KernelTable {
     gemm_w8a8: crate::gemm_w8a8,
     gemm_w4a8: crate::gemm_w4a8,
     gemm_w4a8_grouped: crate::gemm_w4a8_grouped,
+    gemm_w4a8_grouped_panels: Some(crate::panels::gemm_w4a8_grouped_panels_scalar),
     gemm_w8a16: crate::gemm_w8a16,
     gemm_w4a16: crate::gemm_w4a16,
     gemm_w4a16_grouped: crate::gemm_w4a16_grouped,

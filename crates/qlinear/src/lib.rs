@@ -121,7 +121,7 @@ pub fn init_for(census: &[usize]) -> Result<InitReport> {
 pub mod tiers {
     pub use qlinear_dispatch::{
         cpu_features, cpu_model, default_census, prove_kernel_table, FamilyProof, KernelFamily, KernelTable,
-        LayerRoute, Mismatch, PlanTiming, Route, TierReport, TierStatus,
+        LayerRoute, Mismatch, PanelsQ4, PlanTiming, Route, TierReport, TierStatus,
     };
 }
 

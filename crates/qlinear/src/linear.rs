@@ -1,4 +1,6 @@
-use qlinear_dispatch::{quant_mode_from_environment, Int8Tier, LayerRoute, QuantLinearMode, Route};
+use std::sync::OnceLock;
+
+use qlinear_dispatch::{quant_mode_from_environment, Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};
 use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 
 use crate::{Error, Result};
@@ -15,7 +17,13 @@ use crate::{Error, Result};
 /// The layer also resolves its kernels when it is built: the planned tier's
 /// entry for its family at decode (M = 1) and in batches ([`LayerRoute`]),
 /// so building the first layer in a process runs the selftest and the plan
-/// (unless [`crate::init`] ran) and a forward call consults neither.
+/// (unless [`crate::init`] ran) and a forward call consults neither. Where
+/// those tiers read a prepared layout, the layer holds its weight in it: a
+/// W4A8 layer grouped by 32 (N a multiple of 16, K of 32) on tiers with
+/// panel tiles keeps the panel form ([`crate::tiers::PanelsQ4`], the same
+/// bytes permuted), unless its codes are read in place from a file's map.
+/// The bits are the natural layout's; [`Linear::weight`] rebuilds the
+/// natural form the first time it is asked for.
 ///
 /// ```
 /// use qlinear::{Linear, QScheme};
@@ -30,9 +38,69 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
     name: String,
-    weight: QuantizedWeight,
+    weight: Held,
     bias: Option<Vec<f32>>,
     route: LayerRoute,
+}
+
+/// A layer's weight as it holds it: natural, or in the panel form its
+/// route's tiles read, with the natural form built only when asked for.
+#[derive(Debug, Clone)]
+enum Held {
+    Natural(QuantizedWeight),
+    Panels {
+        panels: PanelsQ4,
+        natural: OnceLock<QuantizedWeight>,
+    },
+}
+
+impl Held {
+    /// The weight in the form `route` reads: the panel form where the route
+    /// runs it and the codes are owned (a weight read in place from a
+    /// file's map stays there), else the natural one.
+    fn settled(self, route: &LayerRoute) -> Held {
+        match self {
+            Held::Natural(QuantizedWeight::Q4(w)) if route.runs_panels() && !w.packed_shared() => {
+                match PanelsQ4::new(&w) {
+                    Some(panels) => Held::Panels {
+                        panels,
+                        natural: OnceLock::new(),
+                    },
+                    None => Held::Natural(QuantizedWeight::Q4(w)),
+                }
+            }
+            Held::Panels { panels, natural } if !route.runs_panels() => Held::Natural(
+                natural
+                    .into_inner()
+                    .unwrap_or_else(|| QuantizedWeight::Q4(panels.to_matrix())),
+            ),
+            held => held,
+        }
+    }
+
+    fn natural(&self) -> &QuantizedWeight {
+        match self {
+            Held::Natural(w) => w,
+            Held::Panels { panels, natural } => natural.get_or_init(|| QuantizedWeight::Q4(panels.to_matrix())),
+        }
+    }
+
+    fn n_k(&self) -> (usize, usize) {
+        match self {
+            Held::Natural(w) => (w.n(), w.k()),
+            Held::Panels { panels, .. } => (panels.n(), panels.k()),
+        }
+    }
+}
+
+/// Two holdings are equal when their weights are, whatever their layout.
+impl PartialEq for Held {
+    fn eq(&self, other: &Held) -> bool {
+        match (self, other) {
+            (Held::Panels { panels: a, .. }, Held::Panels { panels: b, .. }) => a == b,
+            _ => self.natural() == other.natural(),
+        }
+    }
 }
 
 impl Linear {
@@ -50,10 +118,10 @@ impl Linear {
             Some(m) => m,
             None => QuantLinearMode::default_for(weight.scheme()),
         };
-        let route = resolve(&name, mode, &weight, None)?;
+        let route = resolve(&name, mode, weight.scheme(), None)?;
         Ok(Linear {
             name,
-            weight,
+            weight: Held::Natural(weight).settled(&route),
             bias,
             route,
         })
@@ -79,7 +147,8 @@ impl Linear {
     /// Refused with [`Error::ModeMismatch`] when the mode cannot run the
     /// weight (a Q8 mode on a Q4 weight, or the reverse).
     pub fn with_mode(mut self, mode: QuantLinearMode) -> Result<Self> {
-        self.route = resolve(&self.name, mode, &self.weight, None)?;
+        self.route = resolve(&self.name, mode, self.scheme(), None)?;
+        self.weight = self.weight.settled(&self.route);
         Ok(self)
     }
 
@@ -88,7 +157,8 @@ impl Linear {
     /// change, `docs/NUMERICS.md` §6). Errors: a tier that is not compiled
     /// in, absent from this CPU or unproven ([`crate::DispatchError::TierUnavailable`]).
     pub fn on_tier(mut self, tier: Int8Tier) -> Result<Self> {
-        self.route = resolve(&self.name, self.route.mode(), &self.weight, Some(tier))?;
+        self.route = resolve(&self.name, self.route.mode(), self.scheme(), Some(tier))?;
+        self.weight = self.weight.settled(&self.route);
         Ok(self)
     }
 
@@ -117,21 +187,38 @@ impl Linear {
     /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven
     /// bound. `y` is then untouched.
     pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
-        self.route
-            .forward(x, m, &self.weight, self.bias.as_deref(), y)
-            .map_err(|source| Error::Forward {
-                layer: self.name.clone(),
-                source,
-            })
+        let bias = self.bias.as_deref();
+        match &self.weight {
+            Held::Natural(w) => self.route.forward(x, m, w, bias, y),
+            Held::Panels { panels, .. } => self.route.forward_panels(x, m, panels, bias, y),
+        }
+        .map_err(|source| Error::Forward {
+            layer: self.name.clone(),
+            source,
+        })
     }
 
     /// The layer's name, as its errors show it.
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// The quantized weight `[out_features, in_features]`.
+    /// The quantized weight `[out_features, in_features]`, in its natural
+    /// layout (for a layer holding the panel form, rebuilt on the first call
+    /// and kept: a second copy of the weight's bytes).
     pub fn weight(&self) -> &QuantizedWeight {
-        &self.weight
+        self.weight.natural()
+    }
+    /// The weight's scheme (without building the natural form).
+    pub fn scheme(&self) -> QScheme {
+        match &self.weight {
+            Held::Natural(w) => w.scheme(),
+            Held::Panels { .. } => QScheme::Q4Grouped(PanelsQ4::GROUP),
+        }
+    }
+    /// Whether the layer holds its weight in the panel form
+    /// ([`crate::tiers::PanelsQ4`]) its route's tiles read.
+    pub fn holds_panels(&self) -> bool {
+        matches!(self.weight, Held::Panels { .. })
     }
     /// The bias, if any.
     pub fn bias(&self) -> Option<&[f32]> {
@@ -147,17 +234,16 @@ impl Linear {
     }
     /// Input features `k`: the length of one row of `x`.
     pub fn in_features(&self) -> usize {
-        self.weight.k()
+        self.weight.n_k().1
     }
     /// Output features `n`: the length of one row of `y`.
     pub fn out_features(&self) -> usize {
-        self.weight.n()
+        self.weight.n_k().0
     }
 }
 
 /// The layer's kernels for `mode` on `weight`: the plan's, or one `tier`'s.
-fn resolve(layer: &str, mode: QuantLinearMode, weight: &QuantizedWeight, tier: Option<Int8Tier>) -> Result<LayerRoute> {
-    let scheme = weight.scheme();
+fn resolve(layer: &str, mode: QuantLinearMode, scheme: QScheme, tier: Option<Int8Tier>) -> Result<LayerRoute> {
     if !mode.accepts(scheme) {
         return Err(Error::ModeMismatch {
             layer: layer.into(),
@@ -167,8 +253,8 @@ fn resolve(layer: &str, mode: QuantLinearMode, weight: &QuantizedWeight, tier: O
         });
     }
     Ok(match tier {
-        None => LayerRoute::planned(mode, weight)?,
-        Some(t) => LayerRoute::on(Route::for_tier(t)?, mode, weight)?,
+        None => LayerRoute::planned_for(mode, scheme)?,
+        Some(t) => LayerRoute::on_for(Route::for_tier(t)?, mode, scheme)?,
     })
 }
 

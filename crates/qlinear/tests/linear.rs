@@ -477,3 +477,59 @@ fn init_returns_the_process_reports() {
     assert!(report.selftest.is_proven(Int8Tier::Scalar));
     assert!(report.to_string().contains("selftest:"));
 }
+
+/// A W4A8 layer grouped by 32 holds its weight in the panel form exactly
+/// where its routes' tiers have panel tiles and the shape has one (N a
+/// multiple of 16, K of 32), on the plan's tiers and pinned to each proven
+/// tier; either way its outputs are bit for bit the natural matrix's through
+/// the family entry point (`quant_linear` on `weight()`), at M = 1 to 20 (the
+/// panel tiles take 4 activation rows, then 1). Its natural weight is the one
+/// it was built from, and another mode takes the natural layout back.
+#[test]
+fn a_layer_in_the_panel_form_has_the_natural_layouts_bits() {
+    for (n, k) in [(48, 96), (576, 576), (40, 96), (32, 100)] {
+        let w = weights(n, k, 7);
+        let scheme = QScheme::Q4Grouped(if k % 32 == 0 { 32 } else { 4 });
+        let natural = QuantizedWeight::quantize(scheme, n, k, &w).unwrap();
+        let planned = Linear::new("p", natural.clone(), None).unwrap();
+        let pinned = selftest_report()
+            .proven_tiers()
+            .into_iter()
+            .map(|t| planned.clone().on_tier(t).unwrap());
+        let has_form = n % 16 == 0 && scheme == QScheme::Q4Grouped(32);
+        for layer in std::iter::once(planned.clone()).chain(pinned) {
+            let tier = layer.route().route(1).tier();
+            assert_eq!(
+                layer.holds_panels(),
+                has_form && layer.route().runs_panels(),
+                "{n}x{k} on {tier}"
+            );
+            assert_eq!(layer.scheme(), scheme);
+            assert_eq!((layer.out_features(), layer.in_features()), (n, k));
+            for m in [1, 2, 3, 4, 5, 8, 9, 20] {
+                let x = weights(m, k, 9 + m as u32);
+                let mut want = vec![0f32; m * n];
+                quant_linear(QuantLinearMode::W4A8, &x, m, &natural, &mut want).unwrap();
+                let mut got = vec![f32::NAN; m * n];
+                layer.forward(&x, m, &mut got).unwrap();
+                assert_eq!(bits(&got), bits(&want), "{n}x{k} m={m} on {tier}");
+            }
+            assert_eq!(layer.weight(), &natural, "{n}x{k} on {tier}");
+        }
+        let w16 = planned.with_mode(QuantLinearMode::W4A16).unwrap();
+        assert!(!w16.holds_panels() && w16.weight() == &natural, "{n}x{k} in W4A16");
+    }
+}
+
+/// Where some proven tier has panel tiles (the scalar tier always has), a
+/// 576-wide q4g32 layer pinned to it holds the panel form: the test above
+/// cannot pass by never preparing one.
+#[test]
+fn a_tier_with_panel_tiles_prepares_the_layer() {
+    let (n, k) = (576, 576);
+    let layer = Linear::from_f32(QScheme::Q4Grouped(32), n, k, &weights(n, k, 3), None)
+        .unwrap()
+        .on_tier(Int8Tier::Scalar)
+        .unwrap();
+    assert!(layer.route().runs_panels() && layer.holds_panels());
+}

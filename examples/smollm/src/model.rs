@@ -310,12 +310,7 @@ impl Model {
             Dense::Q(l) => {
                 let first = file.linear("blk.0.attn_q")?;
                 let mode = mode.unwrap_or(first.mode());
-                format!(
-                    "{} {mode} (head {} {})",
-                    first.weight().scheme(),
-                    l.weight().scheme(),
-                    l.mode()
-                )
+                format!("{} {mode} (head {} {})", first.scheme(), l.scheme(), l.mode())
             }
             Dense::F32 { .. } => "f32".into(),
         };
@@ -482,7 +477,7 @@ impl Model {
             Dense::F32 { w, .. } => w.len() * 4,
             Dense::Q(l) => {
                 let (n, k) = (l.out_features(), l.in_features());
-                match l.weight().scheme() {
+                match l.scheme() {
                     QScheme::Q8 => n * k + 4 * n,
                     QScheme::Q4 => n * k.div_ceil(2) + 4 * n,
                     QScheme::Q4Grouped(g) => n * k / 2 + 2 * n * (k / g),
@@ -509,7 +504,7 @@ impl Model {
             return "f32".into();
         };
         use qlinear::tiers::KernelFamily as F;
-        let family = match (l.mode(), l.weight().scheme()) {
+        let family = match (l.mode(), l.scheme()) {
             (QuantLinearMode::W8A8, _) => F::W8A8,
             (QuantLinearMode::W8A16, _) => F::W8A16,
             (QuantLinearMode::W4A8, QScheme::Q4Grouped(_)) => F::W4A8Grouped,
@@ -578,7 +573,7 @@ fn head_mode(prefix: &str, l: &Linear, mode: QuantLinearMode) -> QuantLinearMode
     if prefix != "token_embd" {
         return mode;
     }
-    match (mode, l.weight().scheme() == QScheme::Q8) {
+    match (mode, l.scheme() == QScheme::Q8) {
         (W4A8 | W8A8, true) => W8A8,
         (W4A16 | W8A16, true) => W8A16,
         (W4A8 | W8A8, false) => W4A8,

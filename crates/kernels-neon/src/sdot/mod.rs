@@ -28,6 +28,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w4a8_grouped_panels: None,
     shapes: GemmShapes {
         w8a8: W8A8.shapes,
         w4a8: W4A8.shapes,

@@ -56,6 +56,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_q4,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w4a8_grouped_panels: None,
     shapes: GemmShapes {
         w4a8: W4A8.shapes,
         w4a8_grouped: W4A8_GROUPED.shapes,

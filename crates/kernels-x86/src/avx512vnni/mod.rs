@@ -17,6 +17,7 @@ use crate::avx2;
 mod float;
 mod q4;
 mod q4_grouped;
+mod q4_panels;
 mod q8;
 
 pub(crate) fn detected() -> bool {
@@ -49,6 +50,9 @@ mod entry {
         grouped_1x4 => q4_grouped::tile_w4a8_grouped_quad::<1, 4>: tile_grouped,
         grouped_8x16 => q4_grouped::tile_w4a8_grouped_rows16::<8>: tile_grouped,
         grouped_1x16 => q4_grouped::tile_w4a8_grouped_rows16::<1>: tile_grouped,
+        panel_x1 => q4_panels::tile_w4a8_panel::<1>: tile_panel,
+        panel_x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
+        panel_x8 => q4_panels::tile_w4a8_panel::<8>: tile_panel,
         w4a16_1x1 => float::tile_w4a16::<1, 1>: tile_f32q4,
         w4a16_4x1 => float::tile_w4a16::<4, 1>: tile_f32q4,
         w4a16_4x4 => float::tile_w4a16::<4, 4>: tile_f32q4,
@@ -159,6 +163,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
+    gemm_w4a8_grouped_panels: Some(q4_panels::gemm_w4a8_grouped_panels),
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
     shapes: GemmShapes {

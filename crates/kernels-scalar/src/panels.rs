@@ -1,0 +1,342 @@
+//! W4A8 grouped weights prepared once per layer: rows in panels of 16,
+//! interleaved 4 bytes at a time ([`PanelsQ4`]), and the frame that runs a
+//! tier's panel tiles over them.
+//!
+//! Why: in the natural layout one 512-bit register holds 128 columns of one
+//! row, so each group of 32 ends up spread over 4 lanes and must be reduced
+//! across lanes before its float step (docs/NUMERICS.md §6.1 adds one float
+//! product per group, in increasing g): about as much work as the products
+//! themselves. In a panel, one register holds the same 8 columns of 16 rows,
+//! so a multiply-add against the activations' 4 even (or odd) codes,
+//! broadcast, leaves each row's partial sum in its own lane: a group is 8 of
+//! them, and its float step runs on 16 rows at once with no reduction. The
+//! bytes are the natural ones, permuted; the arithmetic is §6.1's.
+
+use std::ops::Range;
+
+use half::f16;
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+
+use crate::frame::{IntView, Layout};
+use crate::{ActivationsQ8, OutputTile};
+
+/// Weight rows per panel.
+pub const PANEL_ROWS: usize = 16;
+/// The one group size a panel holds (Q4_0's).
+pub const PANEL_GROUP: usize = 32;
+/// Columns per interleaved piece: 4 packed bytes of a row.
+const PIECE_COLS: usize = 8;
+
+/// A Q4 weight grouped by 32 with its rows in panels of [`PANEL_ROWS`]:
+/// the same packed bytes and f16 scales as the natural
+/// [`QuantizedMatrixQ4`], permuted, so a layer holds one or the other.
+///
+/// Panel `p` holds rows `16p .. 16p + 16` in `16 · k / 2` bytes: for each 8
+/// columns `8c .. 8c + 8`, the 16 rows' 4 packed bytes of those columns one
+/// after another (row `q`'s at `p · 8k + 64c + 4q`). Its scales are group
+/// after group, the 16 rows' scale of group `g` at `p · 16 · groups + 16g +
+/// q`. Only weights with N a multiple of 16 and K a multiple of 32 have a
+/// panel form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelsQ4 {
+    n: usize,
+    k: usize,
+    codes: Vec<u8>,
+    scales: Vec<f16>,
+}
+
+impl PanelsQ4 {
+    /// The group size of every panel form ([`PANEL_GROUP`]).
+    pub const GROUP: usize = PANEL_GROUP;
+
+    /// The panel form of `w`, or `None` when it has none: per-channel
+    /// scales, a group other than 32, N not a multiple of 16 or K not a
+    /// multiple of 32 (N = 0 included). Copies the bytes once.
+    pub fn new(w: &QuantizedMatrixQ4) -> Option<PanelsQ4> {
+        let (n, k) = (w.n(), w.k());
+        let Q4Scales::Grouped { group, scales } = w.scales() else {
+            return None;
+        };
+        if *group != PANEL_GROUP || n == 0 || !n.is_multiple_of(PANEL_ROWS) || !k.is_multiple_of(PANEL_GROUP) {
+            return None;
+        }
+        let (stride, groups) = (k / 2, k / PANEL_GROUP);
+        let mut codes = vec![0u8; n * stride];
+        let mut panel_scales = vec![f16::ZERO; n * groups];
+        for r in 0..n {
+            let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
+            let panel = &mut codes[p * PANEL_ROWS * stride..(p + 1) * PANEL_ROWS * stride];
+            for (c, piece) in w.row_packed(r).chunks_exact(PIECE_COLS / 2).enumerate() {
+                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(piece);
+            }
+            for (g, &s) in scales[r * groups..(r + 1) * groups].iter().enumerate() {
+                panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
+            }
+        }
+        Some(PanelsQ4 {
+            n,
+            k,
+            codes,
+            scales: panel_scales,
+        })
+    }
+
+    /// The natural matrix again, byte for byte the one this was made from.
+    pub fn to_matrix(&self) -> QuantizedMatrixQ4 {
+        let (stride, groups) = (self.k / 2, self.k / PANEL_GROUP);
+        let mut packed = vec![0u8; self.n * stride];
+        let mut scales = vec![f16::ZERO; self.n * groups];
+        for (r, (row, sr)) in packed
+            .chunks_exact_mut(stride)
+            .zip(scales.chunks_exact_mut(groups))
+            .enumerate()
+        {
+            row.copy_from_slice(&self.row_packed(r));
+            sr.copy_from_slice(&self.row_scales(r));
+        }
+        QuantizedMatrixQ4::from_parts_biased(
+            self.n,
+            self.k,
+            packed,
+            Q4Scales::Grouped {
+                group: PANEL_GROUP,
+                scales,
+            },
+        )
+        .expect("a panel form holds a valid matrix's bytes")
+    }
+
+    /// Output features (rows).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features (columns).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Groups of 32 per row.
+    pub fn groups(&self) -> usize {
+        self.k / PANEL_GROUP
+    }
+    /// Panel `p`'s packed bytes, `16 · k / 2`.
+    pub fn panel(&self, p: usize) -> &[u8] {
+        let len = PANEL_ROWS * self.k / 2;
+        &self.codes[p * len..(p + 1) * len]
+    }
+    /// Panel `p`'s scales, `16 · groups`, group after group.
+    pub fn panel_scales(&self, p: usize) -> &[f16] {
+        let len = PANEL_ROWS * self.groups();
+        &self.scales[p * len..(p + 1) * len]
+    }
+    /// Row `r`'s packed bytes in the natural order (gathered).
+    pub fn row_packed(&self, r: usize) -> Vec<u8> {
+        let (panel, q) = (self.panel(r / PANEL_ROWS), r % PANEL_ROWS);
+        panel
+            .chunks_exact(64)
+            .flat_map(|piece| piece[4 * q..4 * q + 4].to_vec())
+            .collect()
+    }
+    /// Row `r`'s group scales in increasing g (gathered).
+    pub fn row_scales(&self, r: usize) -> Vec<f16> {
+        let (s, q) = (self.panel_scales(r / PANEL_ROWS), r % PANEL_ROWS);
+        s.chunks_exact(PANEL_ROWS).map(|g| g[q]).collect()
+    }
+}
+
+/// W4A8 grouped over one panel: `x` holds `xr` activation rows with each 8
+/// columns' 4 even codes then 4 odd ones ([`Layout::EvenOdd`] with blocks
+/// of 8: the order in which 4 packed bytes' low and high nibbles come out),
+/// `k` codes each; `sums` their `groups` sums per group of 32; `panel` and
+/// `s` one panel's bytes and scales ([`PanelsQ4::panel`],
+/// [`PanelsQ4::panel_scales`]). Writes `out[i · 16 + q] = Σ_g (acc_g as
+/// f32) · f32(s_g)` for activation row `i` and panel row `q`, `acc_g = Σ x·b
+/// − 8·sums[i][g]` exact, added in increasing g from +0 (§6.1; the frame
+/// multiplies by the activation scale).
+pub type TilePanelQ4 = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]);
+
+/// A tier's panel tiles: `(xr, tile)` by activation rows, widest first,
+/// the last of 1 row.
+#[derive(Debug, Clone, Copy)]
+pub struct PanelFamily {
+    /// The tiles, widest first; the last takes 1 activation row.
+    pub tiles: &'static [(usize, TilePanelQ4)],
+}
+
+/// The entry of a tier's panel tiles: W4A8 grouped (§6.1) on a
+/// [`PanelsQ4`] over output features `rows`, each a multiple of 8 at both
+/// ends or the matrix's end (the driver's granule). Same bits as
+/// `gemm_w4a8_grouped` on the natural matrix.
+pub type GemmQ8Panels = fn(&ActivationsQ8<'_>, &PanelsQ4, Range<usize>, &mut OutputTile<'_>);
+
+/// Runs `f`'s tiles over the panels that hold `rows` (a panel half inside
+/// the range is computed whole and half stored), `xr` activation rows at a
+/// time, and stores `sum · x_scale`. Panics on shapes that do not match (the
+/// dispatch layer checks them first).
+pub fn gemm_w4a8_grouped_panels(
+    f: &PanelFamily,
+    x: &ActivationsQ8<'_>,
+    w: &PanelsQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    x.check();
+    y.check(x.m, rows.len());
+    assert!(
+        rows.end <= w.n() && w.k() == x.k && x.sum_group == PANEL_GROUP,
+        "W4A8 panel shapes"
+    );
+    assert!(
+        f.tiles.last().is_some_and(|t| t.0 == 1),
+        "a panel family ends with a 1-row tile"
+    );
+    let groups = w.groups();
+    let xs = IntView::of(x, PIECE_COLS, Layout::EvenOdd);
+    let xs = xs.rows();
+    let mut out = [0f32; PANEL_ROWS * 16];
+    let mut xv: [&[i8]; 16] = [&[]; 16];
+    let mut sv: [&[i32]; 16] = [&[]; 16];
+    let panels = rows.start / PANEL_ROWS..rows.end.div_ceil(PANEL_ROWS);
+    for p in panels {
+        let (panel, s) = (w.panel(p), w.panel_scales(p));
+        // the panel's rows inside the range, as output columns
+        let (r0, r1) = ((p * PANEL_ROWS).max(rows.start), ((p + 1) * PANEL_ROWS).min(rows.end));
+        let mut i0 = 0;
+        while i0 < x.m {
+            let &(xr, tile) = f
+                .tiles
+                .iter()
+                .find(|t| t.0 <= (x.m - i0).min(16))
+                .expect("a 1-row tile");
+            for d in 0..xr {
+                xv[d] = xs.view(1, i0 + d, 0, false);
+                sv[d] = &x.row_sums(i0 + d)[..groups];
+            }
+            tile(&xv[..xr], &sv[..xr], panel, s, &mut out[..xr * PANEL_ROWS]);
+            for d in 0..xr {
+                let i = i0 + d;
+                let o = &mut out[d * PANEL_ROWS + r0 - p * PANEL_ROWS..d * PANEL_ROWS + r1 - p * PANEL_ROWS];
+                for v in o.iter_mut() {
+                    *v *= x.scales[i];
+                }
+                y.set_run(i, r0 - rows.start, o);
+            }
+            i0 += xr;
+        }
+    }
+}
+
+/// The portable panel tile (1 activation row): §6.1 read from the panel
+/// layout, one row at a time. The scalar tier's entry, so that every
+/// platform runs the frame above.
+fn tile_panel_scalar(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+    let (xs, sums) = (x[0], sums[0]);
+    let groups = sums.len();
+    for (q, o) in out.iter_mut().enumerate() {
+        let mut sum = 0f32;
+        for g in 0..groups {
+            let mut acc = 0i32;
+            for c in 4 * g..4 * g + 4 {
+                let (even, odd) = (&xs[8 * c..8 * c + 4], &xs[8 * c + 4..8 * c + 8]);
+                for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
+                    acc += i32::from(even[j]) * i32::from(b & 0x0F) + i32::from(odd[j]) * i32::from(b >> 4);
+                }
+            }
+            sum += (acc - 8 * sums[g]) as f32 * f32::from(s[PANEL_ROWS * g + q]);
+        }
+        *o = sum;
+    }
+}
+
+/// The scalar tier's panel family.
+static SCALAR_PANELS: PanelFamily = PanelFamily {
+    tiles: &[(1, tile_panel_scalar)],
+};
+
+/// The scalar tier's panel entry: [`gemm_w4a8_grouped_panels`] on the
+/// portable tile.
+pub fn gemm_w4a8_grouped_panels_scalar(
+    x: &ActivationsQ8<'_>,
+    w: &PanelsQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    gemm_w4a8_grouped_panels(&SCALAR_PANELS, x, w, rows, y);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{activation_group_sums, gemm_w4a8_grouped};
+
+    fn matrix(n: usize, k: usize, seed: u32) -> QuantizedMatrixQ4 {
+        let mut v = seed;
+        let mut next = move || {
+            v = v.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            v >> 8
+        };
+        let packed = (0..n * k / 2).map(|_| next() as u8).collect();
+        let scales = (0..n * k / 32)
+            .map(|_| f16::from_f32((next() % 2001) as f32 / 1000.0 - 1.0))
+            .collect();
+        QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::Grouped { group: 32, scales }).unwrap()
+    }
+
+    #[test]
+    fn a_panel_interleaves_16_rows_4_bytes_at_a_time() {
+        let w = matrix(32, 64, 1);
+        let p = PanelsQ4::new(&w).unwrap();
+        // row 17 is panel 1's row 1: its bytes 4..8 (columns 8..16) are
+        // that panel's second piece, 4 bytes in
+        assert_eq!(&p.panel(1)[64 + 4..64 + 8], &w.row_packed(17)[4..8]);
+        // group 1's scales of panel 0 are rows 0..16's second scale
+        let Q4Scales::Grouped { scales, .. } = w.scales() else {
+            unreachable!()
+        };
+        assert_eq!(p.panel_scales(0)[16 + 3], scales[3 * 2 + 1]);
+        assert_eq!(p.to_matrix(), w);
+    }
+
+    #[test]
+    fn only_grouped_32_with_whole_panels_and_groups_has_a_panel_form() {
+        assert!(PanelsQ4::new(&matrix(16, 32, 2)).is_some());
+        assert!(PanelsQ4::new(&matrix(24, 32, 2)).is_none());
+        let odd_k = QuantizedMatrixQ4::from_parts_biased(
+            16,
+            48,
+            vec![0x88; 16 * 24],
+            Q4Scales::Grouped {
+                group: 16,
+                scales: vec![f16::ONE; 16 * 3],
+            },
+        )
+        .unwrap();
+        assert!(PanelsQ4::new(&odd_k).is_none());
+        let per_channel =
+            QuantizedMatrixQ4::from_parts_biased(16, 32, vec![0x88; 16 * 16], Q4Scales::PerChannel(vec![1.0; 16]))
+                .unwrap();
+        assert!(PanelsQ4::new(&per_channel).is_none());
+    }
+
+    #[test]
+    fn the_scalar_panel_entry_has_the_natural_entrys_bits() {
+        for (m, n, k, rows) in [
+            (1, 16, 32, 0..16),
+            (3, 48, 96, 8..40),
+            (5, 32, 576, 16..32),
+            (2, 64, 64, 0..64),
+        ] {
+            let w = matrix(n, k, (m * n + k) as u32);
+            let p = PanelsQ4::new(&w).unwrap();
+            let codes: Vec<i8> = (0..m * k).map(|i| ((i * 37 % 255) as i32 - 127) as i8).collect();
+            let scales: Vec<f32> = (0..m).map(|i| 0.01 + i as f32 * 0.003).collect();
+            let sums = activation_group_sums(&codes, m, k, 32);
+            let x = ActivationsQ8::new(m, k, &codes, &scales, &sums, 32).unwrap();
+            let width = rows.len();
+            let (mut want, mut got) = (vec![0f32; m * width], vec![1f32; m * width]);
+            gemm_w4a8_grouped(&x, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            gemm_w4a8_grouped_panels_scalar(&x, &p, rows.clone(), &mut OutputTile::new(&mut got, width));
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&want), bits(&got), "m {m} n {n} k {k} rows {rows:?}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! AVX-512 VNNI W4A8 grouped tiles on the panel form of a weight
+//! (`qlinear_kernels_scalar::panels`): one 512-bit load is the same 8
+//! columns of 16 weight rows, 4 packed bytes a row, so `vpdpbusd` of its low
+//! (high) nibbles against an activation row's 4 even (odd) codes of those
+//! columns, broadcast, leaves each weight row's partial sum in its own lane.
+//! A group of 32 is 4 loads; its exact sums `acc_g` then take the float
+//! step of §6.1 for the 16 rows at once (one conversion, one product by the
+//! 16 scales, converted from f16 in one instruction, one add), with no
+//! reduction across lanes. Integer sums in any order are exact; each
+//! lane's float chain is the spec's, in increasing g from +0.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+use qlinear_kernels_scalar::panels::{PanelFamily, PANEL_ROWS};
+
+/// Bytes ahead of the current load that each step prefetches: a panel is
+/// one sequential run, 1 KiB = 4 groups of 16 rows.
+const PREFETCH: usize = 1024;
+
+/// W4A8 grouped over one panel for `XR` activation rows (the
+/// `TilePanelQ4` contract): each load of 16 rows' 8 columns is unpacked once
+/// and serves the `XR` rows. Writes `out[i · 16 + q]`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+    assert!(x.len() == XR && sums.len() == XR && out.len() == XR * PANEL_ROWS);
+    let groups = sums[0].len();
+    let k = groups * 32;
+    assert!(
+        x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == groups)
+            && panel.len() == PANEL_ROWS * k / 2
+            && s.len() == PANEL_ROWS * groups
+    );
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut total = [_mm512_setzero_ps(); XR];
+    for g in 0..groups {
+        let (mut even, mut odd) = ([_mm512_setzero_si512(); XR], [_mm512_setzero_si512(); XR]);
+        for c in 4 * g..4 * g + 4 {
+            // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
+            // 16 · k / 2 (asserted above); the prefetch only hints.
+            let v = unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+                _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
+            };
+            let lo = _mm512_and_si512(v, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+            for t in 0..XR {
+                // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
+                let q = &x[t][8 * c..8 * c + 8];
+                let (e, o) = ([q[0], q[1], q[2], q[3]], [q[4], q[5], q[6], q[7]]);
+                even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(i32::from_le_bytes(e.map(|b| b as u8))));
+                odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(i32::from_le_bytes(o.map(|b| b as u8))));
+            }
+        }
+        // SAFETY: 16 f16 at 16g lie in the panel's 16 · groups scales.
+        let scale = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().add(PANEL_ROWS * g).cast())) };
+        for t in 0..XR {
+            let acc = _mm512_sub_epi32(_mm512_add_epi32(even[t], odd[t]), _mm512_set1_epi32(8 * sums[t][g]));
+            total[t] = _mm512_add_ps(total[t], _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale));
+        }
+    }
+    for (t, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+        // SAFETY: a 64-byte store into a chunk of 16 f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), total[t]) };
+    }
+}
+
+/// The panel tiles: 8 activation rows (each unpacked load serves 8; 16
+/// accumulators and 8 totals in the 32 registers), then 4, then 1.
+pub(super) const PANELS: PanelFamily = PanelFamily {
+    tiles: &[
+        (8, super::entry::panel_x8),
+        (4, super::entry::panel_x4),
+        (1, super::entry::panel_x1),
+    ],
+};
+
+/// The tier's panel entry (the frame's sweep over `PANELS`).
+pub(crate) fn gemm_w4a8_grouped_panels(
+    x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
+    w: &qlinear_kernels_scalar::PanelsQ4,
+    rows: std::ops::Range<usize>,
+    y: &mut qlinear_kernels_scalar::OutputTile<'_>,
+) {
+    qlinear_kernels_scalar::panels::gemm_w4a8_grouped_panels(&PANELS, x, w, rows, y);
+}
