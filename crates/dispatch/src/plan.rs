@@ -5,7 +5,9 @@ use std::time::Duration;
 use crate::clock::{self, Instant};
 
 use half::f16;
-use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile};
+use qlinear_kernels_scalar::{
+    activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile, PanelsQ4,
+};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use crate::selftest::Rng;
@@ -355,6 +357,10 @@ struct PlanInputs<'w> {
     sum_group: usize,
     q8: &'w [QuantizedMatrix],
     q4: &'w [QuantizedMatrixQ4],
+    /// W4A8 grouped: the matrices' panel forms, which a tier with panel
+    /// tiles reads (a layer on that tier holds its weight so): the plan
+    /// times what a layer would run.
+    panels: Vec<PanelsQ4>,
 }
 
 impl<'w> PlanInputs<'w> {
@@ -372,6 +378,11 @@ impl<'w> PlanInputs<'w> {
         let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
         let sum_group = if grouped { 32 } else { k };
         let sums = activation_group_sums(&xc, m, k, sum_group);
+        let panels = if family == KernelFamily::W4A8Grouped {
+            q4.iter().filter_map(PanelsQ4::new).collect()
+        } else {
+            Vec::new()
+        };
         PlanInputs {
             family,
             m,
@@ -384,6 +395,7 @@ impl<'w> PlanInputs<'w> {
             sum_group,
             q8,
             q4,
+            panels,
         }
     }
 
@@ -402,6 +414,10 @@ impl<'w> PlanInputs<'w> {
         let copies = self.q8.len().max(self.q4.len()).max(1);
         let t = &mut OutputTile::new(y, n);
         let start = Instant::now();
+        if let (Some(f), Some(w)) = (table.gemm_w4a8_grouped_panels, self.panels.get(copy % copies)) {
+            f(&aq, w, 0..rows, t);
+            return start.elapsed().as_secs_f64() * 1e9;
+        }
         match (
             table.gemm(self.family),
             self.q8.get(copy % copies),

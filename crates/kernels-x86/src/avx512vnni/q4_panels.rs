@@ -15,8 +15,11 @@ use half::f16;
 use qlinear_kernels_scalar::panels::{PanelFamily, PANEL_ROWS};
 
 /// Bytes ahead of the current load that each step prefetches: a panel is
-/// one sequential run, 1 KiB = 4 groups of 16 rows.
-const PREFETCH: usize = 1024;
+/// one sequential run. Streaming 16 matrices of 256 × 4096 in turn (8 MiB,
+/// each call's weights evicted from L2) on the Intel Xeon of
+/// BENCHMARKS.md, 4 KiB ahead took 22.9 µs a call, 1 KiB 25.4, 8 KiB 22.8
+/// and 16 KiB 23.7 (the natural layout's tile: 35.9).
+const PREFETCH: usize = 4096;
 
 /// W4A8 grouped over one panel for `XR` activation rows (the
 /// `TilePanelQ4` contract): each load of 16 rows' 8 columns is unpacked once
