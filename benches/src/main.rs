@@ -17,7 +17,7 @@ mod candle;
 mod load;
 mod per_call;
 
-use qlinear::tiers::{KernelFamily, Route};
+use qlinear::tiers::{KernelFamily, PanelsQ4, Route};
 use qlinear::{
     selftest_report, GroupSize, Int8Tier, QuantLinearMode, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight,
 };
@@ -433,7 +433,19 @@ fn matrix(
                     continue;
                 }
                 let (weights, bytes) = weights(family, n, k, &wf, cache == "cold");
-                let weights = std::sync::Arc::new(weights);
+                // a tier with panel tiles runs W4A8 grouped on the panel
+                // form, as a layer on it does (the same bytes, permuted)
+                let panels: Vec<PanelsQ4> = match family {
+                    KernelFamily::W4A8Grouped => weights
+                        .iter()
+                        .filter_map(|w| match w {
+                            QuantizedWeight::Q4(q) => PanelsQ4::new(q),
+                            QuantizedWeight::Q8(_) => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let (weights, panels) = (std::sync::Arc::new(weights), std::sync::Arc::new(panels));
                 for m in ms(fname) {
                     let mut routes: Vec<(String, Route)> = tiers
                         .iter()
@@ -450,6 +462,11 @@ fn matrix(
                         }
                         for threads in [1usize, 2] {
                             let (weights, x) = (weights.clone(), data(m * k, 3));
+                            let panels = if route.has_panels() {
+                                panels.clone()
+                            } else {
+                                Default::default()
+                            };
                             let mut y = vec![0f32; m * n];
                             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                             cases.push(Case {
@@ -463,7 +480,12 @@ fn matrix(
                                 weight_bytes: bytes,
                                 run: Box::new(move |budget| {
                                     pool.install(|| {
-                                        median_time(budget, |i| run_family(&route, family, &weights, &x, m, &mut y, i))
+                                        median_time(budget, |i| match panels.get(i % panels.len().max(1)) {
+                                            Some(p) => route
+                                                .linear_q4_panels(&x, m, p, &mut y)
+                                                .expect("benchmark shapes are valid"),
+                                            None => run_family(&route, family, &weights, &x, m, &mut y, i),
+                                        })
                                     })
                                 }),
                             });
