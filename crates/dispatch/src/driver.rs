@@ -1,5 +1,5 @@
 //! The row-parallel driver: rayon over output features in ranges that are
-//! multiples of 8. Each output is computed entirely by one worker with the
+//! multiples of 16. Each output is computed entirely by one worker with the
 //! tier's fixed arithmetic, so the thread count never changes the bits.
 
 use std::cell::RefCell;
@@ -8,8 +8,10 @@ use std::ops::Range;
 use qlinear_kernels_scalar::OutputTile;
 use rayon::prelude::*;
 
-/// Output features per parallel granule (docs/NUMERICS.md §7, law 3).
-pub(crate) const ROW_GRANULE: usize = 8;
+/// Output features per parallel granule (docs/NUMERICS.md §7, law 3): a
+/// multiple of 8, and of a weight panel's 16 rows (`PanelsQ4`), so that no
+/// task computes a panel that another task also computes for its other half.
+pub(crate) const ROW_GRANULE: usize = 16;
 /// Below this many multiply-adds a call runs on the calling thread: the work is
 /// shorter than waking workers.
 pub(crate) const DEFAULT_PARALLEL_THRESHOLD: usize = 1 << 18;

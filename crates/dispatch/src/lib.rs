@@ -9,7 +9,7 @@
 //!   (M = 1) and batch (M = 16), decided once per process;
 //!   `QLINEAR_INT8_TIER` forces a tier (an unknown or unproven tier is an error).
 //! * [`Route`]: checked entry points (`linear_q8`, `linear_q4`, …) on one tier,
-//!   run row-parallel with rayon in ranges of 8 output features; every output
+//!   run row-parallel with rayon in ranges of 16 output features; every output
 //!   is computed by one worker with the same arithmetic, so thread count never
 //!   changes the bits.
 

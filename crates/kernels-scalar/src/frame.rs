@@ -371,7 +371,7 @@ const ROW_ALIGN: usize = 64;
 
 impl<'a> IntRows<'a> {
     /// The natural layout borrows the caller's codes (a GEMV is called per
-    /// 8-row range: a copy per call would cost more than the kernel's
+    /// range of rows: a copy per call would cost more than the kernel's
     /// bookkeeping); the others are written once per call.
     fn new(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
         let kb = x.k / block * block;
