@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
+use qlinear::init_for;
 use qlinear::tiers::{cpu_features, default_census};
-use qlinear::{autotuned_plan, run_selftest, selftest_report};
 
 use crate::print_out;
 
@@ -11,8 +11,10 @@ pub struct Args {
     /// Extra K values to prove (comma separated), beside the default census.
     #[arg(long, value_delimiter = ',')]
     k: Vec<usize>,
-    /// Take the census from a model file: the K of every quantized tensor and
-    /// of every 2-D tensor.
+    /// Take the census from a model file instead of the default one: the K of
+    /// every quantized tensor and of every 2-D tensor (what a runtime's
+    /// `qlinear::init_for(&file.census())` proves, so the times printed are
+    /// the first call's cost for that model).
     #[arg(long, value_name = "FILE.safetensors")]
     census: Option<std::path::PathBuf>,
 }
@@ -36,19 +38,18 @@ fn census_of(path: &std::path::Path) -> Result<Vec<usize>, String> {
     Ok(ks)
 }
 
-/// `qlinear selftest`: the exit code, or the one-line error to print.
-pub fn run(mut args: Args) -> Result<ExitCode, String> {
-    if let Some(path) = &args.census {
-        args.k.extend(census_of(path)?);
-    }
-    let fresh;
-    let report = if args.k.is_empty() {
-        selftest_report() // the process's own proof, which dispatch consults
-    } else {
-        fresh = run_selftest(&default_census().into_iter().chain(args.k).collect::<Vec<_>>());
-        &fresh
+/// `qlinear selftest`: the exit code, or the one-line error to print. The
+/// census run is the process's own proof, the one the plan consults, so the
+/// plan's time is its own (a fresh proof beside the process's would run the
+/// default census a second time inside the plan).
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let census: Vec<usize> = match &args.census {
+        Some(path) => census_of(path)?.into_iter().chain(args.k).collect(),
+        None if args.k.is_empty() => default_census(),
+        None => default_census().into_iter().chain(args.k).collect(),
     };
-    let plan = autotuned_plan().map_err(|e| e.to_string())?;
+    let init = init_for(&census).map_err(|e| e.to_string())?;
+    let (report, plan) = (init.selftest, init.plan);
     print_out(&format!("cpu features: {}\n{report}{plan}", cpu_features().join(" ")))?;
     if report.all_present_passed() {
         Ok(ExitCode::SUCCESS)

@@ -194,6 +194,25 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         dir.path().join("out-q4g32-search.safetensors").to_str().unwrap(),
     ]);
     assert!(census.status.success(), "{}", String::from_utf8_lossy(&census.stderr));
+    // the model's census replaces the default one: its K values (6 and 96
+    // here) beside the tails 1..=67 and the two bounds, not the default's
+    let count = |o: &std::process::Output| -> usize {
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("selftest: "))
+            .unwrap_or_else(|| panic!("{text}"));
+        line["selftest: ".len()..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let default = qlinear(&["selftest"]);
+    assert!(default.status.success());
+    assert!(
+        count(&census) < count(&default),
+        "{} against {}",
+        count(&census),
+        count(&default)
+    );
+    assert_eq!(count(&census), 67 + 2 + 1, "K = 96 beside 1..=67 and the two bounds");
 }
 
 #[test]

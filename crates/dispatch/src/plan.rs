@@ -92,6 +92,12 @@ impl KernelPlanV0 {
                 .rev()
                 .filter_map(|&t| t.table().ok().map(|table| (t, table)))
                 .collect();
+            // the panel form is built (4 MiB of copies of the decode pool)
+            // only where a SIMD tier reads it: the scalar tier's panel tile
+            // never wins a timing, and AVX2, NEON and wasm have none
+            let panels = tables
+                .iter()
+                .any(|(t, table)| *t != Int8Tier::Scalar && table.gemm_w4a8_grouped_panels.is_some());
             let mut weights = PlanWeights::new();
             // kind by kind, so that the decode buffers are lent to one kind's
             // matrices at a time
@@ -99,7 +105,8 @@ impl KernelPlanV0 {
                 let decode = weights.lend(kind);
                 for family in KernelFamily::GEMM.into_iter().filter(|&f| WeightKind::of(f) == kind) {
                     for m in [1, PLAN_BATCH_M] {
-                        let inputs = PlanInputs::new(family, m, if m == 1 { &decode } else { weights.batch(kind) });
+                        let inputs =
+                            PlanInputs::new(family, m, if m == 1 { &decode } else { weights.batch(kind) }, panels);
                         let timed = inputs.time(&tables);
                         for &(tier, ns) in &timed {
                             plan.timings.push(PlanTiming {
@@ -359,12 +366,15 @@ struct PlanInputs<'w> {
     q4: &'w [QuantizedMatrixQ4],
     /// W4A8 grouped: the matrices' panel forms, which a tier with panel
     /// tiles reads (a layer on that tier holds its weight so): the plan
-    /// times what a layer would run.
+    /// times what a layer would run. Empty where no SIMD tier has panel
+    /// tiles; the scalar tier is then timed on the natural layout.
     panels: Vec<PanelsQ4>,
 }
 
 impl<'w> PlanInputs<'w> {
-    fn new(family: KernelFamily, m: usize, w: &'w Matrices) -> Self {
+    /// The inputs of `family` at `m` rows on `w`; `panels` builds the
+    /// panel forms of W4A8 grouped matrices.
+    fn new(family: KernelFamily, m: usize, w: &'w Matrices, panels: bool) -> Self {
         let grouped = WeightKind::of(family) == WeightKind::Q4Grouped;
         let (q8, q4): (&[QuantizedMatrix], &[QuantizedMatrixQ4]) = match w {
             Matrices::Q8(v) => (v, &[]),
@@ -378,7 +388,7 @@ impl<'w> PlanInputs<'w> {
         let xf: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
         let sum_group = if grouped { 32 } else { k };
         let sums = activation_group_sums(&xc, m, k, sum_group);
-        let panels = if family == KernelFamily::W4A8Grouped {
+        let panels = if panels && family == KernelFamily::W4A8Grouped {
             q4.iter().filter_map(PanelsQ4::new).collect()
         } else {
             Vec::new()
