@@ -16,6 +16,17 @@ pub enum DispatchError {
         /// The length given.
         actual: usize,
     },
+    /// A route over rows ([`crate::Route::over_rows`]) whose range is not
+    /// within the matrix's output features.
+    #[error("output rows {start}..{end} are not within the matrix's {n} output features")]
+    RowsOutOfRange {
+        /// The range's first row.
+        start: usize,
+        /// One past the range's last row.
+        end: usize,
+        /// The matrix's output features.
+        n: usize,
+    },
     /// Activation rows the kernel layer's builder refuses (a length or a sum
     /// group that does not fit the shape).
     #[error(transparent)]

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use qlinear_kernels_scalar::panels::PANEL_GROUP;
 use qlinear_kernels_scalar::{
-    activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, PanelsQ4,
+    activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
 };
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
@@ -14,19 +14,25 @@ use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
 use crate::tier::tier_list;
 use crate::{autotuned_plan, selftest_report, DispatchError, Int8Tier, KernelFamily, QuantLinearMode};
 
-/// A proven tier and how calls on it are spread over threads.
+/// A proven tier and how calls on it are spread over threads: over the
+/// calling thread's rayon pool, or (a route [`Route::over_rows`]) one range of
+/// output features on the calling thread, for a runtime that splits the work
+/// over threads of its own.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
     tier: Int8Tier,
     table: &'static KernelTable,
     parallel_threshold: usize,
+    /// `Some((start, end))`: only output features `start..end`, into a `y`
+    /// of `[m, end − start]`, on the calling thread.
+    rows: Option<(usize, usize)>,
 }
 
 /// Two routes are equal when they run the same tier with the same threshold
-/// (a tier has one table).
+/// over the same rows (a tier has one table).
 impl PartialEq for Route {
     fn eq(&self, other: &Route) -> bool {
-        self.tier == other.tier && self.parallel_threshold == other.parallel_threshold
+        self.tier == other.tier && self.parallel_threshold == other.parallel_threshold && self.rows == other.rows
     }
 }
 
@@ -146,6 +152,7 @@ impl Route {
             tier,
             table,
             parallel_threshold: DEFAULT_PARALLEL_THRESHOLD,
+            rows: None,
         })
     }
 
@@ -179,6 +186,62 @@ impl Route {
     pub fn with_parallel_threshold(mut self, multiply_adds: usize) -> Self {
         self.parallel_threshold = multiply_adds;
         self
+    }
+
+    /// This route restricted to output features `rows`: every matrix entry
+    /// point then computes `y[i, j − rows.start]` for `j` in `rows` only,
+    /// into a `y` of `[m, rows.len()]`, on the calling thread (no pool), with
+    /// the bits of the same outputs of a whole call (each output is computed
+    /// by one thread with the tier's fixed arithmetic: `docs/NUMERICS.md` §7,
+    /// law 3). A runtime that keeps threads of its own gives each a range.
+    /// The activations are checked and quantized by every call, as in a
+    /// whole one. A range past the matrix's `n` is
+    /// [`DispatchError::RowsOutOfRange`] at the call.
+    pub fn over_rows(mut self, rows: std::ops::Range<usize>) -> Self {
+        self.rows = Some((rows.start, rows.end));
+        self
+    }
+
+    /// The output features a call on `n` computes, and the name of `y`'s
+    /// shape: `n` and `"y [m, n]"`, or the width of [`Route::over_rows`]'s
+    /// range and `"y [m, rows]"`.
+    fn out_width(&self, n: usize) -> Result<(usize, &'static str), DispatchError> {
+        match self.rows {
+            None => Ok((n, "y [m, n]")),
+            Some((start, end)) if start <= end && end <= n => Ok((end - start, "y [m, rows]")),
+            Some((start, end)) => Err(DispatchError::RowsOutOfRange { start, end, n }),
+        }
+    }
+
+    /// Checks `y` for `m` rows of the outputs a call on `n` computes.
+    fn check_y(&self, m: usize, n: usize, y: &[f32]) -> Result<(), DispatchError> {
+        let (width, what) = self.out_width(n)?;
+        check_len(what, mul(m, width, "y")?, y.len())
+    }
+
+    /// Runs `kernel` over this route's output features of an `[m, n]`
+    /// product: split over the pool, or the one range on this thread.
+    fn drive(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        bias: &[f32],
+        y: &mut [f32],
+        kernel: impl Fn(std::ops::Range<usize>, &mut OutputTile<'_>) + Sync,
+    ) {
+        match self.rows {
+            None => drive(m, n, k, self.parallel_threshold, bias, y, kernel),
+            Some((start, end)) => {
+                let bias = bias.get(start..end).unwrap_or(&[]);
+                kernel(
+                    start..end,
+                    &mut OutputTile {
+                        y,
+                        ld: end - start,
+                        bias,
+                    },
+                );
+            }
+        }
     }
 
     /// Exact `Σ a·b` of two int8 code rows in [-127, 127].
@@ -302,7 +365,7 @@ impl Route {
         let (n, k) = (w.n(), w.k());
         check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
@@ -326,7 +389,7 @@ impl Route {
         let layouts = LayoutCache::default();
         let act = ActivationsQ8::new(m, k, x_codes, x_scales, &[], k)?.with_layouts(&layouts);
         let f = self.table.gemm_w8a8;
-        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 
@@ -352,7 +415,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
         check_finite(x, k)?;
         with_scratch(|s| {
@@ -376,7 +439,7 @@ impl Route {
         let (n, k) = (w.n(), w.k());
         check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         Self::check_k_q4(w)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
@@ -412,7 +475,7 @@ impl Route {
         activation_group_sums_into(x_codes, m, k, sum_group, sums);
         let layouts = LayoutCache::default();
         let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(&layouts);
-        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 
@@ -454,7 +517,7 @@ impl Route {
         f: impl FnOnce((&[i8], &[f32]), &mut [f32], &mut Vec<i32>) -> Result<(), DispatchError>,
     ) -> Result<(), DispatchError> {
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         check_finite(x, k)?;
         with_scratch(|s| {
             let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
@@ -489,7 +552,7 @@ impl Route {
             activation_group_sums_into(x_codes, m, k, PANEL_GROUP, sums);
             let layouts = LayoutCache::default();
             let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, PANEL_GROUP)?.with_layouts(&layouts);
-            drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+            self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
             Ok(())
         })
     }
@@ -510,7 +573,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         check_finite(x, k)?;
         if m == 0 || n == 0 {
             return Ok(());
@@ -518,7 +581,7 @@ impl Route {
         let layouts = LayoutCache::default();
         let act = ActivationsF32::new(m, k, x)?.with_layouts(&layouts);
         let f = self.table.gemm_w8a16;
-        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 
@@ -538,7 +601,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
-        check_len("y [m, n]", mul(m, n, "y")?, y.len())?;
+        self.check_y(m, n, y)?;
         check_finite(x, k)?;
         if m == 0 || n == 0 {
             return Ok(());
@@ -549,7 +612,7 @@ impl Route {
             GroupSize::PerChannel => self.table.gemm_w4a16,
             GroupSize::Group(_) => self.table.gemm_w4a16_grouped,
         };
-        drive(m, n, k, self.parallel_threshold, bias, y, |rows, t| f(&act, w, rows, t));
+        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
 }
@@ -610,6 +673,19 @@ impl LayerRoute {
             decode: route,
             batch: route,
         })
+    }
+
+    /// These routes restricted to output features `rows` (see
+    /// [`Route::over_rows`]): [`LayerRoute::forward`] and
+    /// [`LayerRoute::forward_panels`] then compute those outputs only, into
+    /// a `y` of `[m, rows.len()]`, on the calling thread, with the bits of a
+    /// whole call's; the bias stays `[n]`.
+    pub fn over_rows(self, rows: std::ops::Range<usize>) -> Self {
+        LayerRoute {
+            decode: self.decode.over_rows(rows.clone()),
+            batch: self.batch.over_rows(rows),
+            ..self
+        }
     }
 
     /// The mode the layer runs.

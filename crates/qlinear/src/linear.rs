@@ -198,6 +198,32 @@ impl Linear {
         })
     }
 
+    /// [`Linear::forward`] for output features `rows` only: `y` is `[m,
+    /// rows.len()]` and receives `y[i, j − rows.start]` for `j` in `rows`,
+    /// computed **on the calling thread** (no rayon pool) with the bits of
+    /// the same outputs of [`Linear::forward`] (`docs/NUMERICS.md` §7, law
+    /// 3: each output is one thread's fixed arithmetic). For a runtime that
+    /// keeps threads of its own and gives each a range of every layer, as
+    /// llama.cpp's threads each take a share of every operation: a decode
+    /// step's hundreds of small calls then pay no pool wake-ups. Every call
+    /// checks and quantizes `x` itself (`m · k` values, small beside the
+    /// weights it reads). Ranges that start on a multiple of 16 read whole
+    /// weight panels (`Linear::holds_panels`); any range gives the same bits.
+    ///
+    /// Errors as [`Linear::forward`], and a range past `out_features`.
+    pub fn forward_rows(&self, x: &[f32], m: usize, rows: std::ops::Range<usize>, y: &mut [f32]) -> Result<()> {
+        let bias = self.bias.as_deref();
+        let route = self.route.over_rows(rows);
+        match &self.weight {
+            Held::Natural(w) => route.forward(x, m, w, bias, y),
+            Held::Panels { panels, .. } => route.forward_panels(x, m, panels, bias, y),
+        }
+        .map_err(|source| Error::Forward {
+            layer: self.name.clone(),
+            source,
+        })
+    }
+
     /// The layer's name, as its errors show it.
     pub fn name(&self) -> &str {
         &self.name

@@ -533,3 +533,72 @@ fn a_tier_with_panel_tiles_prepares_the_layer() {
         .unwrap();
     assert!(layer.route().runs_panels() && layer.holds_panels());
 }
+
+/// `forward_rows` computes a range of output features on the calling thread
+/// with the bits of the same outputs of `forward`, in every scheme and mode,
+/// on the plan's tiers and pinned to each proven tier (the panel form
+/// included), at M = 1 to 17, over ranges that start and end inside a panel
+/// of 16 rows, empty ones, and a split of every row into three parts. A
+/// range past `n` and a `y` of the whole width are errors naming the layer,
+/// with `y` untouched.
+#[test]
+fn a_range_of_rows_has_the_bits_of_the_whole_call() {
+    let (n, k) = (80, 96);
+    let w = weights(n, k, 21);
+    let b = weights(1, n, 22);
+    for (scheme, modes) in [
+        (QScheme::Q8, [QuantLinearMode::W8A8, QuantLinearMode::W8A16]),
+        (QScheme::Q4, [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
+        (QScheme::Q4Grouped(32), [QuantLinearMode::W4A8, QuantLinearMode::W4A16]),
+    ] {
+        let built = Linear::from_f32(scheme, n, k, &w, Some(&b)).unwrap();
+        for mode in modes {
+            let planned = built.clone().with_mode(mode).unwrap().with_name("blk.2.ffn_up");
+            let pinned = selftest_report()
+                .proven_tiers()
+                .into_iter()
+                .map(|t| planned.clone().on_tier(t).unwrap());
+            for layer in std::iter::once(planned.clone()).chain(pinned) {
+                let tier = layer.route().route(1).tier();
+                for m in [1, 2, 5, 17] {
+                    let x = weights(m, k, 23 + m as u32);
+                    let mut whole = vec![0f32; m * n];
+                    layer.forward(&x, m, &mut whole).unwrap();
+                    let thirds = [0..32, 32..48, 48..n];
+                    for rows in [0..n, 0..16, 5..23, 16..80, 73..80, 40..40, 0..0, n..n]
+                        .into_iter()
+                        .chain(thirds)
+                    {
+                        let width = rows.len();
+                        let mut got = vec![f32::NAN; m * width];
+                        layer.forward_rows(&x, m, rows.clone(), &mut got).unwrap();
+                        let want: Vec<f32> = whole.chunks_exact(n).flat_map(|r| r[rows.clone()].to_vec()).collect();
+                        assert_eq!(
+                            bits(&got),
+                            bits(&want),
+                            "{scheme} {mode} on {tier}, m={m}, rows {rows:?} (panels: {})",
+                            layer.holds_panels()
+                        );
+                    }
+                }
+                let x = weights(1, k, 30);
+                let mut y = vec![7f32; 9];
+                #[allow(clippy::reversed_empty_ranges)]
+                for rows in [72..81, 90..99, 9..0] {
+                    let e = layer
+                        .forward_rows(&x, 1, rows.clone(), &mut y[..rows.len()])
+                        .unwrap_err();
+                    assert!(
+                        e.to_string().starts_with("blk.2.ffn_up: ")
+                            && e.to_string().contains(&format!("{}..{}", rows.start, rows.end))
+                            && e.to_string().contains("80 output features"),
+                        "{e}"
+                    );
+                }
+                let e = layer.forward_rows(&x, 1, 0..8, &mut y).unwrap_err();
+                assert!(e.to_string().contains("y [m, rows]: expected 8 elements, got 9"), "{e}");
+                assert!(y.iter().all(|&v| v == 7.0), "y was written on error");
+            }
+        }
+    }
+}
