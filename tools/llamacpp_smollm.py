@@ -61,7 +61,7 @@ def merge(out, rounds):
     by = {}
     for path in rounds:
         for r in json.load(open(path)):
-            key = (r["model"], r["threads"])
+            key = (r["model"], r.get("split", ""), r["threads"])
             acc = by.setdefault(key, dict(r, prefill=[], decode=[]))
             for name, field in (("prefill", "prefill_tok_s"), ("decode", "decode_tok_s")):
                 v = r[field]

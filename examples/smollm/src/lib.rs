@@ -15,11 +15,12 @@ mod eval;
 mod meta;
 mod model;
 mod sample;
+mod team;
 mod tokenizer;
 
 pub use error::{Error, Result};
 pub use eval::{score, Scores};
 pub use meta::Meta;
-pub use model::{Config, KvCache, Model};
+pub use model::{Config, DecodeSplit, KvCache, Model};
 pub use sample::Sampler;
 pub use tokenizer::Tokenizer;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use qlinear::QuantLinearMode;
-use qlinear_smollm::{KvCache, Model, Sampler, Tokenizer};
+use qlinear_smollm::{DecodeSplit, KvCache, Model, Sampler, Tokenizer};
 
 #[derive(Parser)]
 #[command(
@@ -95,6 +95,13 @@ struct Args {
     /// Thread counts of --bench.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     bench_threads: Vec<usize>,
+    /// How a decode step spreads over the threads: `team` (every thread
+    /// takes a share of every layer and they meet at a spinning barrier) or
+    /// `pool` (each layer's call split over the rayon pool on its own).
+    /// --bench times each one given, alternated; the other commands take
+    /// the first.
+    #[arg(long, value_delimiter = ',', default_value = "team")]
+    decode_split: Vec<Split>,
     /// Rounds of --bench.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -103,6 +110,29 @@ struct Args {
     /// instead of copying them when loading.
     #[arg(long)]
     in_place: bool,
+}
+
+/// `--decode-split`'s values.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Split {
+    Team,
+    Pool,
+}
+
+impl Split {
+    fn of(self) -> DecodeSplit {
+        match self {
+            Split::Team => DecodeSplit::Team,
+            Split::Pool => DecodeSplit::Pool,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Split::Team => "team",
+            Split::Pool => "pool",
+        }
+    }
 }
 
 /// `(median, min, max)`.
@@ -151,15 +181,19 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         .iter()
         .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
         .collect::<Result<_, _>>()?;
-    // [model][threads] -> (prefill tok/s, decode tok/s) per round
-    let mut runs = vec![vec![(vec![], vec![]); args.bench_threads.len()]; models.len()];
+    // [model][split][threads] -> (prefill tok/s, decode tok/s) per round
+    let splits = &args.decode_split;
+    let mut runs = vec![vec![vec![(vec![], vec![]); args.bench_threads.len()]; splits.len()]; models.len()];
     for _ in 0..args.repeat.max(1) {
         for (ti, &threads) in args.bench_threads.iter().enumerate() {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .map_err(|e| e.to_string())?;
-            for (mi, (spec, model, _, _)) in models.iter().enumerate() {
+            for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
+                let (spec, model, _, _) = &mut models[mi];
+                model.set_decode_split(splits[si].of());
+                let (spec, model) = (&*spec, &*model);
                 let (p, d) = pool.install(|| -> Result<(f64, f64), String> {
                     let mut cache =
                         KvCache::new(&model.config, prompt.len() + args.bench_tokens + 1).map_err(|e| e.to_string())?;
@@ -175,8 +209,8 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
                     }
                     Ok((prefill, args.bench_tokens as f64 / t.elapsed().as_secs_f64()))
                 })?;
-                runs[mi][ti].0.push(p);
-                runs[mi][ti].1.push(d);
+                runs[mi][si][ti].0.push(p);
+                runs[mi][si][ti].1.push(d);
             }
         }
     }
@@ -191,33 +225,38 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
          prefill of the prompt included)"
     );
     println!(
-        "| model | layers | tier | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | load s | first \
-         token s | peak RSS MiB |"
+        "| model | layers | tier | decode split | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | \
+         load s | first token s | peak RSS MiB |"
     );
-    println!("|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
     let mut rows = vec![];
     for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
         let tier = model.decode_tier();
         let bytes = model.weight_bytes_per_token();
-        for (ti, &threads) in args.bench_threads.iter().enumerate() {
-            let (p, d) = (spread(&mut runs[mi][ti].0), spread(&mut runs[mi][ti].1));
-            let gbs = d.0 * bytes as f64 / 1e9;
-            println!(
-                "| {spec} | {} | {tier} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {:.2} | {:.1} |",
-                model.description,
-                p.0, p.1, p.2, d.0, d.1, d.2,
-                100.0 * gbs / probes[ti],
-                fresh[mi].0,
-                fresh[mi].1
-            );
-            rows.push(serde_json::json!({
-                "model": spec, "layers": model.description, "tier": tier, "threads": threads, "cpu": cpu,
-                "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
-                "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
-                "weight_bytes_per_token": bytes, "probe_gb_s": probes[ti], "load_s": load_s,
-                "first_token_s": fresh[mi].0, "peak_rss_mib": fresh[mi].1, "first_token_threads": threads_max,
-                "prompt_tokens": prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
-            }));
+        for (si, split) in splits.iter().enumerate() {
+            for (ti, &threads) in args.bench_threads.iter().enumerate() {
+                let run = &mut runs[mi][si][ti];
+                let (p, d) = (spread(&mut run.0), spread(&mut run.1));
+                let gbs = d.0 * bytes as f64 / 1e9;
+                println!(
+                    "| {spec} | {} | {tier} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {:.2} | {:.1} |",
+                    model.description,
+                    split.name(),
+                    p.0, p.1, p.2, d.0, d.1, d.2,
+                    100.0 * gbs / probes[ti],
+                    fresh[mi].0,
+                    fresh[mi].1
+                );
+                rows.push(serde_json::json!({
+                    "model": spec, "layers": model.description, "tier": tier, "split": split.name(),
+                    "threads": threads, "cpu": cpu,
+                    "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
+                    "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
+                    "weight_bytes_per_token": bytes, "probe_gb_s": probes[ti], "load_s": load_s,
+                    "first_token_s": fresh[mi].0, "peak_rss_mib": fresh[mi].1, "first_token_threads": threads_max,
+                    "prompt_tokens": prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
+                }));
+            }
         }
     }
     if let Some(path) = &args.json {
@@ -393,7 +432,10 @@ fn run(args: Args) -> Result<(), String> {
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());
     }
-    let (model, meta) = load(&args.models[0], args.in_place)?;
+    let (mut model, meta) = load(&args.models[0], args.in_place)?;
+    if let Some(split) = args.decode_split.first() {
+        model.set_decode_split(split.of());
+    }
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), None) => ids.clone(),

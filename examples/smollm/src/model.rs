@@ -1,10 +1,29 @@
+use std::ops::Range;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use qlinear::gguf::GgufFile;
 use qlinear::{Embedding, Linear, ModelFile, QScheme, QuantLinearMode, QuantizedWeight};
 use rayon::prelude::*;
 
+use crate::team::{share, share_items, AbortUnlessDone, Exchange};
 use crate::{Error, Meta, Result};
+
+/// How a decode step (one new token) spreads over the threads of the rayon
+/// pool it runs in. Both give the same bits: each output is computed by one
+/// thread with the same arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecodeSplit {
+    /// Every thread runs the whole step and takes its share of each layer
+    /// (`qlinear::Linear::forward_rows`) and of the attention heads; the
+    /// threads meet at a spinning barrier between layers, so the pool wakes
+    /// once per step, as llama.cpp's threads do.
+    #[default]
+    Team,
+    /// Each layer's call is split over the pool on its own
+    /// (`qlinear::Linear::forward`): the pool's workers wake for every call.
+    Pool,
+}
 
 /// The hyper-parameters of a Llama decoder, from the `llama.*` metadata.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +111,7 @@ enum Dense {
         /// `Σ x²` per input column and the rows seen, while calibrating.
         stats: Option<std::sync::Mutex<(Vec<f64>, u64)>>,
     },
-    Q(Linear),
+    Q(Box<Linear>),
 }
 
 impl Dense {
@@ -144,6 +163,21 @@ impl Dense {
             Dense::Q(l) => Ok(l.forward(x, m, y)?),
         }
     }
+
+    /// Outputs `rows` of one activation row `x` (`[k]`) into `y`
+    /// (`[rows.len()]`), on the calling thread: the bits of the same
+    /// outputs of [`Dense::forward`]. Records no calibration statistics.
+    fn forward_rows(&self, x: &[f32], rows: Range<usize>, y: &mut [f32]) -> Result<()> {
+        match self {
+            Dense::F32 { w, k, .. } => {
+                for (j, out) in rows.zip(y) {
+                    *out = dot(x, &w[j * k..(j + 1) * k]);
+                }
+                Ok(())
+            }
+            Dense::Q(l) => Ok(l.forward_rows(x, 1, rows, y)?),
+        }
+    }
 }
 
 /// f32 dot product in 8 lanes (vectorises), lanes summed pairwise.
@@ -192,6 +226,8 @@ pub struct Model {
     rope: (Vec<f32>, Vec<f32>),
     /// What the layers are, for reports (`f32`, `q4g32 W4A8`, …).
     pub description: String,
+    /// How a decode step spreads over the pool's threads.
+    split: DecodeSplit,
 }
 
 impl Model {
@@ -278,7 +314,7 @@ impl Model {
                 let m = head_mode(prefix, &l, mode);
                 l = l.with_mode(m)?;
             }
-            Ok(Dense::Q(l))
+            Ok(Dense::Q(Box::new(l)))
         };
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
             let found = file.shape(name).ok_or_else(|| Error::Tensor {
@@ -304,7 +340,7 @@ impl Model {
                 let m = head_mode("token_embd", &l, mode);
                 l = l.with_mode(m)?;
             }
-            Dense::Q(l)
+            Dense::Q(Box::new(l))
         };
         let description = match &head {
             Dense::Q(l) => {
@@ -358,7 +394,19 @@ impl Model {
             head,
             rope,
             description,
+            split: DecodeSplit::default(),
         })
+    }
+
+    /// How decode steps spread over the threads from now on
+    /// ([`DecodeSplit::Team`] unless set).
+    pub fn set_decode_split(&mut self, split: DecodeSplit) {
+        self.split = split;
+    }
+
+    /// How decode steps spread over the threads.
+    pub fn decode_split(&self) -> DecodeSplit {
+        self.split
     }
 
     /// Runs `tokens` (appended to `cache` at its current length) and returns
@@ -386,6 +434,9 @@ impl Model {
                 m, cache.capacity
             )));
         }
+        if m == 1 && self.split == DecodeSplit::Team && rayon::current_num_threads() > 1 && !self.calibrating() {
+            return self.step_team(cache, tokens[0]);
+        }
         let (h, hd) = (c.hidden, c.head_dim);
         let (q_dim, kv_dim) = (c.heads * hd, c.kv_heads * hd);
         let KvCache {
@@ -396,10 +447,7 @@ impl Model {
         } = cache;
         s.resize(m, base + m, c, if all { m } else { 1 });
         for (row, &t) in s.x.chunks_exact_mut(h).zip(tokens) {
-            match &self.embed {
-                Table::F32(e) => row.copy_from_slice(&e[t as usize * h..(t as usize + 1) * h]),
-                Table::Q(e) => e.row(t as usize, row)?,
-            }
+            self.embed_row(t, row)?;
         }
         for (l, layer) in self.layers.iter().enumerate() {
             rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h);
@@ -408,18 +456,14 @@ impl Model {
             layer.v.forward(&s.h, m, &mut s.v)?;
             for i in 0..m {
                 let pos = base + i;
-                self.rotate(&mut s.q[i * q_dim..(i + 1) * q_dim], pos);
-                self.rotate(&mut s.k[i * kv_dim..(i + 1) * kv_dim], pos);
+                self.rotate(&mut s.q[i * q_dim..(i + 1) * q_dim], 0..q_dim, pos);
+                self.rotate(&mut s.k[i * kv_dim..(i + 1) * kv_dim], 0..kv_dim, pos);
             }
-            let (kc, vc) = (&mut k_cache[l], &mut v_cache[l]);
-            for (new, cached) in [(&s.k, &mut *kc), (&s.v, &mut *vc)] {
-                // head-major: each KV head's positions are one contiguous run
-                for (i, row) in new.chunks_exact(kv_dim).enumerate() {
-                    for (h, part) in row.chunks_exact(c.head_dim).enumerate() {
-                        let at = (h * cache.capacity + base + i) * c.head_dim;
-                        cached[at..at + c.head_dim].copy_from_slice(part);
-                    }
-                }
+            let kc = k_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
+            let vc = v_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
+            for (i, (kr, vr)) in s.k.chunks_exact(kv_dim).zip(s.v.chunks_exact(kv_dim)).enumerate() {
+                store_kv(kc, kr, 0..kv_dim, hd, cache.capacity, base + i);
+                store_kv(vc, vr, 0..kv_dim, hd, cache.capacity, base + i);
             }
             let held = Held {
                 k: kc,
@@ -433,10 +477,7 @@ impl Model {
             rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
             layer.gate.forward(&s.h, m, &mut s.g)?;
             layer.up.forward(&s.h, m, &mut s.u)?;
-            // SwiGLU: silu(gate) · up
-            s.g.iter_mut()
-                .zip(&s.u)
-                .for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
+            swiglu(&mut s.g, &s.u);
             layer.down.forward(&s.g, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, d)| *x += d);
         }
@@ -448,20 +489,165 @@ impl Model {
         Ok(&s.logits)
     }
 
+    /// One decode step, token `token` at position `cache.len()`, run by
+    /// every thread of the current rayon pool as a team ([`DecodeSplit::Team`],
+    /// `team.rs`): each thread embeds the token and keeps its own copy of
+    /// the residual stream (the norms run on every thread alike), computes
+    /// its query heads' rows of Q and its share of the K and V rows (writing
+    /// them into the cache), attends for its query heads, and takes a share
+    /// of each other layer's output features; the shares are gathered
+    /// between layers. Every output is computed by one thread with the
+    /// arithmetic of [`Model::forward`]'s own path, so the logits are
+    /// bit-identical to it. The caller has checked the token and the room.
+    fn step_team<'c>(&self, cache: &'c mut KvCache, token: u32) -> Result<&'c [f32]> {
+        let c = &self.config;
+        let threads = rayon::current_num_threads();
+        let (h, hd, pos, capacity) = (c.hidden, c.head_dim, cache.len, cache.capacity);
+        let (kv_dim, group) = (c.kv_heads * hd, c.heads / c.kv_heads);
+        if cache.team.len() != threads {
+            cache.team = (0..threads).map(|_| Mutex::new(Local::default())).collect();
+            cache.exchange = Exchange::new(threads);
+        }
+        cache.exchange.reset();
+        for local in &mut cache.team {
+            local
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .resize(c, pos + 1);
+        }
+        let KvCache {
+            k: k_cache,
+            v: v_cache,
+            team,
+            exchange,
+            ..
+        } = &*cache;
+        let step = |t: usize| -> Result<()> {
+            let running = AbortUnlessDone::new(exchange.barrier());
+            let mut local = team[t].lock().unwrap_or_else(PoisonError::into_inner);
+            let s = &mut *local;
+            let mut round = 0;
+            let heads = share_items(c.heads, t, threads);
+            let q_rows = heads.start * hd..heads.end * hd;
+            let kv_rows = share(kv_dim, t, threads);
+            let h_rows = share(h, t, threads);
+            let f_rows = share(c.ffn, t, threads);
+            self.embed_row(token, &mut s.x)?;
+            for (l, layer) in self.layers.iter().enumerate() {
+                rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h);
+                layer.q.forward_rows(&s.h, q_rows.clone(), &mut s.q[q_rows.clone()])?;
+                layer.k.forward_rows(&s.h, kv_rows.clone(), &mut s.k[kv_rows.clone()])?;
+                layer.v.forward_rows(&s.h, kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
+                self.rotate(&mut s.q, q_rows.clone(), pos);
+                self.rotate(&mut s.k, kv_rows.clone(), pos);
+                {
+                    let mut kc = k_cache[l].write().unwrap_or_else(PoisonError::into_inner);
+                    store_kv(&mut kc, &s.k, kv_rows.clone(), hd, capacity, pos);
+                    drop(kc);
+                    let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
+                    store_kv(&mut vc, &s.v, kv_rows.clone(), hd, capacity, pos);
+                }
+                // every thread's keys and values of this position are held
+                exchange.barrier().wait()?;
+                {
+                    let kc = k_cache[l].read().unwrap_or_else(PoisonError::into_inner);
+                    let vc = v_cache[l].read().unwrap_or_else(PoisonError::into_inner);
+                    let held = Held {
+                        k: &kc,
+                        v: &vc,
+                        capacity,
+                        span: pos + 1,
+                    };
+                    for head in heads.clone() {
+                        let (qh, o) = (&s.q[head * hd..(head + 1) * hd], &mut s.att[head * hd..(head + 1) * hd]);
+                        attend(hd, pos, qh, &held, head / group, o, &mut s.scores);
+                    }
+                }
+                exchange.all_gather(t, &mut round, q_rows.clone(), &mut s.att)?;
+                layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+                exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
+                s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
+                rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
+                layer
+                    .gate
+                    .forward_rows(&s.h, f_rows.clone(), &mut s.g[f_rows.clone()])?;
+                layer.up.forward_rows(&s.h, f_rows.clone(), &mut s.u[f_rows.clone()])?;
+                swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
+                exchange.all_gather(t, &mut round, f_rows.clone(), &mut s.g)?;
+                layer
+                    .down
+                    .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+                exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
+                s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
+            }
+            rms_norm(&s.x, &self.norm, c.eps, &mut s.h);
+            let v_rows = share(c.vocab, t, threads);
+            self.head.forward_rows(&s.h, v_rows.clone(), &mut s.logits[v_rows])?;
+            running.done();
+            Ok(())
+        };
+        let results = rayon::broadcast(|ctx| {
+            if ctx.num_threads() == threads {
+                step(ctx.index())
+            } else {
+                // not reachable: the pool asked is the pool run on
+                exchange.barrier().abort();
+                Err(Error::TeamAborted)
+            }
+        });
+        // the first thread's own error, not the others' report of it
+        if let Some(e) = results
+            .iter()
+            .position(|r| matches!(r, Err(e) if !matches!(e, Error::TeamAborted)))
+        {
+            return Err(results
+                .into_iter()
+                .nth(e)
+                .and_then(Result::err)
+                .unwrap_or(Error::TeamAborted));
+        }
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        let KvCache { team, scratch, .. } = cache;
+        scratch.logits.resize(c.vocab, 0.0);
+        for (t, local) in team.iter_mut().enumerate() {
+            let rows = share(c.vocab, t, threads);
+            let local = local.get_mut().unwrap_or_else(PoisonError::into_inner);
+            scratch.logits[rows.clone()].copy_from_slice(&local.logits[rows]);
+        }
+        cache.len += 1;
+        Ok(&cache.scratch.logits)
+    }
+
+    /// Token `t`'s embedding row into `row` (`[hidden]`).
+    fn embed_row(&self, t: u32, row: &mut [f32]) -> Result<()> {
+        let h = self.config.hidden;
+        match &self.embed {
+            Table::F32(e) => row.copy_from_slice(&e[t as usize * h..(t as usize + 1) * h]),
+            Table::Q(e) => e.row(t as usize, row)?,
+        }
+        Ok(())
+    }
+
+    /// Whether the f32 layers are recording calibration statistics (a team
+    /// step records none: its calls see a share of each layer).
+    fn calibrating(&self) -> bool {
+        matches!(self.head, Dense::F32 { stats: Some(_), .. })
+    }
+
     /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:
-    /// the pairs are adjacent, `(x[2i], x[2i+1])`, in every head).
-    fn rotate(&self, x: &mut [f32], pos: usize) {
-        let half = self.config.head_dim / 2;
+    /// the pairs are adjacent, `(x[2i], x[2i+1])`, in every head) on the
+    /// features `cols` (even bounds) of one position's heads `x`.
+    fn rotate(&self, x: &mut [f32], cols: Range<usize>, pos: usize) {
+        let (hd, half) = (self.config.head_dim, self.config.head_dim / 2);
         let (cos, sin) = (
             &self.rope.0[pos * half..(pos + 1) * half],
             &self.rope.1[pos * half..(pos + 1) * half],
         );
-        for head in x.chunks_exact_mut(self.config.head_dim) {
-            for (i, pair) in head.chunks_exact_mut(2).enumerate() {
-                let (a, b) = (pair[0], pair[1]);
-                pair[0] = a * cos[i] - b * sin[i];
-                pair[1] = a * sin[i] + b * cos[i];
-            }
+        for j in cols.step_by(2) {
+            let i = (j % hd) / 2;
+            let (a, b) = (x[j], x[j + 1]);
+            x[j] = a * cos[i] - b * sin[i];
+            x[j + 1] = a * sin[i] + b * cos[i];
         }
     }
 
@@ -647,35 +833,59 @@ struct Held<'a> {
 /// over the cached keys and values of positions `0..=pos`, into `out`.
 /// `scores` holds one row of `held.span` per head and new row (reused).
 fn attention(c: &Config, base: usize, q: &[f32], held: &Held<'_>, out: &mut [f32], scores: &mut [f32]) {
-    let (hd, q_dim, span, capacity) = (c.head_dim, c.heads * c.head_dim, held.span, held.capacity);
-    let (kc, vc) = (held.k, held.v);
+    let (hd, q_dim, span) = (c.head_dim, c.heads * c.head_dim, held.span);
     let group = c.heads / c.kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
     out.par_chunks_mut(hd)
         .zip(scores.par_chunks_mut(span))
         .enumerate()
         .for_each(|(idx, (o, row))| {
             let (i, head) = (idx / c.heads, idx % c.heads);
-            let pos = base + i;
             let qh = &q[i * q_dim + head * hd..i * q_dim + (head + 1) * hd];
-            let kvh = head / group;
-            let scores = &mut row[..=pos];
-            for (t, sc) in scores.iter_mut().enumerate() {
-                *sc = dot(qh, &kc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd]) * scale;
-            }
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut total = 0f32;
-            scores.iter_mut().for_each(|s| {
-                *s = (*s - max).exp();
-                total += *s;
-            });
-            o.fill(0.0);
-            for (t, &p) in scores.iter().enumerate() {
-                let w = p / total;
-                let v = &vc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd];
-                o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
-            }
+            attend(hd, base + i, qh, held, head / group, o, row);
         });
+}
+
+/// One query head `qh` at position `pos` attending over positions `0..=pos`
+/// of KV head `kvh`: `o = softmax(qh · K / √hd) · V`, in `scores` (at least
+/// `pos + 1` long) for the weights.
+fn attend(hd: usize, pos: usize, qh: &[f32], held: &Held<'_>, kvh: usize, o: &mut [f32], scores: &mut [f32]) {
+    let (kc, vc, capacity) = (held.k, held.v, held.capacity);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let scores = &mut scores[..=pos];
+    for (t, sc) in scores.iter_mut().enumerate() {
+        *sc = dot(qh, &kc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd]) * scale;
+    }
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0f32;
+    scores.iter_mut().for_each(|s| {
+        *s = (*s - max).exp();
+        total += *s;
+    });
+    o.fill(0.0);
+    for (t, &p) in scores.iter().enumerate() {
+        let w = p / total;
+        let v = &vc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd];
+        o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
+    }
+}
+
+/// Writes features `cols` of one position's keys or values `row`
+/// (`[kv_heads · head_dim]`) at position `pos` of a head-major layer cache
+/// (`[kv_head, capacity, head_dim]`).
+fn store_kv(cached: &mut [f32], row: &[f32], cols: Range<usize>, hd: usize, capacity: usize, pos: usize) {
+    let mut j = cols.start;
+    while j < cols.end {
+        let (head, d) = (j / hd, j % hd);
+        let run = (hd - d).min(cols.end - j);
+        let at = (head * capacity + pos) * hd + d;
+        cached[at..at + run].copy_from_slice(&row[j..j + run]);
+        j += run;
+    }
+}
+
+/// SwiGLU in place: `g = silu(g) · u`.
+fn swiglu(g: &mut [f32], u: &[f32]) {
+    g.iter_mut().zip(u).for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
 }
 
 /// The keys and values of every position so far, per layer, laid out for
@@ -683,11 +893,17 @@ fn attention(c: &Config, base: usize, q: &[f32], held: &Held<'_>, out: &mut [f32
 /// each head's positions one sequential run), with the forward pass's work
 /// buffers (grown once, reused by every call).
 pub struct KvCache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
+    /// Per layer; locked only by a team step, whose threads each write
+    /// their share of a position's keys and values before all read them.
+    k: Vec<RwLock<Vec<f32>>>,
+    v: Vec<RwLock<Vec<f32>>>,
     len: usize,
     capacity: usize,
     scratch: Scratch,
+    /// A team step's buffers, one set per thread.
+    team: Vec<Mutex<Local>>,
+    /// A team step's meeting place.
+    exchange: Exchange,
 }
 
 impl KvCache {
@@ -701,11 +917,13 @@ impl KvCache {
         }
         let kv = config.kv_heads * config.head_dim * capacity;
         Ok(KvCache {
-            k: (0..config.layers).map(|_| vec![0f32; kv]).collect(),
-            v: (0..config.layers).map(|_| vec![0f32; kv]).collect(),
+            k: (0..config.layers).map(|_| RwLock::new(vec![0f32; kv])).collect(),
+            v: (0..config.layers).map(|_| RwLock::new(vec![0f32; kv])).collect(),
             len: 0,
             capacity,
             scratch: Scratch::default(),
+            team: vec![],
+            exchange: Exchange::new(0),
         })
     }
 
@@ -763,6 +981,47 @@ impl Scratch {
             (&mut self.u, c.ffn),
         ] {
             buf.resize(m * width, 0.0);
+        }
+    }
+}
+
+/// One thread's buffers in a team step: a whole copy of each activation
+/// vector of one position, of which the thread computes its share and the
+/// exchange fills in the rest.
+#[derive(Default)]
+struct Local {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    o: Vec<f32>,
+    g: Vec<f32>,
+    u: Vec<f32>,
+    scores: Vec<f32>,
+    logits: Vec<f32>,
+}
+
+impl Local {
+    /// Buffers for one position over `span` positions (grown, never
+    /// shrunk: after the first steps a team step allocates nothing).
+    fn resize(&mut self, c: &Config, span: usize) {
+        let (q_dim, kv_dim) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        for (buf, len) in [
+            (&mut self.x, c.hidden),
+            (&mut self.h, c.hidden),
+            (&mut self.q, q_dim),
+            (&mut self.k, kv_dim),
+            (&mut self.v, kv_dim),
+            (&mut self.att, q_dim),
+            (&mut self.o, c.hidden),
+            (&mut self.g, c.ffn),
+            (&mut self.u, c.ffn),
+            (&mut self.scores, span),
+            (&mut self.logits, c.vocab),
+        ] {
+            buf.resize(len, 0.0);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use qlinear::format::{write_file, Dtype, OutputTensor};
 use qlinear::{ModelFile, QScheme, QuantizedWeight};
-use qlinear_smollm::{Config, Error, KvCache, Meta, Model};
+use qlinear_smollm::{Config, DecodeSplit, Error, KvCache, Meta, Model};
 
 fn meta(arch: &str) -> HashMap<String, String> {
     [
@@ -174,4 +174,125 @@ fn the_sampler_is_seeded_and_respects_its_limits() {
     // top-p: token 1 alone holds more than half the mass at temperature 0.1
     let mut s = Sampler::new(0.1, 0, 0.5, 9);
     assert!((0..50).all(|_| s.next(&logits[..4]) == 1));
+}
+
+/// A small Llama (hidden 96, 6 heads of 16 sharing 3 KV heads, FFN 160,
+/// vocabulary 70, two blocks) in `scheme`, so that every thread of a team
+/// gets a share of each layer that starts inside a KV head and ends inside
+/// a weight panel or at a row tail.
+fn small(dir: &std::path::Path, scheme: QScheme, first_norm: f32) -> ModelFile {
+    let mut pairs = meta("llama");
+    for (k, v) in [
+        ("block_count", "2"),
+        ("embedding_length", "96"),
+        ("feed_forward_length", "160"),
+        ("attention.head_count", "6"),
+        ("attention.head_count_kv", "3"),
+        ("context_length", "32"),
+    ] {
+        pairs.insert(format!("gguf.llama.{k}"), v.into());
+    }
+    let mut tensors = vec![];
+    let mut seed = 0;
+    let mut linear = |prefix: String, n: usize, k: usize| {
+        seed += 1;
+        let w = QuantizedWeight::quantize(scheme, n, k, &values(n, k, seed)).unwrap();
+        OutputTensor::Quantized { prefix, tensor: w }
+    };
+    tensors.push(linear("token_embd".into(), 70, 96));
+    for b in 0..2 {
+        for (name, n, k) in [
+            ("attn_q", 96, 96),
+            ("attn_k", 48, 96),
+            ("attn_v", 48, 96),
+            ("attn_output", 96, 96),
+            ("ffn_gate", 160, 96),
+            ("ffn_up", 160, 96),
+            ("ffn_down", 96, 160),
+        ] {
+            tensors.push(linear(format!("blk.{b}.{name}"), n, k));
+        }
+        for name in ["attn_norm", "ffn_norm"] {
+            tensors.push(OutputTensor::Raw {
+                name: format!("blk.{b}.{name}.weight"),
+                dtype: Dtype::F32,
+                shape: vec![96],
+                data: Cow::Owned(
+                    (0..96)
+                        .map(|i| if i == 0 { first_norm } else { 0.75 + i as f32 / 192.0 })
+                        .flat_map(f32::to_le_bytes)
+                        .collect(),
+                ),
+            });
+        }
+    }
+    tensors.push(OutputTensor::Raw {
+        name: "output_norm.weight".into(),
+        dtype: Dtype::F32,
+        shape: vec![96],
+        data: Cow::Owned([1.0f32; 96].iter().flat_map(|v| v.to_le_bytes()).collect()),
+    });
+    let path = dir.join(format!("small-{scheme}-{first_norm}.safetensors"));
+    write_file(&path, &pairs, tensors).unwrap();
+    ModelFile::open(&path).unwrap()
+}
+
+/// A decode step gives the same logits, bit for bit, on one thread, on a
+/// team of 2 and 3 threads and split layer by layer over a pool of 2, in
+/// every scheme (the q4g32 layers in the panel form where a tier has panel
+/// tiles), and equal to the same positions run in one batch.
+#[test]
+fn a_team_step_has_the_bits_of_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [3u32, 61, 7, 0, 42, 18, 69, 5, 33];
+    for scheme in [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)] {
+        let file = small(dir.path(), scheme, 0.75);
+        let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+        let mut model = Model::from_converted(&file, &meta, None).unwrap();
+        assert_eq!(model.decode_split(), DecodeSplit::Team);
+        let mut batch = KvCache::new(&model.config, 32).unwrap();
+        let all = model.forward(&mut batch, &ids, true).unwrap().to_vec();
+        let mut steps = |threads: usize, split: DecodeSplit| -> Vec<Vec<u32>> {
+            model.set_decode_split(split);
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let mut cache = KvCache::new(&model.config, 32).unwrap();
+                ids.iter()
+                    .map(|&t| {
+                        let l = model.forward(&mut cache, &[t], false).unwrap();
+                        l.iter().map(|v| v.to_bits()).collect()
+                    })
+                    .collect()
+            })
+        };
+        let one = steps(1, DecodeSplit::Team);
+        for (i, row) in one.iter().enumerate() {
+            let want: Vec<u32> = all[i * 70..(i + 1) * 70].iter().map(|v| v.to_bits()).collect();
+            assert_eq!(row, &want, "{scheme}: position {i} against the batch");
+        }
+        for (threads, split) in [(2, DecodeSplit::Team), (3, DecodeSplit::Team), (2, DecodeSplit::Pool)] {
+            assert!(steps(threads, split) == one, "{scheme}: {threads} threads, {split:?}");
+        }
+    }
+}
+
+/// A step that fails on a team (an infinite norm weight makes the first
+/// projection's activations non-finite) reports the layer's own error on
+/// every thread count, never the team's abort, and leaves no thread
+/// waiting.
+#[test]
+fn a_failing_team_step_reports_the_layers_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), QScheme::Q4Grouped(32), f32::INFINITY);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, None).unwrap();
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let e = pool.install(|| {
+            let mut cache = KvCache::new(&model.config, 32).unwrap();
+            model.forward(&mut cache, &[5], false).unwrap_err()
+        });
+        assert!(!matches!(e, Error::TeamAborted), "{threads} threads: {e}");
+        assert!(e.to_string().starts_with("blk.0.attn_q"), "{threads} threads: {e}");
+    }
 }
