@@ -814,3 +814,121 @@ fn a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof() {
     let right = first_failure(&seq_w4a8_right::TABLE, KernelFamily::W4A8);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// The slips a `maddubs` panel tile (`qlinear_kernels_x86`'s AVX2
+/// `q4_panels`) can make: the operands of `maddubs` swapped (the codes read
+/// as unsigned, the nibbles as signed); the second half of the panel scaled
+/// by the first half's scales; the i16 pair sums carried from one group
+/// into the next instead of starting each group at zero.
+#[derive(Clone, Copy, PartialEq)]
+enum Avx2PanelSlip {
+    None,
+    OperandsSwapped,
+    FirstHalfScales,
+    PairsCarried,
+}
+
+#[target_feature(enable = "avx2,f16c")]
+#[allow(clippy::needless_range_loop)] // g also indexes the panel (4g..4g+4) and the scales
+fn avx2_panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: Avx2PanelSlip) {
+    let groups = sums[0].len();
+    assert!(panel.len() == 16 * groups * 16 && s.len() == 16 * groups && out.len() == 16 * x.len());
+    let (mask, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+    for (t, row_out) in out.chunks_exact_mut(16).enumerate() {
+        for half in 0..2 {
+            let mut total = _mm256_setzero_ps();
+            let mut pairs = _mm256_setzero_si256();
+            for g in 0..groups {
+                if slip != Avx2PanelSlip::PairsCarried {
+                    pairs = _mm256_setzero_si256();
+                }
+                for c in 4 * g..4 * g + 4 {
+                    // SAFETY: 64c + 32h + 32 <= 64 · 4 · groups = panel.len().
+                    let v = unsafe { _mm256_loadu_si256(panel.as_ptr().add(64 * c + 32 * half).cast()) };
+                    let (lo, hi) = (
+                        _mm256_and_si256(v, mask),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
+                    );
+                    let q = &x[t][8 * c..8 * c + 8];
+                    let e = _mm256_set1_epi32(i32::from_le_bytes([q[0], q[1], q[2], q[3]].map(|b| b as u8)));
+                    let o = _mm256_set1_epi32(i32::from_le_bytes([q[4], q[5], q[6], q[7]].map(|b| b as u8)));
+                    let (even, odd) = if slip == Avx2PanelSlip::OperandsSwapped {
+                        (_mm256_maddubs_epi16(e, lo), _mm256_maddubs_epi16(o, hi))
+                    } else {
+                        (_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o))
+                    };
+                    pairs = _mm256_add_epi16(pairs, _mm256_add_epi16(even, odd));
+                }
+                let at = 16 * g
+                    + if slip == Avx2PanelSlip::FirstHalfScales {
+                        0
+                    } else {
+                        8 * half
+                    };
+                // SAFETY: 8 f16 at 16g (+ 8) lie in s.
+                let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(at).cast())) };
+                let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(8 * sums[t][g]));
+                total = _mm256_add_ps(total, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
+            }
+            // SAFETY: 8 f32 into the half of a chunk of 16.
+            unsafe { _mm256_storeu_ps(row_out.as_mut_ptr().add(8 * half), total) };
+        }
+    }
+}
+
+macro_rules! avx2_panel_table {
+    ($module:ident, $slip:expr) => {
+        mod $module {
+            use super::*;
+            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
+            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+                assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"));
+                // SAFETY: AVX2 and F16C are present (asserted above).
+                unsafe { avx2_panel_with(x, sums, panel, s, out, $slip) }
+            }
+            const FAMILY: PanelFamily = PanelFamily {
+                tiles: &[(4, tile), (1, tile)],
+            };
+            fn entry(
+                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
+                w: &qlinear_kernels_scalar::PanelsQ4,
+                rows: std::ops::Range<usize>,
+                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
+            ) {
+                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
+            }
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..SCALAR
+            };
+        }
+    };
+}
+
+avx2_panel_table!(avx2_panel_operands_swapped, Avx2PanelSlip::OperandsSwapped);
+avx2_panel_table!(avx2_panel_first_half_scales, Avx2PanelSlip::FirstHalfScales);
+avx2_panel_table!(avx2_panel_pairs_carried, Avx2PanelSlip::PairsCarried);
+avx2_panel_table!(avx2_panel_right, Avx2PanelSlip::None);
+
+#[test]
+fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {
+    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")) {
+        eprintln!("skipped: this CPU has no AVX2 and F16C");
+        return;
+    }
+    for (table, why) in [
+        (&avx2_panel_operands_swapped::TABLE, "codes read as unsigned must fail"),
+        (
+            &avx2_panel_first_half_scales::TABLE,
+            "rows 8..16 on rows 0..8's scales must fail",
+        ),
+        (
+            &avx2_panel_pairs_carried::TABLE,
+            "pair sums carried across groups must fail",
+        ),
+    ] {
+        first_failure(table, KernelFamily::W4A8Grouped).expect(why);
+    }
+    let right = first_failure(&avx2_panel_right::TABLE, KernelFamily::W4A8Grouped);
+    assert!(right.is_none(), "{right:?}");
+}

@@ -13,6 +13,7 @@ use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 pub(crate) mod float;
 pub(crate) mod q4;
+mod q4_panels;
 pub(crate) mod q8;
 pub(crate) mod quantize;
 
@@ -44,6 +45,8 @@ mod entry {
         grouped_16x1 => q4::tile_w4a8_grouped_seq::<16>: tile_grouped,
         grouped_1x8 => q4::tile_w4a8_grouped_rows::<1>: tile_grouped,
         grouped_16x8 => q4::tile_w4a8_grouped_rows::<16>: tile_grouped,
+        panel_x1 => q4_panels::tile_w4a8_panel::<1>: tile_panel,
+        panel_x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
         w8a16_1x1 => float::tile_w8a16::<1, 1>: tile_f32q8,
         w8a16_4x1 => float::tile_w8a16::<4, 1>: tile_f32q8,
         w8a16_2x4 => float::tile_w8a16::<2, 4>: tile_f32q8,
@@ -201,7 +204,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
-    gemm_w4a8_grouped_panels: None,
+    gemm_w4a8_grouped_panels: Some(q4_panels::gemm_w4a8_grouped_panels),
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,

@@ -1,0 +1,97 @@
+//! AVX2 W4A8 grouped tiles on the panel form of a weight
+//! (`qlinear_kernels_scalar::panels`): a 256-bit load at `64c + 32h` is the
+//! same 8 columns of the panel's rows `8h .. 8h + 8`, 4 packed bytes a row,
+//! so `maddubs` of its low (high) nibbles against an activation row's 4
+//! even (odd) codes of those columns, broadcast, leaves each weight row's
+//! two pair sums in its own 32-bit lane. The pairs of a group of 32 (4
+//! loads, 8 `maddubs`) add up in i16 without saturating: each is at most
+//! `2 · 15 · 127 = 3810` in magnitude, 8 of them 30 480 < 32 767 (codes
+//! are in [-127, 127], nibbles in [0, 15]). One `madd` with ones then gives
+//! the group's exact sums `acc_g` of 8 rows, whose float step of §6.1 runs
+//! with the rows in the lanes, as on AVX-512 VNNI, with no reduction across
+//! lanes. Each lane's float chain is the spec's, in increasing g from +0.
+//!
+//! The two halves of a panel are passed over one after the other, so that
+//! 4 activation rows' accumulators and totals fit the 16 registers; the
+//! second pass finds the panel's lines in L1 or L2.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+use qlinear_kernels_scalar::panels::{PanelFamily, PANEL_ROWS};
+
+/// Bytes ahead of the current load that the first pass prefetches (the
+/// VNNI panel tile's distance: a panel is one sequential run).
+const PREFETCH: usize = 4096;
+
+/// W4A8 grouped over one panel for `XR` activation rows (the
+/// `TilePanelQ4` contract): each load of 8 rows' 8 columns is unpacked once
+/// and serves the `XR` rows. Writes `out[i · 16 + q]`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+    assert!(x.len() == XR && sums.len() == XR && out.len() == XR * PANEL_ROWS);
+    let groups = sums[0].len();
+    let k = groups * 32;
+    assert!(
+        x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == groups)
+            && panel.len() == PANEL_ROWS * k / 2
+            && s.len() == PANEL_ROWS * groups
+    );
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    for half in 0..2 {
+        let mut total = [_mm256_setzero_ps(); XR];
+        for g in 0..groups {
+            let mut pairs = [_mm256_setzero_si256(); XR];
+            for c in 4 * g..4 * g + 4 {
+                let at = 64 * c + 32 * half;
+                // SAFETY: c < k / 8: the 32 bytes at 64c + 32h lie in the
+                // panel's 16 · k / 2 (asserted above); the prefetch only hints.
+                let v = unsafe {
+                    if half == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());
+                    }
+                    _mm256_loadu_si256(panel.as_ptr().add(at).cast())
+                };
+                let lo = _mm256_and_si256(v, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                for t in 0..XR {
+                    // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
+                    let q = &x[t][8 * c..8 * c + 8];
+                    let (e, o) = ([q[0], q[1], q[2], q[3]], [q[4], q[5], q[6], q[7]]);
+                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(i32::from_le_bytes(e.map(|b| b as u8))));
+                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(i32::from_le_bytes(o.map(|b| b as u8))));
+                    pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
+                }
+            }
+            // SAFETY: 8 f16 at 16g + 8h lie in the panel's 16 · groups scales.
+            let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(PANEL_ROWS * g + 8 * half).cast())) };
+            for t in 0..XR {
+                let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(8 * sums[t][g]));
+                total[t] = _mm256_add_ps(total[t], _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
+            }
+        }
+        for (t, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+            // SAFETY: a 32-byte store into the half's 8 f32 of a chunk of 16.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * half), total[t]) };
+        }
+    }
+}
+
+/// The panel tiles: 4 activation rows (each unpacked load serves 4; 4
+/// accumulators and 4 totals beside the loads in the 16 registers), then 1.
+pub(super) const PANELS: PanelFamily = PanelFamily {
+    tiles: &[(4, super::entry::panel_x4), (1, super::entry::panel_x1)],
+};
+
+/// The tier's panel entry (the frame's sweep over `PANELS`).
+pub(crate) fn gemm_w4a8_grouped_panels(
+    x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
+    w: &qlinear_kernels_scalar::PanelsQ4,
+    rows: std::ops::Range<usize>,
+    y: &mut qlinear_kernels_scalar::OutputTile<'_>,
+) {
+    qlinear_kernels_scalar::panels::gemm_w4a8_grouped_panels(&PANELS, x, w, rows, y);
+}
