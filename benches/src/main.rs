@@ -262,8 +262,56 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The runner's flags: those followed by a value, then the switches.
+const VALUED: [&str; 10] = [
+    "--only",
+    "--m",
+    "--shape",
+    "--repeat",
+    "--compare-with",
+    "--compare-json",
+    "--load",
+    "--profile-forward",
+    "--profile",
+    "--calls",
+];
+const SWITCHES: [&str; 3] = ["--quick", "--in-place", "--per-call"];
+
+/// Why `args` (without the program) cannot run: an unknown argument, or a
+/// flag without its value. A typo must not start a run of many minutes.
+fn bad_argument(args: &[String]) -> Option<String> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if VALUED.contains(&a) {
+            if args.get(i + 1).is_none() {
+                return Some(format!("{a} needs a value"));
+            }
+            i += 2;
+        } else if SWITCHES.contains(&a) {
+            i += 1;
+        } else {
+            return Some(format!("unknown argument {a:?}"));
+        }
+    }
+    None
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(why) = bad_argument(&args[1..]) {
+        let help = args.iter().any(|a| a == "--help" || a == "-h");
+        if !help {
+            eprintln!("qlinear-bench: {why}");
+        }
+        eprintln!(
+            "usage: qlinear-bench [--quick] [--repeat N] [--only FAMILY,…] [--m M] [--shape NxK] \
+             [--compare-with BIN --compare-json FILE] | --per-call [--shape NxK] [--repeat N] | \
+             --load FILE [--in-place] | --profile FAMILY|--profile-forward CONFIG [--shape NxK] [--m M] [--calls N] \
+             (the module documentation of benches/src/main.rs says what each does)"
+        );
+        std::process::exit(if help { 0 } else { 2 });
+    }
     let quick = args.iter().any(|a| a == "--quick");
     // --only FAMILY[,FAMILY] --shape NxK --m M: a slice of the matrix, for iterating on one kernel
     let opt = |name: &str| {
@@ -811,4 +859,24 @@ fn print_and_write(
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/qlinear-bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
     println!("wrote {}", path.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bad_argument;
+
+    #[test]
+    fn unknown_arguments_and_missing_values_are_refused() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(bad_argument(&v(&["--quick", "--repeat", "3", "--m", "1"])), None);
+        assert_eq!(
+            bad_argument(&v(&["--help"])),
+            Some("unknown argument \"--help\"".into())
+        );
+        assert_eq!(
+            bad_argument(&v(&["--quick", "--reapeat", "3"])),
+            Some("unknown argument \"--reapeat\"".into())
+        );
+        assert_eq!(bad_argument(&v(&["--shape"])), Some("--shape needs a value".into()));
+    }
 }
