@@ -374,6 +374,13 @@ fn memo<T: Any + Send + Sync>(key: MemoKey, build: impl FnOnce() -> T) -> Arc<T>
     if key.2 <= RANDOM_PROOF_MAX_K {
         return Arc::new(build());
     }
+    memo_shared(key, build)
+}
+
+/// [`memo`] at any K: for inputs that every table's proof reads alike and
+/// whose building costs more than the proof (the panel proof's cases, with
+/// their scalar reference outputs).
+fn memo_shared<T: Any + Send + Sync>(key: MemoKey, build: impl FnOnce() -> T) -> Arc<T> {
     let cell = {
         let mut map = MEMO.lock().unwrap_or_else(|e| e.into_inner());
         let map = map.get_or_insert_with(HashMap::new);
@@ -571,52 +578,34 @@ impl Prover<'_> {
     /// scalar one included (its panel entry is other code): random rows
     /// with scales of both signs, then all-extreme rows; over 1 to 3 panels,
     /// M = 1 to 9 (the 4-row and 1-row tiles and their mixes), and ranges
-    /// that start and end inside a panel (the driver splits by 8 rows).
+    /// that start and end inside a panel (the driver splits by 8 rows). The
+    /// cases and their reference outputs are built once per K and shared by
+    /// every table ([`panel_cases`]).
     fn prove_panels(&mut self, panels: GemmQ8Panels, k: usize) {
-        let mut rng = Rng::new(0x9A4E_1500 ^ k as u64);
-        let calls: [(usize, usize, Range<usize>, bool); 4] = [
-            (1, 16, 0..16, false),
-            (5, 48, 8..40, false),
-            (9, 32, 0..32, false),
-            (4, 16, 0..16, true),
-        ];
-        for (m, n, rows, extreme) in calls {
-            let (packed, xc): (Vec<u8>, Vec<i8>) = if extreme {
-                (vec![0xFF; n * k / 2], vec![127; m * k])
-            } else {
-                ((0..n).flat_map(|_| rng.packed(k)).collect(), rng.codes(m * k))
-            };
-            let scales = (0..n * k / PANEL_GROUP).map(|_| f16::from_f32(rng.unit())).collect();
-            let grouped = Q4Scales::Grouped {
-                group: PANEL_GROUP,
-                scales,
-            };
-            let (Ok(w), xs) = (
-                QuantizedMatrixQ4::from_parts_biased(n, k, packed, grouped),
-                (0..m).map(|_| rng.unit().abs() * 0.1).collect::<Vec<f32>>(),
-            ) else {
+        for case in panel_cases(k).iter() {
+            let PanelCase {
+                name,
+                m,
+                rows,
+                xc,
+                xs,
+                sums,
+                panels: p,
+                want,
+            } = case;
+            let Some(p) = p else {
+                self.check(name, k, "a panel form".to_string(), "none".to_string());
                 return;
             };
-            let case = if extreme {
-                "panel rows, x=+127 nibble 15"
-            } else {
-                "panel rows"
-            };
-            let Some(p) = PanelsQ4::new(&w) else {
-                self.check(case, k, "a panel form".to_string(), "none".to_string());
-                return;
-            };
-            let sums = activation_group_sums(&xc, m, k, PANEL_GROUP);
             let layouts = LayoutCache::default();
-            let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, &xc, &xs, &sums, PANEL_GROUP)) else {
+            let Some(act) = self.built(name, k, ActivationsQ8::new(*m, k, xc, xs, sums, PANEL_GROUP)) else {
                 return;
             };
             let act = act.with_layouts(&layouts);
             let width = rows.len();
-            let (mut want, mut got) = (vec![f32::NAN; m * width], vec![f32::NAN; m * width]);
-            (SCALAR.gemm_w4a8_grouped)(&act, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
-            panels(&act, &p, rows, &mut OutputTile::new(&mut got, width));
-            self.check(case, k, bits(&want), bits(&got));
+            let mut got = vec![f32::NAN; m * width];
+            panels(&act, p, rows.clone(), &mut OutputTile::new(&mut got, width));
+            self.check(name, k, want.clone(), bits(&got));
         }
     }
 
@@ -993,6 +982,76 @@ impl Prover<'_> {
 
 /// Runs a kernel on a fresh NaN-filled output and returns the output.
 type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
+
+/// One call of the panel proof: its activation rows, the weight's panel
+/// form (none if the form refused the matrix, which the proof reports) and
+/// the scalar entry's bits on the natural matrix over `rows`.
+struct PanelCase {
+    name: &'static str,
+    m: usize,
+    rows: Range<usize>,
+    xc: Vec<i8>,
+    xs: Vec<f32>,
+    sums: Vec<i32>,
+    panels: Option<PanelsQ4>,
+    want: Vec<u32>,
+}
+
+/// The panel proof's calls at `k` (a multiple of 32), built once per
+/// selftest and shared by every table that has a panel entry: the scalar
+/// reference on the natural matrix costs more than the tiles it checks.
+fn panel_cases(k: usize) -> Arc<Vec<PanelCase>> {
+    memo_shared(("panel cases", 0, k, PANEL_GROUP), || {
+        let mut rng = Rng::new(0x9A4E_1500 ^ k as u64);
+        let calls: [(usize, usize, Range<usize>, bool); 4] = [
+            (1, 16, 0..16, false),
+            (5, 48, 8..40, false),
+            (9, 32, 0..32, false),
+            (4, 16, 0..16, true),
+        ];
+        let mut cases = vec![];
+        for (m, n, rows, extreme) in calls {
+            let (packed, xc): (Vec<u8>, Vec<i8>) = if extreme {
+                (vec![0xFF; n * k / 2], vec![127; m * k])
+            } else {
+                ((0..n).flat_map(|_| rng.packed(k)).collect(), rng.codes(m * k))
+            };
+            let scales = (0..n * k / PANEL_GROUP).map(|_| f16::from_f32(rng.unit())).collect();
+            let grouped = Q4Scales::Grouped {
+                group: PANEL_GROUP,
+                scales,
+            };
+            let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
+            let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, grouped) else {
+                continue;
+            };
+            let sums = activation_group_sums(&xc, m, k, PANEL_GROUP);
+            let layouts = LayoutCache::default();
+            let Ok(act) = ActivationsQ8::new(m, k, &xc, &xs, &sums, PANEL_GROUP) else {
+                continue;
+            };
+            let act = act.with_layouts(&layouts);
+            let width = rows.len();
+            let mut want = vec![f32::NAN; m * width];
+            (SCALAR.gemm_w4a8_grouped)(&act, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            cases.push(PanelCase {
+                name: if extreme {
+                    "panel rows, x=+127 nibble 15"
+                } else {
+                    "panel rows"
+                },
+                m,
+                rows,
+                panels: PanelsQ4::new(&w),
+                want: bits(&want),
+                xc,
+                xs,
+                sums,
+            });
+        }
+        cases
+    })
+}
 
 fn bits(y: &[f32]) -> Vec<u32> {
     y.iter().map(|v| v.to_bits()).collect()
