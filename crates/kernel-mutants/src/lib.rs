@@ -3,7 +3,7 @@
 //! mistake of a real tier, and each must fail
 //! `qlinear_dispatch::prove_kernel_table`. The crate is never published; its
 //! library holds only what the test files share: [`failing`], [`first_failure`],
-//! [`evenodd_dot`] and [`w4a8_on_frame!`].
+//! [`evenodd_dot`], [`w4a8_on_frame!`] and [`panel_table!`].
 
 #![forbid(unsafe_code)]
 
@@ -86,5 +86,39 @@ macro_rules! w4a8_on_frame {
                 };
             }
         )+
+    };
+}
+
+/// `mod $module` with `TABLE`: the scalar tier with a panel entry
+/// (`gemm_w4a8_grouped_panels`) on the frame's panel sweep, whose tiles of
+/// `xr` activation rows (widest first, the last 1) all call `$with(x, sums,
+/// panel, scales, out, $slip)`: a panel tile written once with its slips as
+/// a parameter. The module sees its parent's items (`use super::*`).
+#[macro_export]
+macro_rules! panel_table {
+    ($module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?]) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
+            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+                $with(x, sums, panel, s, out, $slip)
+            }
+            const FAMILY: PanelFamily = PanelFamily {
+                tiles: &[$(($xr, tile as qlinear_kernels_scalar::panels::TilePanelQ4)),+],
+            };
+            fn entry(
+                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
+                w: &qlinear_kernels_scalar::PanelsQ4,
+                rows: std::ops::Range<usize>,
+                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
+            ) {
+                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
+            }
+            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..qlinear_kernels_scalar::SCALAR
+            };
+        }
     };
 }

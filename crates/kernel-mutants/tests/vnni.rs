@@ -451,37 +451,10 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
     }
 }
 
-macro_rules! panel_table {
-    ($module:ident, $slip:expr) => {
-        mod $module {
-            use super::*;
-            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
-            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
-                panel_with(x, sums, panel, s, out, $slip)
-            }
-            const FAMILY: PanelFamily = PanelFamily {
-                tiles: &[(8, tile), (4, tile), (1, tile)],
-            };
-            fn entry(
-                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-                w: &qlinear_kernels_scalar::PanelsQ4,
-                rows: std::ops::Range<usize>,
-                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-            ) {
-                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
-            }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a8_grouped_panels: Some(entry),
-                ..SCALAR
-            };
-        }
-    };
-}
-
-panel_table!(panel_scales_row_major, PanelSlip::ScalesRowMajor);
-panel_table!(panel_halves_swapped, PanelSlip::HalvesSwapped);
-panel_table!(panel_hoisted_sums, PanelSlip::HoistedSums);
-panel_table!(panel_right, PanelSlip::None);
+qlinear_kernel_mutants::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
+qlinear_kernel_mutants::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
+qlinear_kernel_mutants::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernel_mutants::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
 
 #[test]
 fn the_panel_tiles_fail_the_proof_on_their_slips() {

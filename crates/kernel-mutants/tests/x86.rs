@@ -876,39 +876,39 @@ fn avx2_panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], 
     }
 }
 
-macro_rules! avx2_panel_table {
-    ($module:ident, $slip:expr) => {
-        mod $module {
-            use super::*;
-            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
-            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
-                assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"));
-                // SAFETY: AVX2 and F16C are present (asserted above).
-                unsafe { avx2_panel_with(x, sums, panel, s, out, $slip) }
-            }
-            const FAMILY: PanelFamily = PanelFamily {
-                tiles: &[(4, tile), (1, tile)],
-            };
-            fn entry(
-                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-                w: &qlinear_kernels_scalar::PanelsQ4,
-                rows: std::ops::Range<usize>,
-                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-            ) {
-                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
-            }
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a8_grouped_panels: Some(entry),
-                ..SCALAR
-            };
-        }
-    };
+/// [`avx2_panel_with`] behind the feature check a safe tile needs.
+fn avx2_panel_checked(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    s: &[half::f16],
+    out: &mut [f32],
+    slip: Avx2PanelSlip,
+) {
+    assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"));
+    // SAFETY: AVX2 and F16C are present (asserted above).
+    unsafe { avx2_panel_with(x, sums, panel, s, out, slip) }
 }
 
-avx2_panel_table!(avx2_panel_operands_swapped, Avx2PanelSlip::OperandsSwapped);
-avx2_panel_table!(avx2_panel_first_half_scales, Avx2PanelSlip::FirstHalfScales);
-avx2_panel_table!(avx2_panel_pairs_carried, Avx2PanelSlip::PairsCarried);
-avx2_panel_table!(avx2_panel_right, Avx2PanelSlip::None);
+qlinear_kernel_mutants::panel_table!(
+    avx2_panel_operands_swapped,
+    avx2_panel_checked,
+    Avx2PanelSlip::OperandsSwapped,
+    [4, 1]
+);
+qlinear_kernel_mutants::panel_table!(
+    avx2_panel_first_half_scales,
+    avx2_panel_checked,
+    Avx2PanelSlip::FirstHalfScales,
+    [4, 1]
+);
+qlinear_kernel_mutants::panel_table!(
+    avx2_panel_pairs_carried,
+    avx2_panel_checked,
+    Avx2PanelSlip::PairsCarried,
+    [4, 1]
+);
+qlinear_kernel_mutants::panel_table!(avx2_panel_right, avx2_panel_checked, Avx2PanelSlip::None, [4, 1]);
 
 #[test]
 fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {

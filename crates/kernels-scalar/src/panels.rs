@@ -154,6 +154,25 @@ impl PanelsQ4 {
 /// multiplies by the activation scale).
 pub type TilePanelQ4 = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]);
 
+/// The shapes a [`TilePanelQ4`] for `xr` activation rows relies on, checked
+/// before its loads: `xr` rows of `k = 32 · groups` codes and of `groups`
+/// sums, one panel's `16 · k / 2` bytes and `16 · groups` scales, `16 · xr`
+/// outputs. Returns `groups`; panics on any other shape (the frame passes
+/// these, and a SIMD tile's pointer loads stay in bounds only on them).
+pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
+    let groups = sums[0].len();
+    let k = groups * PANEL_GROUP;
+    assert!(
+        x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == groups)
+            && panel.len() == PANEL_ROWS * k / 2
+            && s.len() == PANEL_ROWS * groups,
+        "panel tile shapes"
+    );
+    groups
+}
+
 /// A tier's panel tiles: `(xr, tile)` by activation rows, widest first,
 /// the last of 1 row.
 #[derive(Debug, Clone, Copy)]

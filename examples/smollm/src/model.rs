@@ -17,7 +17,11 @@ pub enum DecodeSplit {
     /// Every thread runs the whole step and takes its share of each layer
     /// (`qlinear::Linear::forward_rows`) and of the attention heads; the
     /// threads meet at a spinning barrier between layers, so the pool wakes
-    /// once per step, as llama.cpp's threads do.
+    /// once per step, as llama.cpp's threads do. A step holds every thread
+    /// of the pool until it ends: steps of several sequences at once belong
+    /// on pools of their own (two steps sharing a pool's threads could each
+    /// wait, spinning, for a thread the other holds), or use
+    /// [`DecodeSplit::Pool`].
     #[default]
     Team,
     /// Each layer's call is split over the pool on its own
@@ -505,7 +509,7 @@ impl Model {
         let (h, hd, pos, capacity) = (c.hidden, c.head_dim, cache.len, cache.capacity);
         let (kv_dim, group) = (c.kv_heads * hd, c.heads / c.kv_heads);
         if cache.team.len() != threads {
-            cache.team = (0..threads).map(|_| Mutex::new(Local::default())).collect();
+            cache.team = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
             cache.exchange = Exchange::new(threads);
         }
         cache.exchange.reset();
@@ -513,7 +517,7 @@ impl Model {
             local
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner)
-                .resize(c, pos + 1);
+                .resize(1, pos + 1, c, 1);
         }
         let KvCache {
             k: k_cache,
@@ -534,10 +538,16 @@ impl Model {
             let f_rows = share(c.ffn, t, threads);
             self.embed_row(token, &mut s.x)?;
             for (l, layer) in self.layers.iter().enumerate() {
-                rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h);
-                layer.q.forward_rows(&s.h, q_rows.clone(), &mut s.q[q_rows.clone()])?;
-                layer.k.forward_rows(&s.h, kv_rows.clone(), &mut s.k[kv_rows.clone()])?;
-                layer.v.forward_rows(&s.h, kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
+                rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
+                layer
+                    .q
+                    .forward_rows(&s.h[..h], q_rows.clone(), &mut s.q[q_rows.clone()])?;
+                layer
+                    .k
+                    .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.k[kv_rows.clone()])?;
+                layer
+                    .v
+                    .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
                 self.rotate(&mut s.q, q_rows.clone(), pos);
                 self.rotate(&mut s.k, kv_rows.clone(), pos);
                 {
@@ -567,11 +577,13 @@ impl Model {
                 layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
                 exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
                 s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
-                rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
+                rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
                 layer
                     .gate
-                    .forward_rows(&s.h, f_rows.clone(), &mut s.g[f_rows.clone()])?;
-                layer.up.forward_rows(&s.h, f_rows.clone(), &mut s.u[f_rows.clone()])?;
+                    .forward_rows(&s.h[..h], f_rows.clone(), &mut s.g[f_rows.clone()])?;
+                layer
+                    .up
+                    .forward_rows(&s.h[..h], f_rows.clone(), &mut s.u[f_rows.clone()])?;
                 swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
                 exchange.all_gather(t, &mut round, f_rows.clone(), &mut s.g)?;
                 layer
@@ -580,9 +592,10 @@ impl Model {
                 exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
                 s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
             }
-            rms_norm(&s.x, &self.norm, c.eps, &mut s.h);
+            rms_norm(&s.x, &self.norm, c.eps, &mut s.h[..h]);
             let v_rows = share(c.vocab, t, threads);
-            self.head.forward_rows(&s.h, v_rows.clone(), &mut s.logits[v_rows])?;
+            self.head
+                .forward_rows(&s.h[..h], v_rows.clone(), &mut s.logits[v_rows])?;
             running.done();
             Ok(())
         };
@@ -901,7 +914,7 @@ pub struct KvCache {
     capacity: usize,
     scratch: Scratch,
     /// A team step's buffers, one set per thread.
-    team: Vec<Mutex<Local>>,
+    team: Vec<Mutex<Scratch>>,
     /// A team step's meeting place.
     exchange: Exchange,
 }
@@ -948,6 +961,10 @@ impl KvCache {
     }
 }
 
+/// A forward pass's work buffers; a team step has one per thread, each a
+/// whole copy of one position's vectors, of which the thread computes its
+/// share and the exchange fills in the rest (`o` holds a layer's gathered
+/// output there).
 #[derive(Default)]
 struct Scratch {
     x: Vec<f32>,
@@ -956,6 +973,7 @@ struct Scratch {
     k: Vec<f32>,
     v: Vec<f32>,
     att: Vec<f32>,
+    o: Vec<f32>,
     g: Vec<f32>,
     u: Vec<f32>,
     scores: Vec<f32>,
@@ -977,51 +995,11 @@ impl Scratch {
             (&mut self.k, kv_dim),
             (&mut self.v, kv_dim),
             (&mut self.att, q_dim),
+            (&mut self.o, c.hidden),
             (&mut self.g, c.ffn),
             (&mut self.u, c.ffn),
         ] {
             buf.resize(m * width, 0.0);
-        }
-    }
-}
-
-/// One thread's buffers in a team step: a whole copy of each activation
-/// vector of one position, of which the thread computes its share and the
-/// exchange fills in the rest.
-#[derive(Default)]
-struct Local {
-    x: Vec<f32>,
-    h: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    o: Vec<f32>,
-    g: Vec<f32>,
-    u: Vec<f32>,
-    scores: Vec<f32>,
-    logits: Vec<f32>,
-}
-
-impl Local {
-    /// Buffers for one position over `span` positions (grown, never
-    /// shrunk: after the first steps a team step allocates nothing).
-    fn resize(&mut self, c: &Config, span: usize) {
-        let (q_dim, kv_dim) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
-        for (buf, len) in [
-            (&mut self.x, c.hidden),
-            (&mut self.h, c.hidden),
-            (&mut self.q, q_dim),
-            (&mut self.k, kv_dim),
-            (&mut self.v, kv_dim),
-            (&mut self.att, q_dim),
-            (&mut self.o, c.hidden),
-            (&mut self.g, c.ffn),
-            (&mut self.u, c.ffn),
-            (&mut self.scores, span),
-            (&mut self.logits, c.vocab),
-        ] {
-            buf.resize(len, 0.0);
         }
     }
 }

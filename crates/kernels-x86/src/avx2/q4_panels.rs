@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{PanelFamily, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, PANEL_ROWS};
 
 /// Bytes ahead of the current load that the first pass prefetches (the
 /// VNNI panel tile's distance: a panel is one sequential run).
@@ -30,15 +30,7 @@ const PREFETCH: usize = 4096;
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
-    assert!(x.len() == XR && sums.len() == XR && out.len() == XR * PANEL_ROWS);
-    let groups = sums[0].len();
-    let k = groups * 32;
-    assert!(
-        x.iter().all(|r| r.len() == k)
-            && sums.iter().all(|r| r.len() == groups)
-            && panel.len() == PANEL_ROWS * k / 2
-            && s.len() == PANEL_ROWS * groups
-    );
+    let groups = check_tile(XR, x, sums, panel, s, out);
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     for half in 0..2 {
@@ -48,7 +40,7 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
             for c in 4 * g..4 * g + 4 {
                 let at = 64 * c + 32 * half;
                 // SAFETY: c < k / 8: the 32 bytes at 64c + 32h lie in the
-                // panel's 16 · k / 2 (asserted above); the prefetch only hints.
+                // panel's 16 · k / 2 (`check_tile` above); the prefetch only hints.
                 let v = unsafe {
                     if half == 0 {
                         _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());

@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{PanelFamily, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, PANEL_ROWS};
 
 /// Bytes ahead of the current load that each step prefetches: a panel is
 /// one sequential run. Streaming 16 matrices of 256 × 4096 in turn (8 MiB,
@@ -30,22 +30,14 @@ const PREFETCH: usize = 4096;
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
-    assert!(x.len() == XR && sums.len() == XR && out.len() == XR * PANEL_ROWS);
-    let groups = sums[0].len();
-    let k = groups * 32;
-    assert!(
-        x.iter().all(|r| r.len() == k)
-            && sums.iter().all(|r| r.len() == groups)
-            && panel.len() == PANEL_ROWS * k / 2
-            && s.len() == PANEL_ROWS * groups
-    );
+    let groups = check_tile(XR, x, sums, panel, s, out);
     let mask = _mm512_set1_epi8(0x0F);
     let mut total = [_mm512_setzero_ps(); XR];
     for g in 0..groups {
         let (mut even, mut odd) = ([_mm512_setzero_si512(); XR], [_mm512_setzero_si512(); XR]);
         for c in 4 * g..4 * g + 4 {
             // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
-            // 16 · k / 2 (asserted above); the prefetch only hints.
+            // 16 · k / 2 (`check_tile` above); the prefetch only hints.
             let v = unsafe {
                 _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
                 _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
