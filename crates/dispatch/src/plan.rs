@@ -93,8 +93,9 @@ impl KernelPlanV0 {
                 .filter_map(|&t| t.table().ok().map(|table| (t, table)))
                 .collect();
             // the panel form is built (4 MiB of copies of the decode pool)
-            // only where a SIMD tier reads it: the scalar tier's panel tile
-            // never wins a timing, and AVX2, NEON and wasm have none
+            // only where a SIMD tier reads it (AVX2 and AVX-512 VNNI have
+            // panel tiles; NEON and wasm none): the scalar tier's panel tile
+            // never wins a timing
             let panels = tables
                 .iter()
                 .any(|(t, table)| *t != Int8Tier::Scalar && table.gemm_w4a8_grouped_panels.is_some());

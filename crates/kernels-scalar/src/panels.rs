@@ -182,9 +182,11 @@ pub struct PanelFamily {
 }
 
 /// The entry of a tier's panel tiles: W4A8 grouped (§6.1) on a
-/// [`PanelsQ4`] over output features `rows`, each a multiple of 8 at both
-/// ends or the matrix's end (the driver's granule). Same bits as
-/// `gemm_w4a8_grouped` on the natural matrix.
+/// [`PanelsQ4`] over output features `rows`, any range within the matrix
+/// (the driver's are multiples of 16; `Linear::forward_rows` passes the
+/// caller's): each panel the range touches is computed whole and its rows
+/// inside the range stored. Same bits as `gemm_w4a8_grouped` on the natural
+/// matrix.
 pub type GemmQ8Panels = fn(&ActivationsQ8<'_>, &PanelsQ4, Range<usize>, &mut OutputTile<'_>);
 
 /// Runs `f`'s tiles over the panels that hold `rows` (a panel half inside
