@@ -240,7 +240,18 @@ impl<'a> OutputTile<'a> {
                     *o = v + b;
                 }
             }
-            None => out.copy_from_slice(values),
+            None => {
+                // a run is a tile's width (at most 16 values): copied four at
+                // a time, a length the compiler sees, so no call to memmove,
+                // which cost more than the copy (3 % of SmolLM2's prefill)
+                let (mut o4, mut v4) = (out.chunks_exact_mut(4), values.chunks_exact(4));
+                for (o, v) in (&mut o4).zip(&mut v4) {
+                    o.copy_from_slice(v);
+                }
+                for (o, v) in o4.into_remainder().iter_mut().zip(v4.remainder()) {
+                    *o = *v;
+                }
+            }
         }
     }
 }
