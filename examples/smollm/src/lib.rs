@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attend;
 mod error;
 mod eval;
 mod meta;

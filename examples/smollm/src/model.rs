@@ -6,6 +6,7 @@ use qlinear::gguf::GgufFile;
 use qlinear::{Embedding, Linear, ModelFile, QScheme, QuantLinearMode, QuantizedWeight};
 use rayon::prelude::*;
 
+use crate::attend::dot;
 use crate::team::{share, share_items, AbortUnlessDone, Exchange};
 use crate::{Error, Meta, Result};
 
@@ -182,19 +183,6 @@ impl Dense {
             Dense::Q(l) => Ok(l.forward_rows(x, 1, rows, y)?),
         }
     }
-}
-
-/// f32 dot product in 8 lanes (vectorises), lanes summed pairwise.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut l = [0f32; 8];
-    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ac.zip(bc) {
-        for i in 0..8 {
-            l[i] += x[i] * y[i];
-        }
-    }
-    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + tail
 }
 
 enum Table {
@@ -862,24 +850,9 @@ fn attention(c: &Config, base: usize, q: &[f32], held: &Held<'_>, out: &mut [f32
 /// of KV head `kvh`: `o = softmax(qh · K / √hd) · V`, in `scores` (at least
 /// `pos + 1` long) for the weights.
 fn attend(hd: usize, pos: usize, qh: &[f32], held: &Held<'_>, kvh: usize, o: &mut [f32], scores: &mut [f32]) {
-    let (kc, vc, capacity) = (held.k, held.v, held.capacity);
-    let scale = 1.0 / (hd as f32).sqrt();
-    let scores = &mut scores[..=pos];
-    for (t, sc) in scores.iter_mut().enumerate() {
-        *sc = dot(qh, &kc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd]) * scale;
-    }
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut total = 0f32;
-    scores.iter_mut().for_each(|s| {
-        *s = (*s - max).exp();
-        total += *s;
-    });
-    o.fill(0.0);
-    for (t, &p) in scores.iter().enumerate() {
-        let w = p / total;
-        let v = &vc[(kvh * capacity + t) * hd..(kvh * capacity + t + 1) * hd];
-        o.iter_mut().zip(v).for_each(|(o, &v)| *o += w * v);
-    }
+    let from = kvh * held.capacity * hd;
+    let to = from + (pos + 1) * hd;
+    crate::attend::attend(hd, qh, &held.k[from..to], &held.v[from..to], o, &mut scores[..=pos]);
 }
 
 /// Writes features `cols` of one position's keys or values `row`
