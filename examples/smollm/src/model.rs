@@ -442,15 +442,17 @@ impl Model {
             self.embed_row(t, row)?;
         }
         for (l, layer) in self.layers.iter().enumerate() {
-            rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h);
+            rms_norm_rows(&s.x, &layer.attn_norm, c.eps, &mut s.h);
             layer.q.forward(&s.h, m, &mut s.q)?;
             layer.k.forward(&s.h, m, &mut s.k)?;
             layer.v.forward(&s.h, m, &mut s.v)?;
-            for i in 0..m {
-                let pos = base + i;
-                self.rotate(&mut s.q[i * q_dim..(i + 1) * q_dim], 0..q_dim, pos);
-                self.rotate(&mut s.k[i * kv_dim..(i + 1) * kv_dim], 0..kv_dim, pos);
-            }
+            rows_of(&mut s.q, q_dim)
+                .zip(rows_of(&mut s.k, kv_dim))
+                .enumerate()
+                .for_each(|(i, (q, k))| {
+                    self.rotate(q, 0..q_dim, base + i);
+                    self.rotate(k, 0..kv_dim, base + i);
+                });
             let kc = k_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
             let vc = v_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
             for (i, (kr, vr)) in s.k.chunks_exact(kv_dim).zip(s.v.chunks_exact(kv_dim)).enumerate() {
@@ -466,10 +468,12 @@ impl Model {
             attention(c, base, &s.q, &held, &mut s.att, &mut s.scores);
             layer.o.forward(&s.att, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, o)| *x += o);
-            rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
+            rms_norm_rows(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
             layer.gate.forward(&s.h, m, &mut s.g)?;
             layer.up.forward(&s.h, m, &mut s.u)?;
-            swiglu(&mut s.g, &s.u);
+            rows_of(&mut s.g, c.ffn)
+                .zip(s.u.par_chunks(c.ffn).with_min_len(ROWS_PER_TASK))
+                .for_each(|(g, u)| swiglu(g, u));
             layer.down.forward(&s.g, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, d)| *x += d);
         }
@@ -806,6 +810,25 @@ fn rope_table(c: &Config) -> (Vec<f32>, Vec<f32>) {
         }
     }
     (cos, sin)
+}
+
+/// Rows a task of the prefill's per-row steps takes at least: the steps
+/// are short (a norm, a rotation, a SwiGLU of one token), so a decode step
+/// (one row) runs on the calling thread and a prompt's rows in blocks.
+const ROWS_PER_TASK: usize = 8;
+
+/// `x`'s rows of `width`, spread over the pool in blocks of
+/// [`ROWS_PER_TASK`]: each row's arithmetic is its own, so the bits do not
+/// depend on the split.
+fn rows_of(x: &mut [f32], width: usize) -> rayon::iter::MinLen<rayon::slice::ChunksExactMut<'_, f32>> {
+    x.par_chunks_exact_mut(width).with_min_len(ROWS_PER_TASK)
+}
+
+/// [`rms_norm`] of every row of `x`, the rows spread over the pool.
+fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    x.par_chunks_exact(w.len())
+        .zip(rows_of(out, w.len()))
+        .for_each(|(x, out)| rms_norm(x, w, eps, out));
 }
 
 /// `out = x / sqrt(mean(x²) + eps) · w` per row (the mean in f64, as ggml).
