@@ -101,10 +101,19 @@ pub fn profile_forward(label: &str, n: usize, k: usize, m: usize, calls: usize) 
         "profiling forward {label} on {} ({calls} calls, M={m}, {n}x{k})",
         layer.route().route(m).tier()
     );
+    let mut us = Vec::with_capacity(calls);
     for _ in 0..calls {
+        let t = std::time::Instant::now();
         layer.forward(&x, m, &mut y).map_err(|e| e.to_string())?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
     }
     println!("checksum {}", y.iter().sum::<f32>());
+    // as `--profile`: the fastest call is the least disturbed by a noisy
+    // machine, so an A/B of two binaries compares alternated minima
+    us.sort_by(f64::total_cmp);
+    if let (Some(min), Some(max)) = (us.first(), us.last()) {
+        println!("µs per call: min {min:.1} median {:.1} max {max:.1}", us[us.len() / 2]);
+    }
     Ok(())
 }
 
