@@ -483,7 +483,9 @@ fn init_returns_the_process_reports() {
 /// multiple of 16, K of 32), on the plan's tiers and pinned to each proven
 /// tier; either way its outputs are bit for bit the natural matrix's through
 /// the family entry point (`quant_linear` on `weight()`), at M = 1 to 20 (the
-/// panel tiles take 4 activation rows, then 1). Its natural weight is the one
+/// panel tiles take 8 or 4 activation rows, then 1) and at 64, 65 and 131
+/// (the panel entry holds its rows' views 64 rows at a time, so blocks that
+/// end on a block's bound, past it and one row into a third). Its natural weight is the one
 /// it was built from, and another mode takes the natural layout back.
 #[test]
 fn a_layer_in_the_panel_form_has_the_natural_layouts_bits() {
@@ -506,7 +508,7 @@ fn a_layer_in_the_panel_form_has_the_natural_layouts_bits() {
             );
             assert_eq!(layer.scheme(), scheme);
             assert_eq!((layer.out_features(), layer.in_features()), (n, k));
-            for m in [1, 2, 3, 4, 5, 8, 9, 20] {
+            for m in [1, 2, 3, 4, 5, 8, 9, 20, 64, 65, 131] {
                 let x = weights(m, k, 9 + m as u32);
                 let mut want = vec![0f32; m * n];
                 quant_linear(QuantLinearMode::W4A8, &x, m, &natural, &mut want).unwrap();
