@@ -92,13 +92,7 @@ impl KernelPlanV0 {
                 .rev()
                 .filter_map(|&t| t.table().ok().map(|table| (t, table)))
                 .collect();
-            // the panel form is built (4 MiB of copies of the decode pool)
-            // only where a SIMD tier reads it (AVX2 and AVX-512 VNNI have
-            // panel tiles; NEON and wasm none): the scalar tier's panel tile
-            // never wins a timing
-            let panels = tables
-                .iter()
-                .any(|(t, table)| *t != Int8Tier::Scalar && table.gemm_w4a8_grouped_panels.is_some());
+            let panels = builds_panels(&tables);
             let mut weights = PlanWeights::new();
             // kind by kind, so that the decode buffers are lent to one kind's
             // matrices at a time
@@ -349,6 +343,16 @@ fn pick(tables: &[(Int8Tier, &KernelTable)], timed: &[(Int8Tier, f64)], family: 
         j = i;
     }
     timed[j].0
+}
+
+/// Whether the plan times W4A8 grouped on the panel form (4 MiB of copies
+/// of the decode pool): only where a SIMD tier reads it (AVX2 and AVX-512
+/// VNNI have panel tiles; NEON and wasm none). The scalar tier's panel tile
+/// never wins a timing, so it alone builds none.
+fn builds_panels(tables: &[(Int8Tier, &KernelTable)]) -> bool {
+    tables
+        .iter()
+        .any(|(t, table)| *t != Int8Tier::Scalar && table.gemm_w4a8_grouped_panels.is_some())
 }
 
 /// What one family is timed on at one regime: synthetic activations and
@@ -642,5 +646,26 @@ mod tests {
             Int8Tier::Scalar
         );
         assert_eq!(pick(&[], &[], f), Int8Tier::Scalar);
+    }
+
+    static NO_PANELS: KernelTable = KernelTable {
+        name: "no panels",
+        gemm_w4a8_grouped_panels: None,
+        ..SCALAR
+    };
+
+    #[test]
+    fn panel_copies_are_built_only_for_a_simd_tier_with_panel_tiles() {
+        // the scalar table has a panel entry (its portable tile): alone, or
+        // beside SIMD tiers without panel tiles (NEON, wasm), no copies
+        assert!(SCALAR.gemm_w4a8_grouped_panels.is_some());
+        assert!(!builds_panels(&[(Int8Tier::Scalar, &SCALAR)]));
+        assert!(!builds_panels(&[
+            (Int8Tier::Neon, &NO_PANELS),
+            (Int8Tier::Scalar, &SCALAR)
+        ]));
+        assert!(!builds_panels(&[]));
+        // a SIMD tier with panel tiles (here the scalar entry under AVX2's name)
+        assert!(builds_panels(&[(Int8Tier::Avx2, &TWIN), (Int8Tier::Scalar, &SCALAR)]));
     }
 }
