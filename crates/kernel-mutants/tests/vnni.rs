@@ -102,6 +102,26 @@ fn w8a8_right(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     w8a8_with(x, w, acc, false, false)
 }
 
+/// The 16 × 1 decode tiles reduce their 16 rows' lanes together
+/// (`hsum_rows`, a transposing tree): the tree's slip is a pair of quads
+/// of rows in each other's place (rows 4..8 written where 0..4 go).
+fn quads_swapped<T: Copy>(acc: &mut [T]) {
+    if acc.len() == 16 {
+        for q in [0, 8] {
+            for j in 0..4 {
+                acc.swap(q + j, q + 4 + j);
+            }
+        }
+    }
+}
+fn w8a8_quads_swapped(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    w8a8_with(x, w, acc, false, false);
+    if x.len() == 1 {
+        quads_swapped(acc);
+    }
+}
+
+table_on_frame!(quads_swapped_w8a8: w8a8, gemm_w8a8, TileI8I8 = [w8a8_quads_swapped; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(sign_from_w: w8a8, gemm_w8a8, TileI8I8 = [w8a8_sign_from_w; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(hoisted_bias: w8a8, gemm_w8a8, TileI8I8 = [w8a8_hoisted_bias; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(w8a8_right_tiles: w8a8, gemm_w8a8, TileI8I8 = [w8a8_right; 4], W8A8_TILES, chunk 16, block 64, Aligned);
@@ -110,6 +130,8 @@ table_on_frame!(w8a8_right_tiles: w8a8, gemm_w8a8, TileI8I8 = [w8a8_right; 4], W
 fn the_w8a8_tiles_fail_the_proof_on_their_slips() {
     first_failure(&sign_from_w::TABLE, KernelFamily::W8A8).expect("the sign from the weight must fail");
     first_failure(&hoisted_bias::TABLE, KernelFamily::W8A8).expect("one row's 128·Σx for the tile must fail");
+    first_failure(&quads_swapped_w8a8::TABLE, KernelFamily::W8A8)
+        .expect("rows out of order in the decode reduction must fail");
     let right = first_failure(&w8a8_right_tiles::TABLE, KernelFamily::W8A8);
     assert!(right.is_none(), "{right:?}");
 }
@@ -172,6 +194,12 @@ fn w4a8_transposed(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 fn w4a8_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     w4a8_with(x, w, acc, false, false)
 }
+fn w4a8_quads_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_with(x, w, acc, false, false);
+    if x.len() == 1 {
+        quads_swapped(acc);
+    }
+}
 
 qlinear_kernel_mutants::w4a8_on_frame! {
     tiles: Q4_TILES,
@@ -180,6 +208,7 @@ qlinear_kernel_mutants::w4a8_on_frame! {
     layout: EvenOdd;
     halves_swapped => &[w4a8_halves_swapped as TileI8Q4; 4],
     transposed => &[w4a8_transposed as TileI8Q4; 4],
+    quads_swapped_w4a8 => &[w4a8_quads_swapped as TileI8Q4; 4],
     w4a8_right_tiles => &[w4a8_right as TileI8Q4; 4],
 }
 
@@ -187,6 +216,8 @@ qlinear_kernel_mutants::w4a8_on_frame! {
 fn the_w4a8_tiles_fail_the_proof_on_their_slips() {
     first_failure(&halves_swapped::TABLE, KernelFamily::W4A8).expect("swapped nibble halves must fail");
     first_failure(&transposed::TABLE, KernelFamily::W4A8).expect("transposed accumulators must fail");
+    first_failure(&quads_swapped_w4a8::TABLE, KernelFamily::W4A8)
+        .expect("rows out of order in the decode reduction must fail");
     let right = first_failure(&w4a8_right_tiles::TABLE, KernelFamily::W4A8);
     assert!(right.is_none(), "{right:?}");
 }

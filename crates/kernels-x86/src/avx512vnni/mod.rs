@@ -183,3 +183,42 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 fn hsum_epi32(v: __m512i) -> i32 {
     _mm512_reduce_add_epi32(v)
 }
+
+/// `out[r] = Σ lanes of v[r]` (wrapping i32, exact where the true sums fit),
+/// 16 rows at a time as one transposing tree: a decode tile's 16 rows are
+/// reduced by 15 unpack-and-add steps instead of 16 reductions of 4 steps
+/// each, whose latency chains ended every row (45 % of W8A8's decode tile
+/// at 384 × 384 on the Intel Xeon of BENCHMARKS.md, `624df7b`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn hsum_rows(v: &[__m512i], out: &mut [i32]) {
+    assert_eq!(v.len(), out.len());
+    let mut rows = v.chunks_exact(16);
+    let mut outs = out.chunks_exact_mut(16);
+    for (v, out) in (&mut rows).zip(&mut outs) {
+        // pairs of rows: in each 128-bit lane, [a0+a2, b0+b2, a1+a3, b1+b3]
+        let s1: [__m512i; 8] = std::array::from_fn(|j| {
+            let (a, b) = (v[2 * j], v[2 * j + 1]);
+            _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b))
+        });
+        // quads: in each 128-bit lane, rows 4j..4j+4's sums of that lane
+        let s2: [__m512i; 4] = std::array::from_fn(|j| {
+            let (a, b) = (s1[2 * j], s1[2 * j + 1]);
+            _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b))
+        });
+        // the 128-bit lanes added: first lanes 0+1 and 2+3 of two quads
+        // side by side, then the two halves, leaving rows 0..16 in order
+        let pair = |a: __m512i, b: __m512i| {
+            _mm512_add_epi32(
+                _mm512_shuffle_i32x4::<0b10_00_10_00>(a, b),
+                _mm512_shuffle_i32x4::<0b11_01_11_01>(a, b),
+            )
+        };
+        let sums = pair(pair(s2[0], s2[1]), pair(s2[2], s2[3]));
+        // SAFETY: `out` is a chunk of 16 i32: one 64-byte store.
+        unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), sums) };
+    }
+    for (v, o) in rows.remainder().iter().zip(outs.into_remainder()) {
+        *o = hsum_epi32(*v);
+    }
+}

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use qlinear_kernels_scalar::dot_i8_q4_biased as tail_biased;
 use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
-use super::hsum_epi32;
+use super::{hsum_epi32, hsum_rows};
 
 /// Columns per block: 64 packed bytes.
 pub(crate) const BLOCK: usize = 128;
@@ -25,6 +25,13 @@ pub(crate) const PREFETCH: usize = 4096;
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn dot_rows_biased<const R: usize>(xs: &[i8], w: [&[u8]; R]) -> [i32; R] {
+    dot_rows_biased_lanes(xs, w).map(|v| hsum_epi32(v))
+}
+
+/// [`dot_rows_biased`] before the reduction: each row's 16 lane sums.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn dot_rows_biased_lanes<const R: usize>(xs: &[i8], w: [&[u8]; R]) -> [__m512i; R] {
     let blocks = xs.len() / BLOCK;
     assert!(w.iter().all(|w| w.len() >= blocks * BLOCK / 2));
     let mask = _mm512_set1_epi8(0x0F);
@@ -44,7 +51,7 @@ fn dot_rows_biased<const R: usize>(xs: &[i8], w: [&[u8]; R]) -> [i32; R] {
             }
         }
     }
-    std::array::from_fn(|r| hsum_epi32(acc[r]))
+    acc
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -62,9 +69,8 @@ pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_seq<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
-    for (a, w) in acc.iter_mut().zip(w) {
-        *a = dot_rows_biased::<1>(x[0], [*w])[0];
-    }
+    let lanes: [__m512i; R] = std::array::from_fn(|r| dot_rows_biased_lanes::<1>(x[0], [w[r]])[0]);
+    hsum_rows(&lanes, acc);
 }
 
 /// `Σ x·b` (biased, uncorrected) for `WR` packed rows × `XR` split
