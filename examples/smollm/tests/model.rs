@@ -1,7 +1,9 @@
-//! A tiny Llama (hidden 8, 2 heads sharing 1 KV head, FFN 16, vocabulary
-//! 6, one block) written as a converted qlinear file: it runs, a cached
-//! decode step equals the same position run in one batch, and every bad
-//! input is one error naming the key, tensor or limit.
+//! Synthetic Llamas written as converted qlinear files (one builder,
+//! `Synthetic`): a tiny one (hidden 8, 2 heads sharing 1 KV head, FFN 16,
+//! vocabulary 6, one block) runs, a cached decode step equals the same
+//! position run in one batch, and every bad input is one error naming the
+//! key, tensor or limit; a small one (hidden 96, two blocks) gives a team
+//! decode step the bits of one thread.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -33,40 +35,113 @@ fn values(n: usize, k: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// The tiny model's file, without the tensors named in `skip` and with
-/// `attn_q` shaped `[q_rows, 8]`.
-fn tiny(dir: &std::path::Path, skip: &[&str], q_rows: usize) -> ModelFile {
-    let mut tensors = vec![];
-    let shapes = [
-        ("token_embd", 6, 8),
-        ("blk.0.attn_q", q_rows, 8),
-        ("blk.0.attn_k", 4, 8),
-        ("blk.0.attn_v", 4, 8),
-        ("blk.0.attn_output", 8, 8),
-        ("blk.0.ffn_gate", 16, 8),
-        ("blk.0.ffn_up", 16, 8),
-        ("blk.0.ffn_down", 8, 16),
-    ];
-    for (i, (prefix, n, k)) in shapes.into_iter().enumerate() {
-        if !skip.contains(&prefix) {
-            let w = QuantizedWeight::quantize(QScheme::Q8, n, k, &values(n, k, i as u32)).unwrap();
-            tensors.push(OutputTensor::Quantized {
-                prefix: prefix.into(),
-                tensor: w,
-            });
+/// A synthetic Llama written as a converted qlinear file: its
+/// hyper-parameters, the scheme of its linear layers, the first feature's
+/// norm weight (an infinite one makes the first projection's activations
+/// non-finite), the layers left out, and the rows of `blk.0.attn_q`
+/// (wrong on purpose in the shape test).
+struct Synthetic<'a> {
+    name: &'a str,
+    hidden: usize,
+    heads: usize,
+    kv_heads: usize,
+    ffn: usize,
+    vocab: usize,
+    blocks: usize,
+    context: usize,
+    scheme: QScheme,
+    first_norm: f32,
+    skip: &'a [&'a str],
+    q_rows: usize,
+}
+
+impl Synthetic<'_> {
+    /// Writes the file into `dir` and opens it.
+    fn write(&self, dir: &std::path::Path) -> ModelFile {
+        let h = self.hidden;
+        let kv = h / self.heads * self.kv_heads;
+        let mut pairs = meta("llama");
+        for (k, v) in [
+            ("block_count", self.blocks),
+            ("embedding_length", h),
+            ("feed_forward_length", self.ffn),
+            ("attention.head_count", self.heads),
+            ("attention.head_count_kv", self.kv_heads),
+            ("context_length", self.context),
+        ] {
+            pairs.insert(format!("gguf.llama.{k}"), v.to_string());
         }
-    }
-    for name in ["blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"] {
-        tensors.push(OutputTensor::Raw {
-            name: name.into(),
+        let mut tensors = vec![];
+        let mut seed = 0;
+        let mut linear = |prefix: String, n: usize, k: usize| {
+            seed += 1;
+            if !self.skip.contains(&prefix.as_str()) {
+                let w = QuantizedWeight::quantize(self.scheme, n, k, &values(n, k, seed)).unwrap();
+                tensors.push(OutputTensor::Quantized { prefix, tensor: w });
+            }
+        };
+        linear("token_embd".into(), self.vocab, h);
+        for b in 0..self.blocks {
+            for (name, n, k) in [
+                ("attn_q", if b == 0 { self.q_rows } else { h }, h),
+                ("attn_k", kv, h),
+                ("attn_v", kv, h),
+                ("attn_output", h, h),
+                ("ffn_gate", self.ffn, h),
+                ("ffn_up", self.ffn, h),
+                ("ffn_down", h, self.ffn),
+            ] {
+                linear(format!("blk.{b}.{name}"), n, k);
+            }
+        }
+        let norm = |name: String, first: f32| OutputTensor::Raw {
+            name,
             dtype: Dtype::F32,
-            shape: vec![8],
-            data: Cow::Owned([1.0f32; 8].iter().flat_map(|v| v.to_le_bytes()).collect()),
-        });
+            shape: vec![h],
+            data: Cow::Owned(
+                (0..h)
+                    .map(|i| {
+                        if i == 0 {
+                            first
+                        } else {
+                            0.75 + i as f32 / (2 * h) as f32
+                        }
+                    })
+                    .flat_map(f32::to_le_bytes)
+                    .collect(),
+            ),
+        };
+        for b in 0..self.blocks {
+            for name in ["attn_norm", "ffn_norm"] {
+                tensors.push(norm(format!("blk.{b}.{name}.weight"), self.first_norm));
+            }
+        }
+        tensors.push(norm("output_norm.weight".into(), 0.75));
+        let path = dir.join(format!("{}.safetensors", self.name));
+        write_file(&path, &pairs, tensors).unwrap();
+        ModelFile::open(&path).unwrap()
     }
-    let path = dir.join(format!("tiny-{}-{q_rows}.safetensors", skip.len()));
-    write_file(&path, &meta("llama"), tensors).unwrap();
-    ModelFile::open(&path).unwrap()
+}
+
+/// The tiny model's file (hidden 8, 2 heads sharing 1 KV head, FFN 16,
+/// vocabulary 6, one block, q8), without the tensors named in `skip` and
+/// with `attn_q` shaped `[q_rows, 8]`.
+fn tiny(dir: &std::path::Path, skip: &[&str], q_rows: usize) -> ModelFile {
+    Synthetic {
+        name: &format!("tiny-{}-{q_rows}", skip.len()),
+        hidden: 8,
+        heads: 2,
+        kv_heads: 1,
+        ffn: 16,
+        vocab: 6,
+        blocks: 1,
+        context: 16,
+        scheme: QScheme::Q8,
+        first_norm: 0.75,
+        skip,
+        q_rows,
+    }
+    .write(dir)
 }
 
 #[test]
@@ -181,60 +256,21 @@ fn the_sampler_is_seeded_and_respects_its_limits() {
 /// gets a share of each layer that starts inside a KV head and ends inside
 /// a weight panel or at a row tail.
 fn small(dir: &std::path::Path, scheme: QScheme, first_norm: f32) -> ModelFile {
-    let mut pairs = meta("llama");
-    for (k, v) in [
-        ("block_count", "2"),
-        ("embedding_length", "96"),
-        ("feed_forward_length", "160"),
-        ("attention.head_count", "6"),
-        ("attention.head_count_kv", "3"),
-        ("context_length", "32"),
-    ] {
-        pairs.insert(format!("gguf.llama.{k}"), v.into());
+    Synthetic {
+        name: &format!("small-{scheme}-{first_norm}"),
+        hidden: 96,
+        heads: 6,
+        kv_heads: 3,
+        ffn: 160,
+        vocab: 70,
+        blocks: 2,
+        context: 32,
+        scheme,
+        first_norm,
+        skip: &[],
+        q_rows: 96,
     }
-    let mut tensors = vec![];
-    let mut seed = 0;
-    let mut linear = |prefix: String, n: usize, k: usize| {
-        seed += 1;
-        let w = QuantizedWeight::quantize(scheme, n, k, &values(n, k, seed)).unwrap();
-        OutputTensor::Quantized { prefix, tensor: w }
-    };
-    tensors.push(linear("token_embd".into(), 70, 96));
-    for b in 0..2 {
-        for (name, n, k) in [
-            ("attn_q", 96, 96),
-            ("attn_k", 48, 96),
-            ("attn_v", 48, 96),
-            ("attn_output", 96, 96),
-            ("ffn_gate", 160, 96),
-            ("ffn_up", 160, 96),
-            ("ffn_down", 96, 160),
-        ] {
-            tensors.push(linear(format!("blk.{b}.{name}"), n, k));
-        }
-        for name in ["attn_norm", "ffn_norm"] {
-            tensors.push(OutputTensor::Raw {
-                name: format!("blk.{b}.{name}.weight"),
-                dtype: Dtype::F32,
-                shape: vec![96],
-                data: Cow::Owned(
-                    (0..96)
-                        .map(|i| if i == 0 { first_norm } else { 0.75 + i as f32 / 192.0 })
-                        .flat_map(f32::to_le_bytes)
-                        .collect(),
-                ),
-            });
-        }
-    }
-    tensors.push(OutputTensor::Raw {
-        name: "output_norm.weight".into(),
-        dtype: Dtype::F32,
-        shape: vec![96],
-        data: Cow::Owned([1.0f32; 96].iter().flat_map(|v| v.to_le_bytes()).collect()),
-    });
-    let path = dir.join(format!("small-{scheme}-{first_norm}.safetensors"));
-    write_file(&path, &pairs, tensors).unwrap();
-    ModelFile::open(&path).unwrap()
+    .write(dir)
 }
 
 /// A decode step gives the same logits, bit for bit, on one thread, on a
