@@ -100,21 +100,14 @@ macro_rules! panel_table {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            use qlinear_kernels_scalar::panels::{gemm_w4a8_grouped_panels, PanelFamily};
+            use qlinear_kernels_scalar::panels::PanelFamily;
             fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
                 $with(x, sums, panel, s, out, $slip)
             }
             const FAMILY: PanelFamily = PanelFamily {
                 tiles: &[$(($xr, tile as qlinear_kernels_scalar::panels::TilePanelQ4)),+],
             };
-            fn entry(
-                x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-                w: &qlinear_kernels_scalar::PanelsQ4,
-                rows: std::ops::Range<usize>,
-                y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-            ) {
-                gemm_w4a8_grouped_panels(&FAMILY, x, w, rows, y)
-            }
+            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
                 ..qlinear_kernels_scalar::SCALAR

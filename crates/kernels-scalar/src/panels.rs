@@ -287,16 +287,30 @@ static SCALAR_PANELS: PanelFamily = PanelFamily {
     tiles: &[(1, tile_panel_scalar)],
 };
 
-/// The scalar tier's panel entry: [`gemm_w4a8_grouped_panels`] on the
-/// portable tile.
-pub fn gemm_w4a8_grouped_panels_scalar(
-    x: &ActivationsQ8<'_>,
-    w: &PanelsQ4,
-    rows: Range<usize>,
-    y: &mut OutputTile<'_>,
-) {
-    gemm_w4a8_grouped_panels(&SCALAR_PANELS, x, w, rows, y);
+/// `fn $name(x, w, rows, y)`, a [`GemmQ8Panels`]: [`gemm_w4a8_grouped_panels`]
+/// over the [`PanelFamily`] `$family`. The one line a tier writes for its
+/// panel tiles (the attributes before `fn`, a doc comment included, go on
+/// the function).
+#[macro_export]
+macro_rules! panel_entry {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident = $family:expr) => {
+        $(#[$meta])*
+        $vis fn $name(
+            x: &$crate::ActivationsQ8<'_>,
+            w: &$crate::PanelsQ4,
+            rows: ::std::ops::Range<usize>,
+            y: &mut $crate::OutputTile<'_>,
+        ) {
+            $crate::panels::gemm_w4a8_grouped_panels(&$family, x, w, rows, y)
+        }
+    };
 }
+
+crate::panel_entry!(
+    /// The scalar tier's panel entry: [`gemm_w4a8_grouped_panels`] on the
+    /// portable tile.
+    pub fn gemm_w4a8_grouped_panels_scalar = SCALAR_PANELS
+);
 
 #[cfg(test)]
 mod tests {

@@ -78,12 +78,7 @@ pub(super) const PANELS: PanelFamily = PanelFamily {
     tiles: &[(4, super::entry::panel_x4), (1, super::entry::panel_x1)],
 };
 
-/// The tier's panel entry (the frame's sweep over `PANELS`).
-pub(crate) fn gemm_w4a8_grouped_panels(
-    x: &qlinear_kernels_scalar::ActivationsQ8<'_>,
-    w: &qlinear_kernels_scalar::PanelsQ4,
-    rows: std::ops::Range<usize>,
-    y: &mut qlinear_kernels_scalar::OutputTile<'_>,
-) {
-    qlinear_kernels_scalar::panels::gemm_w4a8_grouped_panels(&PANELS, x, w, rows, y);
-}
+qlinear_kernels_scalar::panel_entry!(
+    /// The tier's panel entry (the frame's sweep over `PANELS`).
+    pub(crate) fn gemm_w4a8_grouped_panels = PANELS
+);
