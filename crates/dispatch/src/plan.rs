@@ -1,3 +1,4 @@
+use std::cell::Cell;
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -94,6 +95,10 @@ impl KernelPlanV0 {
                 .collect();
             let panels = builds_panels(&tables);
             let mut weights = PlanWeights::new();
+            // one cursor over the decode pool for every family and kind: a
+            // family starting again at buffer 0 read the buffers the last
+            // family (or the pool's fill) had just left in L2
+            let cursor = Cell::new(0);
             // kind by kind, so that the decode buffers are lent to one kind's
             // matrices at a time
             for kind in WeightKind::ALL {
@@ -102,7 +107,12 @@ impl KernelPlanV0 {
                     for m in [1, PLAN_BATCH_M] {
                         let inputs =
                             PlanInputs::new(family, m, if m == 1 { &decode } else { weights.batch(kind) }, panels);
-                        let timed = inputs.time(&tables);
+                        if !inputs.panels.is_empty() {
+                            // panel copies just written in order: the first is
+                            // the one longest out of L2
+                            cursor.set(0);
+                        }
+                        let timed = inputs.time(&tables, &cursor);
                         for &(tier, ns) in &timed {
                             plan.timings.push(PlanTiming {
                                 family,
@@ -113,7 +123,8 @@ impl KernelPlanV0 {
                                 best_ns: ns,
                             });
                         }
-                        let tier = pick(&tables, &timed, family);
+                        let tie = if m == 1 { PLAN_DECODE_TIE } else { PLAN_BATCH_TIE };
+                        let tier = pick(&tables, &timed, family, tie);
                         if m == 1 { &mut plan.decode } else { &mut plan.batch }.push((family, tier));
                     }
                 }
@@ -137,28 +148,38 @@ const PLAN_K: usize = 4096;
 /// milliseconds.
 const PLAN_BATCH_K: usize = 1024;
 /// Decode (M = 1) is timed on weights streamed past L2, as a decoder reads
-/// them: each call reads the next of [`PLAN_DECODE_COPIES`] buffers of
-/// [`PLAN_DECODE_COPY_BYTES`] in turn, last read 7 calls (3.5 MiB) before,
-/// so every call finds its weights evicted from L2 (L2 is 0.5–2 MiB a core on the
-/// x86 and ARM cores this targets). A small hot matrix favours the widest
+/// them: each timed call reads the next of [`PLAN_DECODE_COPIES`]` − 1`
+/// buffers of [`PLAN_DECODE_COPY_BYTES`] in turn, last read 6 calls (3 MiB)
+/// before, so every call finds its weights evicted from L2 (L2 is 0.5–2 MiB
+/// a core on the x86 and ARM cores this targets); the probes read the last
+/// buffer, which no timed call reads. A small hot matrix favours the widest
 /// loads and picked the 4-row lockstep VNNI kernels on a Zen 4 where
 /// streaming weights ran 1.4–2.2× slower than AVX2 (issue #20 of the
 /// tracker). The buffers are faulted in once and lent to each weight kind
 /// in turn (128 Q8 rows or 256 Q4 rows of [`PLAN_K`] a buffer): a fresh
 /// page costs more in a VM than the kernels take to read it.
 const PLAN_DECODE_COPY_BYTES: usize = 512 << 10;
-/// Buffers in the decode pool (4 MiB): the calls take them in turn, so a
-/// buffer is read again only after the 7 others (3.5 MiB) have passed.
+/// Buffers in the decode pool (4 MiB): the timed calls take the first 7 in
+/// turn, so a buffer is read again only after the 6 others (3 MiB) have
+/// passed, and with two tiers alternating (an odd count) each tier reads
+/// every buffer; the probes take the eighth.
 const PLAN_DECODE_COPIES: usize = 8;
 /// Batches (every M > 1) are bound by their arithmetic: timed at M = 16 on
 /// one matrix of [`PLAN_BATCH_N`] rows, hot.
 const PLAN_BATCH_M: usize = 16;
 /// Rows of the batch matrix: every tier's widest batch tile several times.
 const PLAN_BATCH_N: usize = 64;
-/// Calls per tier and regime after the probe (a warm-up, then the timed
-/// rounds); at decode each call reads the next buffer of the pool, so no
-/// call finds its weights in L2.
-const PLAN_DECODE_CALLS: usize = 5;
+/// Turns per tier and regime after the probe (a warm-up call, then the
+/// timed rounds of [`PLAN_TURN_CALLS`] calls); at decode each call reads the
+/// next buffer of the pool, so no call finds its weights in L2.
+const PLAN_DECODE_CALLS: usize = 3;
+/// Calls a tier makes back to back in its turn of a round, each of which
+/// counts: the first call of an AVX-512 tier after another tier's turn runs
+/// 1.5–2 µs slower on an Intel Xeon (family 6 model 207: W8A8 decode, 128 ×
+/// 4096, 20.0 against 18.5 µs for the second of a pair), a switch a model's
+/// layers, all on one tier, never pay; with one call a turn every VNNI call
+/// paid it, and AVX2 looked 10 % faster at decode where it is 5 %.
+const PLAN_TURN_CALLS: usize = 2;
 /// The probe calls of a tier compute this fraction of the rows; a tier
 /// whose extrapolated time already loses by 3× stops there, so the scalar
 /// tier costs little.
@@ -169,14 +190,27 @@ const PLAN_PROBE_SLICE: usize = 8;
 /// give each tier more chances of a call outside such a spell.
 const PLAN_CLOSE: f64 = 0.10;
 /// The extra rounds of a close call.
-const PLAN_CLOSE_ROUNDS: usize = 4;
+const PLAN_CLOSE_ROUNDS: usize = 2;
 /// Two tiers already this far apart after [`PLAN_CLEAR_AFTER`] rounds are
 /// not timed further: no slow spell seen here moved a ratio by as much
 /// (the largest, W4A16 grouped decode, 1.3× to 0.98×, was a tie the other
 /// way), and most families' tiers are 1.3–2.5× apart.
 const PLAN_CLEAR: f64 = 0.30;
 /// Rounds after which a clear call stops.
-const PLAN_CLEAR_AFTER: usize = 2;
+const PLAN_CLEAR_AFTER: usize = 1;
+/// Batch timings within this fraction of the best are a tie ([`pick`]).
+const PLAN_BATCH_TIE: f64 = 0.03;
+/// Decode timings within this fraction of the best are a tie ([`pick`]),
+/// wider than a batch's: one thread streaming from L3 (the plan's decode
+/// regime) is bound by the cache, not the kernel, and the tiers land
+/// within a few per cent of each other (W8A8 decode on an Intel Xeon,
+/// family 6 model 207: AVX2 18.3–28.6 µs, AVX-512 VNNI 18.3–31.2 in 12
+/// plans, either ahead), while where the memory system is loaded harder the
+/// tier with fewer instructions a byte pulls ahead (the same kernels at
+/// 11008 × 4096 from DRAM on two threads: VNNI 1.36× faster; SmolLM2's q8
+/// decode on two threads, VNNI 1.07–1.5× faster). A tie goes to the wider
+/// tier.
+const PLAN_DECODE_TIE: f64 = 0.10;
 /// Probe calls per tier, the best of which counts: a tier's first call
 /// pays for its code and tables coming into cache, which once let the
 /// scalar tier's probe look within 3× of a cold VNNI probe. A tier whose
@@ -327,16 +361,16 @@ fn q4_matrix(n: usize, k: usize, packed: Vec<u8>, group_scales: Option<Vec<f16>>
     QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales).ok()
 }
 
-/// The widest tier whose time is within 3 % of the best (`timed` in the
+/// The widest tier whose time is within `tie` of the best (`timed` in the
 /// order of `tables`, widest first), and of tiers that run one kernel for
 /// the family the narrowest. A tie is not a property of the kernels here:
 /// in the VMs this was measured in, the machine slows 1.5× for spells of
 /// milliseconds, and in such a spell W4A16 grouped decode on AVX-512 VNNI
 /// and AVX2 timed within 2 % of each other where out of it VNNI was 1.3×
 /// faster. Preferring the narrower tier on a tie took the slower kernel.
-fn pick(tables: &[(Int8Tier, &KernelTable)], timed: &[(Int8Tier, f64)], family: KernelFamily) -> Int8Tier {
+fn pick(tables: &[(Int8Tier, &KernelTable)], timed: &[(Int8Tier, f64)], family: KernelFamily, tie: f64) -> Int8Tier {
     let best = timed.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
-    let Some(mut j) = timed.iter().position(|t| t.1 <= best / 0.97) else {
+    let Some(mut j) = timed.iter().position(|t| t.1 <= best * (1.0 + tie)) else {
         return Int8Tier::Scalar;
     };
     while let Some(i) = (j + 1..tables.len()).find(|&i| tables[i].1.same_gemm(tables[j].1, family)) {
@@ -414,6 +448,12 @@ impl<'w> PlanInputs<'w> {
         }
     }
 
+    /// The matrices a call may read: the decode pool's, or the one batch
+    /// matrix.
+    fn copies(&self) -> usize {
+        self.q8.len().max(self.q4.len()).max(1)
+    }
+
     /// One call of `table`'s kernel on the first `rows` rows of matrix
     /// `copy` (modulo the copies), in ns.
     fn run(&self, table: &KernelTable, y: &mut [f32], copy: usize, rows: usize) -> f64 {
@@ -426,7 +466,7 @@ impl<'w> PlanInputs<'w> {
             // a tier never wins on a call that did not run
             return f64::INFINITY;
         };
-        let copies = self.q8.len().max(self.q4.len()).max(1);
+        let copies = self.copies();
         let t = &mut OutputTile::new(y, n);
         let start = Instant::now();
         if let (Some(f), Some(w)) = (table.gemm_w4a8_grouped_panels, self.panels.get(copy % copies)) {
@@ -452,21 +492,30 @@ impl<'w> PlanInputs<'w> {
     /// 1/[`PLAN_PROBE_SLICE`] of the rows (a tier whose best probe,
     /// extrapolated, is over 3× the best so far has lost, and that
     /// extrapolation is its time), then a warm-up call per remaining tier,
-    /// then `PLAN_DECODE_CALLS − 1` rounds of one call per tier, alternated
-    /// so that drift in the machine's speed falls on every tier alike
+    /// then `PLAN_DECODE_CALLS − 1` rounds of a turn per tier
+    /// ([`PLAN_TURN_CALLS`] calls back to back), alternated so that drift in the machine's speed falls on every tier alike
     /// ([`PLAN_CLEAR_AFTER`] when the two fastest are already more than
     /// [`PLAN_CLEAR`] apart, [`PLAN_CLOSE_ROUNDS`] more when they are within
     /// [`PLAN_CLOSE`] of each other); each tier's best call.
-    /// Decode: every call reads the next matrix of the pool in turn, so a
-    /// matrix is read again only after all the others. A tier that runs an
-    /// earlier tier's kernel for the family takes that tier's time ([`pick`]
-    /// then keeps the narrower of the two).
-    fn time(&self, tables: &[(Int8Tier, &KernelTable)]) -> Vec<(Int8Tier, f64)> {
+    /// Decode: every full call reads the pool's matrix at `cursor` (modulo
+    /// all but the last) and moves it on, and every family shares one
+    /// cursor, so a matrix is read again only after all the others, across
+    /// families too; a probe reads the last matrix, which no full call reads
+    /// (a probe only has to tell a tier 3× slower apart). Before, each
+    /// family started at the first matrix and the probes took turns with
+    /// the full calls: on an Intel Xeon with 2 MiB of L2 some full calls
+    /// then found their buffer just written by the pool's fill or partly
+    /// kept in L2 by five probes, ran up to 2× faster than the rest, and the
+    /// best call, which decides, went to whichever tier it fell on (W8A8
+    /// decode chose AVX2 in some processes where AVX-512 VNNI is as fast at
+    /// one thread and 1.36× faster at two).
+    /// A tier that runs an earlier tier's kernel for the family takes that
+    /// tier's time ([`pick`] then keeps the narrower of the two).
+    fn time(&self, tables: &[(Int8Tier, &KernelTable)], cursor: &Cell<usize>) -> Vec<(Int8Tier, f64)> {
         let mut y = vec![0f32; self.m * self.n];
-        let mut next = 0usize;
-        let mut call = |table: &KernelTable, y: &mut [f32], rows: usize| {
-            next += 1;
-            self.run(table, y, next - 1, rows)
+        let call = |table: &KernelTable, y: &mut [f32], rows: usize| {
+            let copy = pool_copy(cursor, self.copies(), rows < self.n);
+            self.run(table, y, copy, rows)
         };
         let mut times: Vec<(Int8Tier, f64)> = vec![];
         let mut alive: Vec<usize> = vec![];
@@ -510,8 +559,10 @@ impl<'w> PlanInputs<'w> {
         let mut round = 0;
         while round < rounds {
             for &j in &alive {
-                let ns = call(tables[j].1, &mut y, self.n);
-                times[j].1 = times[j].1.min(ns);
+                for _ in 0..PLAN_TURN_CALLS {
+                    let ns = call(tables[j].1, &mut y, self.n);
+                    times[j].1 = times[j].1.min(ns);
+                }
             }
             round += 1;
             if round == PLAN_CLEAR_AFTER && gap(&times) > 1.0 + PLAN_CLEAR {
@@ -527,6 +578,17 @@ impl<'w> PlanInputs<'w> {
             }
         }
         times
+    }
+}
+
+/// The matrix of `copies` a call reads ([`PlanInputs::time`]): a probe the
+/// last, a full call the one at `cursor` among the others, moving the
+/// cursor on; the only one when there is one (the batch matrix).
+fn pool_copy(cursor: &Cell<usize>, copies: usize, probe: bool) -> usize {
+    match copies {
+        0 | 1 => 0,
+        _ if probe => copies - 1,
+        _ => cursor.replace(cursor.get() + 1) % (copies - 1),
     }
 }
 
@@ -578,11 +640,11 @@ impl fmt::Display for KernelPlanV0 {
         if !self.timings.is_empty() {
             writeln!(
                 f,
-                "timings (best of {} alternated calls; {} when the two fastest are over {:.0} % apart, {} within {:.0} %; µs):",
-                PLAN_DECODE_CALLS - 1,
-                PLAN_CLEAR_AFTER,
+                "timings (best of {} calls in alternated pairs; {} when the two fastest are over {:.0} % apart, {} within {:.0} %; µs):",
+                (PLAN_DECODE_CALLS - 1) * PLAN_TURN_CALLS,
+                PLAN_CLEAR_AFTER * PLAN_TURN_CALLS,
                 PLAN_CLEAR * 100.0,
-                PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS,
+                (PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS) * PLAN_TURN_CALLS,
                 PLAN_CLOSE * 100.0
             )?;
             for t in &self.timings {
@@ -620,7 +682,7 @@ mod tests {
     static TWIN: KernelTable = KernelTable { name: "twin", ..SCALAR };
 
     #[test]
-    fn the_widest_tier_within_3_percent_is_picked_and_of_twins_the_narrowest() {
+    fn the_widest_tier_within_the_tie_is_picked_and_of_twins_the_narrowest() {
         let tables = [
             (Int8Tier::Avx512Vnni, &WIDE),
             (Int8Tier::Avx2, &TWIN),
@@ -634,18 +696,56 @@ mod tests {
                 (Int8Tier::Scalar, t[2]),
             ]
         };
+        let batch = PLAN_BATCH_TIE;
         // 2 % slower than the best: still the pick
-        assert_eq!(pick(&tables, &timed([100.0, 98.0, 98.0]), f), Int8Tier::Avx512Vnni);
+        assert_eq!(
+            pick(&tables, &timed([100.0, 98.0, 98.0]), f, batch),
+            Int8Tier::Avx512Vnni
+        );
         // 5 % slower: the best, and of the two tables running one kernel
         // (AVX2's twin is the scalar entry) the narrower
-        assert_eq!(pick(&tables, &timed([103.0, 98.0, 98.0]), f), Int8Tier::Scalar);
-        assert_eq!(pick(&tables, &timed([50.0, 98.0, 98.0]), f), Int8Tier::Avx512Vnni);
+        assert_eq!(pick(&tables, &timed([103.0, 98.0, 98.0]), f, batch), Int8Tier::Scalar);
+        assert_eq!(
+            pick(&tables, &timed([50.0, 98.0, 98.0]), f, batch),
+            Int8Tier::Avx512Vnni
+        );
+        // at decode 9 % is a tie, 12 % is not
+        let decode = PLAN_DECODE_TIE;
+        assert_eq!(
+            pick(&tables, &timed([106.8, 98.0, 98.0]), f, decode),
+            Int8Tier::Avx512Vnni
+        );
+        assert_eq!(pick(&tables, &timed([109.8, 98.0, 98.0]), f, decode), Int8Tier::Scalar);
         // a family where all three run one kernel: the narrowest
         assert_eq!(
-            pick(&tables, &timed([98.0, 98.0, 98.0]), KernelFamily::W4A8),
+            pick(&tables, &timed([98.0, 98.0, 98.0]), KernelFamily::W4A8, batch),
             Int8Tier::Scalar
         );
-        assert_eq!(pick(&[], &[], f), Int8Tier::Scalar);
+        assert_eq!(pick(&[], &[], f, decode), Int8Tier::Scalar);
+    }
+
+    #[test]
+    fn probes_read_the_last_matrix_and_full_calls_take_the_others_in_turn() {
+        let cursor = Cell::new(0);
+        let read: Vec<usize> = (0..16).map(|i| pool_copy(&cursor, 8, i % 4 == 0)).collect();
+        assert_eq!(read, [7, 0, 1, 2, 7, 3, 4, 5, 7, 6, 0, 1, 7, 2, 3, 4]);
+        // the batch regime's one matrix
+        assert!((0..4).all(|i| pool_copy(&cursor, 1, i % 2 == 0) == 0));
+        assert_eq!(cursor.get(), 12, "the batch matrix leaves the cursor alone");
+    }
+
+    #[test]
+    fn every_family_goes_on_from_the_matrix_the_last_one_left() {
+        let w = Matrices::Q8((0..8).filter_map(|_| q8_matrix(8, 64, vec![1; 8 * 64])).collect());
+        let inputs = PlanInputs::new(KernelFamily::W8A8, 1, &w, false);
+        let cursor = Cell::new(0);
+        // one tier: its probes, a warm-up call and the rounds a clear call
+        // stops after (the gap to no second tier is infinite)
+        let calls = 1 + PLAN_CLEAR_AFTER * PLAN_TURN_CALLS;
+        inputs.time(&[(Int8Tier::Scalar, &SCALAR)], &cursor);
+        assert_eq!(cursor.get(), calls);
+        inputs.time(&[(Int8Tier::Scalar, &SCALAR)], &cursor);
+        assert_eq!(cursor.get(), 2 * calls, "a family starting at the first matrix again");
     }
 
     static NO_PANELS: KernelTable = KernelTable {
