@@ -213,6 +213,33 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         count(&default)
     );
     assert_eq!(count(&census), 67 + 2 + 1, "K = 96 beside 1..=67 and the two bounds");
+
+    // a model's census is its layers' K alone: not a grouped layer's packed
+    // bytes (128 a row at K = 256), nor a float table's width (200)
+    let wide = model(
+        dir.path(),
+        "wide.safetensors",
+        vec![
+            ("layers.0.mlp.up.weight", vec![4, 256], Src::F32(weights(4, 256))),
+            (
+                "embeddings.word_embeddings.weight",
+                vec![3, 200],
+                Src::F32(weights(3, 200)),
+            ),
+        ],
+    );
+    let wide_q = dir.path().join("wide-q4g32.safetensors");
+    let o = qlinear(&[
+        "convert",
+        wide.to_str().unwrap(),
+        wide_q.to_str().unwrap(),
+        "--scheme",
+        "q4g32",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = qlinear(&["selftest", "--census", wide_q.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(count(&o), 67 + 2 + 1, "K = 256 beside 1..=67 and the two bounds");
 }
 
 #[test]

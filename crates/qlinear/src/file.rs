@@ -23,6 +23,15 @@ pub struct ModelFile {
     file: QuantizedFile,
 }
 
+/// A file already opened (e.g. by a tool that reports its own open errors)
+/// as a model file, with the copying loads of [`ModelFile::open`] or the
+/// in-place ones of [`ModelFile::open_in_place`], as it was opened.
+impl From<QuantizedFile> for ModelFile {
+    fn from(file: QuantizedFile) -> Self {
+        ModelFile { file }
+    }
+}
+
 impl ModelFile {
     /// Opens and checks the header of a safetensors file (memory-mapped).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
