@@ -81,6 +81,27 @@ impl PanelsQ4 {
         })
     }
 
+    /// A panel form from bytes and scales already in panel order (the
+    /// layout above), taken without a copy: N a multiple of 16 (not 0), K a
+    /// multiple of 32, `codes` `n · k / 2` bytes (any byte is two biased
+    /// nibbles), `scales` `n · k / 32` finite f16 (of either sign, as a
+    /// natural matrix's group scales). `None` otherwise: the shapes with
+    /// no panel form ([`PanelsQ4::new`]) and the scales a natural matrix
+    /// refuses. For a caller whose bytes' values do not matter in the
+    /// order they come (the plan times kernels on such) or that stored
+    /// the panel form itself ([`PanelsQ4::into_panel_parts`]).
+    pub fn from_panel_parts(n: usize, k: usize, codes: Vec<u8>, scales: Vec<f16>) -> Option<PanelsQ4> {
+        let shaped = n > 0 && n.is_multiple_of(PANEL_ROWS) && k.is_multiple_of(PANEL_GROUP);
+        let sized = Some(codes.len()) == n.checked_mul(k / 2) && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP);
+        (shaped && sized && scales.iter().all(|s| s.is_finite())).then_some(PanelsQ4 { n, k, codes, scales })
+    }
+
+    /// The bytes and scales in panel order, moved out (the inverse of
+    /// [`PanelsQ4::from_panel_parts`]).
+    pub fn into_panel_parts(self) -> (Vec<u8>, Vec<f16>) {
+        (self.codes, self.scales)
+    }
+
     /// The natural matrix again, byte for byte the one this was made from.
     pub fn to_matrix(&self) -> QuantizedMatrixQ4 {
         let (stride, groups) = (self.k / 2, self.k / PANEL_GROUP);
@@ -364,6 +385,31 @@ mod tests {
             QuantizedMatrixQ4::from_parts_biased(16, 32, vec![0x88; 16 * 16], Q4Scales::PerChannel(vec![1.0; 16]))
                 .unwrap();
         assert!(PanelsQ4::new(&per_channel).is_none());
+    }
+
+    #[test]
+    fn panel_parts_go_out_and_back_unchanged_and_only_in_a_panel_shape() {
+        let p = PanelsQ4::new(&matrix(32, 64, 3)).unwrap();
+        let (codes, scales) = p.clone().into_panel_parts();
+        let back = PanelsQ4::from_panel_parts(32, 64, codes.clone(), scales.clone());
+        assert_eq!(back.as_ref(), Some(&p));
+        let parts = |n: usize, k: usize| (vec![0x88u8; n * k / 2], vec![f16::ONE; n * k / 32]);
+        let refused = |n: usize, k: usize, codes: Vec<u8>, scales: Vec<f16>| {
+            PanelsQ4::from_panel_parts(n, k, codes, scales).is_none()
+        };
+        let (c, s) = parts(24, 64);
+        assert!(refused(24, 64, c, s), "N not a multiple of 16");
+        let (c, s) = parts(16, 48);
+        assert!(refused(16, 48, c, s), "K not a multiple of 32");
+        assert!(refused(0, 64, vec![], vec![]), "N = 0");
+        assert!(refused(32, 64, codes[1..].to_vec(), scales.clone()), "a byte short");
+        assert!(refused(32, 64, codes.clone(), scales[1..].to_vec()), "a scale short");
+        let mut nan = scales.clone();
+        nan[5] = f16::NAN;
+        assert!(refused(32, 64, codes.clone(), nan), "a NaN scale");
+        let mut inf = scales;
+        inf[0] = f16::NEG_INFINITY;
+        assert!(refused(32, 64, codes, inf), "an infinite scale");
     }
 
     #[test]
