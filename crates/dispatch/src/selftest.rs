@@ -504,6 +504,16 @@ impl Prover<'_> {
         }
     }
 
+    /// The layout cache for the all-extreme activation rows of pattern
+    /// `x_sig`, `m` rows of `k`: past [`RANDOM_PROOF_MAX_K`] one per tier,
+    /// shared by its families and proof rows that lay the same rows out
+    /// alike (the cache checks the rows and the layout, and lays them out
+    /// anew for any other). At the integer bounds each layout is a fresh
+    /// megabyte, and its page faults were half of the selftest's in a VM.
+    fn layouts(&self, x_sig: i64, k: usize, m: usize) -> Arc<LayoutCache> {
+        memo((self.table.name, x_sig, k, m), LayoutCache::default)
+    }
+
     /// Activation rows a proof builds, or a recorded failure when the
     /// builder refuses them (a defect of the prover's own shapes).
     fn built<T>(&mut self, case: &str, k: usize, rows: Result<T, KernelError>) -> Option<T> {
@@ -645,7 +655,7 @@ impl Prover<'_> {
         let mut y = vec![f32::NAN; 2];
         if self.family == KernelFamily::W8A8 {
             let sums = activation_group_sums(&xc, 1, k, k);
-            let layouts = LayoutCache::default();
+            let layouts = self.layouts(sig(x), k, 1);
             let Some(act) = self.built(case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, k)) else {
                 return;
             };
@@ -708,7 +718,7 @@ impl Prover<'_> {
         let sums = memo(("sums of x, -x, x, -x", sigs.0, k, 0), || {
             activation_group_sums(&x4, 4, k, k)
         });
-        let layouts = LayoutCache::default();
+        let layouts = self.layouts(sigs.0, k, 4);
         let Some(act) = self.built(case, k, ActivationsQ8::new(4, k, &x4, &[1.0; 4], &sums, k)) else {
             return;
         };
@@ -753,7 +763,7 @@ impl Prover<'_> {
             let case = format!("{case} group {g}");
             match self.family {
                 F::W4A8 | F::W4A8Grouped => {
-                    let layouts = LayoutCache::default();
+                    let layouts = self.layouts(sig(x), k, 1);
                     let Some(act) = self.built(&case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, sum_group))
                     else {
                         continue;
