@@ -172,17 +172,18 @@ const PLAN_DECODE_COPIES: usize = 8;
 const PLAN_BATCH_M: usize = 16;
 /// Rows of the batch matrix: every tier's widest batch tile several times.
 const PLAN_BATCH_N: usize = 64;
-/// Turns per tier and regime after the probe (a warm-up call, then the
-/// timed rounds of [`PLAN_TURN_CALLS`] calls); at decode each call reads the
-/// next buffer of the pool, so no call finds its weights in L2.
-const PLAN_DECODE_CALLS: usize = 3;
-/// Calls a tier makes back to back in its turn of a round, each of which
-/// counts: the first call of an AVX-512 tier after another tier's turn runs
-/// 1.5–2 µs slower on an Intel Xeon (family 6 model 207: W8A8 decode, 128 ×
-/// 4096, 20.0 against 18.5 µs for the second of a pair), a switch a model's
-/// layers, all on one tier, never pay; with one call a turn every VNNI call
-/// paid it, and AVX2 looked 10 % faster at decode where it is 5 %.
-const PLAN_TURN_CALLS: usize = 2;
+/// Calls per tier and regime after the probe (a warm-up, then the timed
+/// rounds); at decode each call reads the next buffer of the pool, so no
+/// call finds its weights in L2. Each timed call follows an untimed call of
+/// the same tier on the probe's slice ([`PLAN_PROBE_SLICE`], hot): the first
+/// call of an AVX-512 tier after another tier's runs 1.5–2 µs slower on an
+/// Intel Xeon (family 6 model 207: W8A8 decode, 128 × 4096, 20.0 against
+/// 18.5 µs for a second call straight after), a switch a model's layers,
+/// all on one tier, never pay; timed straight after the other tier, every
+/// VNNI call paid it, and AVX2 looked 10 % faster at decode where it is 5 %.
+/// (Two timed calls a turn instead put a tier's calls back to back, where
+/// one slow spell of the machine took both and ended the timing early.)
+const PLAN_DECODE_CALLS: usize = 5;
 /// The probe calls of a tier compute this fraction of the rows; a tier
 /// whose extrapolated time already loses by 3× stops there, so the scalar
 /// tier costs little.
@@ -193,14 +194,14 @@ const PLAN_PROBE_SLICE: usize = 8;
 /// give each tier more chances of a call outside such a spell.
 const PLAN_CLOSE: f64 = 0.10;
 /// The extra rounds of a close call.
-const PLAN_CLOSE_ROUNDS: usize = 2;
+const PLAN_CLOSE_ROUNDS: usize = 4;
 /// Two tiers already this far apart after [`PLAN_CLEAR_AFTER`] rounds are
 /// not timed further: no slow spell seen here moved a ratio by as much
 /// (the largest, W4A16 grouped decode, 1.3× to 0.98×, was a tie the other
 /// way), and most families' tiers are 1.3–2.5× apart.
 const PLAN_CLEAR: f64 = 0.30;
 /// Rounds after which a clear call stops.
-const PLAN_CLEAR_AFTER: usize = 1;
+const PLAN_CLEAR_AFTER: usize = 2;
 /// Batch timings within this fraction of the best are a tie ([`pick`]).
 const PLAN_BATCH_TIE: f64 = 0.03;
 /// Decode timings within this fraction of the best are a tie ([`pick`]),
@@ -557,8 +558,10 @@ impl<'w> PlanInputs<'w> {
     /// 1/[`PLAN_PROBE_SLICE`] of the rows (a tier whose best probe,
     /// extrapolated, is over 3× the best so far has lost, and that
     /// extrapolation is its time), then a warm-up call per remaining tier,
-    /// then `PLAN_DECODE_CALLS − 1` rounds of a turn per tier
-    /// ([`PLAN_TURN_CALLS`] calls back to back), alternated so that drift in the machine's speed falls on every tier alike
+    /// then `PLAN_DECODE_CALLS − 1` rounds of one call per tier (each after
+    /// an untimed call on the probe's slice, see [`PLAN_DECODE_CALLS`]),
+    /// alternated so that drift in the machine's speed falls on every tier
+    /// alike
     /// ([`PLAN_CLEAR_AFTER`] when the two fastest are already more than
     /// [`PLAN_CLEAR`] apart, [`PLAN_CLOSE_ROUNDS`] more when they are within
     /// [`PLAN_CLOSE`] of each other); each tier's best call.
@@ -624,10 +627,9 @@ impl<'w> PlanInputs<'w> {
         let mut round = 0;
         while round < rounds {
             for &j in &alive {
-                for _ in 0..PLAN_TURN_CALLS {
-                    let ns = call(tables[j].1, &mut y, self.n);
-                    times[j].1 = times[j].1.min(ns);
-                }
+                call(tables[j].1, &mut y, self.n / PLAN_PROBE_SLICE);
+                let ns = call(tables[j].1, &mut y, self.n);
+                times[j].1 = times[j].1.min(ns);
             }
             round += 1;
             if round == PLAN_CLEAR_AFTER && gap(&times) > 1.0 + PLAN_CLEAR {
@@ -705,11 +707,11 @@ impl fmt::Display for KernelPlanV0 {
         if !self.timings.is_empty() {
             writeln!(
                 f,
-                "timings (best of {} calls in alternated pairs; {} when the two fastest are over {:.0} % apart, {} within {:.0} %; µs):",
-                (PLAN_DECODE_CALLS - 1) * PLAN_TURN_CALLS,
-                PLAN_CLEAR_AFTER * PLAN_TURN_CALLS,
+                "timings (best of {} alternated calls; {} when the two fastest are over {:.0} % apart, {} within {:.0} %; µs):",
+                PLAN_DECODE_CALLS - 1,
+                PLAN_CLEAR_AFTER,
                 PLAN_CLEAR * 100.0,
-                (PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS) * PLAN_TURN_CALLS,
+                PLAN_DECODE_CALLS - 1 + PLAN_CLOSE_ROUNDS,
                 PLAN_CLOSE * 100.0
             )?;
             for t in &self.timings {
@@ -806,7 +808,7 @@ mod tests {
         let cursor = Cell::new(0);
         // one tier: its probes, a warm-up call and the rounds a clear call
         // stops after (the gap to no second tier is infinite)
-        let calls = 1 + PLAN_CLEAR_AFTER * PLAN_TURN_CALLS;
+        let calls = 1 + PLAN_CLEAR_AFTER;
         inputs.time(&[(Int8Tier::Scalar, &SCALAR)], &cursor);
         assert_eq!(cursor.get(), calls);
         inputs.time(&[(Int8Tier::Scalar, &SCALAR)], &cursor);
