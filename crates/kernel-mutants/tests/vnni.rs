@@ -121,6 +121,19 @@ fn w8a8_quads_swapped(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     }
 }
 
+/// The 16 × 1 decode tile's loop over whole 64-column blocks started one
+/// block late (the slip of a loop written `BLOCK..len` for `0..len`).
+fn w8a8_first_block_skipped(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    w8a8_with(x, w, acc, false, false);
+    if x.len() == 1 && w.len() == 16 {
+        for (a, wq) in acc.iter_mut().zip(w) {
+            let n = 64.min(wq.len());
+            *a -= dot(&x[0][..n], &wq[..n]);
+        }
+    }
+}
+
+table_on_frame!(first_block_skipped: w8a8, gemm_w8a8, TileI8I8 = [w8a8_first_block_skipped; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(quads_swapped_w8a8: w8a8, gemm_w8a8, TileI8I8 = [w8a8_quads_swapped; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(sign_from_w: w8a8, gemm_w8a8, TileI8I8 = [w8a8_sign_from_w; 4], W8A8_TILES, chunk 16, block 64, Aligned);
 table_on_frame!(hoisted_bias: w8a8, gemm_w8a8, TileI8I8 = [w8a8_hoisted_bias; 4], W8A8_TILES, chunk 16, block 64, Aligned);
@@ -132,6 +145,8 @@ fn the_w8a8_tiles_fail_the_proof_on_their_slips() {
     first_failure(&hoisted_bias::TABLE, KernelFamily::W8A8).expect("one row's 128·Σx for the tile must fail");
     first_failure(&quads_swapped_w8a8::TABLE, KernelFamily::W8A8)
         .expect("rows out of order in the decode reduction must fail");
+    first_failure(&first_block_skipped::TABLE, KernelFamily::W8A8)
+        .expect("a decode loop starting a block late must fail");
     let right = first_failure(&w8a8_right_tiles::TABLE, KernelFamily::W8A8);
     assert!(right.is_none(), "{right:?}");
 }
