@@ -763,31 +763,32 @@ mod tests {
                 (Int8Tier::Scalar, t[2]),
             ]
         };
-        let batch = PLAN_BATCH_TIE;
-        // 2 % slower than the best: still the pick
-        assert_eq!(
-            pick(&tables, &timed([100.0, 98.0, 98.0]), f, batch),
-            Int8Tier::Avx512Vnni
-        );
-        // 5 % slower: the best, and of the two tables running one kernel
-        // (AVX2's twin is the scalar entry) the narrower
-        assert_eq!(pick(&tables, &timed([103.0, 98.0, 98.0]), f, batch), Int8Tier::Scalar);
-        assert_eq!(
-            pick(&tables, &timed([50.0, 98.0, 98.0]), f, batch),
-            Int8Tier::Avx512Vnni
-        );
-        // at decode 9 % is a tie, 12 % is not
-        let decode = PLAN_DECODE_TIE;
-        assert_eq!(
-            pick(&tables, &timed([106.8, 98.0, 98.0]), f, decode),
-            Int8Tier::Avx512Vnni
-        );
-        assert_eq!(pick(&tables, &timed([109.8, 98.0, 98.0]), f, decode), Int8Tier::Scalar);
-        // a family where all three run one kernel: the narrowest
-        assert_eq!(
-            pick(&tables, &timed([98.0, 98.0, 98.0]), KernelFamily::W4A8, batch),
-            Int8Tier::Scalar
-        );
+        let (batch, decode) = (PLAN_BATCH_TIE, PLAN_DECODE_TIE);
+        let (vnni, scalar) = (Int8Tier::Avx512Vnni, Int8Tier::Scalar);
+        for (times, family, tie, want, why) in [
+            (
+                [100.0, 98.0, 98.0],
+                f,
+                batch,
+                vnni,
+                "2 % slower than the best: still the pick",
+            ),
+            // of the two tables running one kernel (AVX2's twin is the
+            // scalar entry) the narrower
+            ([103.0, 98.0, 98.0], f, batch, scalar, "5 % slower: the best"),
+            ([50.0, 98.0, 98.0], f, batch, vnni, "the fastest"),
+            ([106.8, 98.0, 98.0], f, decode, vnni, "at decode 9 % is a tie"),
+            ([109.8, 98.0, 98.0], f, decode, scalar, "at decode 12 % is not"),
+            (
+                [98.0, 98.0, 98.0],
+                KernelFamily::W4A8,
+                batch,
+                scalar,
+                "all three run one kernel: the narrowest",
+            ),
+        ] {
+            assert_eq!(pick(&tables, &timed(times), family, tie), want, "{why}");
+        }
         assert_eq!(pick(&[], &[], f, decode), Int8Tier::Scalar);
     }
 
