@@ -67,6 +67,17 @@ impl KernelPlanV0 {
             .map_or(Int8Tier::Scalar, |(_, t)| *t)
     }
 
+    /// The fraction within which two tiers' timings at `m` activation rows
+    /// are a tie, which the wider tier takes: 10 % at decode (M = 1), 3 %
+    /// for batches (the plan's rule; `docs/NUMERICS.md` says why).
+    pub fn tie(m: usize) -> f64 {
+        if m <= 1 {
+            PLAN_DECODE_TIE
+        } else {
+            PLAN_BATCH_TIE
+        }
+    }
+
     /// Measures the proven tiers (or takes the one `forced`).
     fn decide(forced: Option<Int8Tier>) -> Self {
         let start = Instant::now();
@@ -126,8 +137,7 @@ impl KernelPlanV0 {
                                 best_ns: ns,
                             });
                         }
-                        let tie = if m == 1 { PLAN_DECODE_TIE } else { PLAN_BATCH_TIE };
-                        let tier = pick(&tables, &timed, family, tie);
+                        let tier = pick(&tables, &timed, family, Self::tie(m));
                         if m == 1 { &mut plan.decode } else { &mut plan.batch }.push((family, tier));
                     }
                 }
