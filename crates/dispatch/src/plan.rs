@@ -218,7 +218,7 @@ const PLAN_BATCH_TIE: f64 = 0.03;
 /// wider than a batch's: one thread streaming from L3 (the plan's decode
 /// regime) is bound by the cache, not the kernel, and the tiers land
 /// within a few per cent of each other (W8A8 decode on an Intel Xeon,
-/// family 6 model 207: AVX2 18.3–28.6 µs, AVX-512 VNNI 18.3–31.2 in 12
+/// family 6 model 207: AVX2 16.8–45.8 µs, AVX-512 VNNI 17.6–33.9 in 12
 /// plans, either ahead), while where the memory system is loaded harder the
 /// tier with fewer instructions a byte pulls ahead (the same kernels at
 /// 11008 × 4096 from DRAM on two threads: VNNI 1.36× faster; SmolLM2's q8
