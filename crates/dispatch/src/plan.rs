@@ -447,9 +447,9 @@ fn pick(tables: &[(Int8Tier, &KernelTable)], timed: &[(Int8Tier, f64)], family: 
 
 /// Whether the plan times W4A8 grouped on the panel form (the decode pool
 /// lent as panel forms, the batch matrix copied): only where a SIMD tier
-/// reads it (AVX2 and AVX-512
-/// VNNI have panel tiles; NEON and wasm none). The scalar tier's panel tile
-/// never wins a timing, so it alone builds none.
+/// reads it (AVX2 and AVX-512 VNNI have panel tiles; NEON and wasm none).
+/// The scalar tier's panel tile never wins a timing, so it alone builds
+/// none.
 fn builds_panels(tables: &[(Int8Tier, &KernelTable)]) -> bool {
     tables
         .iter()
