@@ -455,14 +455,16 @@ fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
 /// tier's tiles (4 activation rows, then 1), with the slips a `vpdpbusd`
 /// panel kernel can make: the scales read row after row (the natural
 /// order) instead of group after group; the odd codes against the low
-/// nibbles; and in the 4-row tile every row's bias taken from the first
-/// activation row's sums (a hoisted broadcast).
+/// nibbles; in the 4-row tile every row's bias taken from the first
+/// activation row's sums (a hoisted broadcast); and the bias read one
+/// group ahead (the tiles read the sums through a row pointer, unchecked).
 #[derive(Clone, Copy, PartialEq)]
 enum PanelSlip {
     None,
     ScalesRowMajor,
     HalvesSwapped,
     HoistedSums,
+    SumsOfNextGroup,
 }
 
 fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: PanelSlip) {
@@ -490,7 +492,12 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
                 } else {
                     s[16 * g + q]
                 };
-                total += (acc - 8 * sums[bias_row][g]) as f32 * f32::from(scale);
+                let bias_group = if slip == PanelSlip::SumsOfNextGroup {
+                    (g + 1) % groups
+                } else {
+                    g
+                };
+                total += (acc - 8 * sums[bias_row][bias_group]) as f32 * f32::from(scale);
             }
             *o = total;
         }
@@ -500,6 +507,7 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
 qlinear_kernel_mutants::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
 qlinear_kernel_mutants::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
 qlinear_kernel_mutants::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernel_mutants::panel_table!(panel_next_group_sums, panel_with, PanelSlip::SumsOfNextGroup, [8, 4, 1]);
 qlinear_kernel_mutants::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
 
 #[test]
@@ -511,6 +519,7 @@ fn the_panel_tiles_fail_the_proof_on_their_slips() {
             &panel_hoisted_sums::TABLE,
             "the first row's sums for every row must fail",
         ),
+        (&panel_next_group_sums::TABLE, "the next group's sums must fail"),
     ] {
         first_failure(table, KernelFamily::W4A8Grouped).expect(why);
     }

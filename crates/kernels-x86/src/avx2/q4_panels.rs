@@ -31,6 +31,13 @@ const PREFETCH: usize = 4096;
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(XR, x, sums, panel, s, out);
+    // Row pointers read without a bounds check a load (`check_tile` holds
+    // each row to `32 · groups` codes and `groups` sums): per-load checks
+    // put a compare and a branch beside every two `maddubs`.
+    let (xp, sp): ([*const i8; XR], [*const i32; XR]) = (
+        std::array::from_fn(|t| x[t].as_ptr()),
+        std::array::from_fn(|t| sums[t].as_ptr()),
+    );
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     for half in 0..2 {
@@ -51,17 +58,22 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
                 for t in 0..XR {
                     // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
-                    let q = &x[t][8 * c..8 * c + 8];
-                    let (e, o) = ([q[0], q[1], q[2], q[3]], [q[4], q[5], q[6], q[7]]);
-                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(i32::from_le_bytes(e.map(|b| b as u8))));
-                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(i32::from_le_bytes(o.map(|b| b as u8))));
+                    // SAFETY: 8c + 8 <= 32 · groups = x[t].len() (`check_tile`).
+                    let (e, o) = unsafe {
+                        let q = xp[t].add(8 * c).cast::<i32>();
+                        (q.read_unaligned(), q.add(1).read_unaligned())
+                    };
+                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
+                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
                     pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
                 }
             }
             // SAFETY: 8 f16 at 16g + 8h lie in the panel's 16 · groups scales.
             let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(PANEL_ROWS * g + 8 * half).cast())) };
             for t in 0..XR {
-                let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(8 * sums[t][g]));
+                // SAFETY: g < groups = sums[t].len() (`check_tile`).
+                let correction = unsafe { sp[t].add(g).read() }.wrapping_mul(8);
+                let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(correction));
                 total[t] = _mm256_add_ps(total[t], _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
             }
         }

@@ -31,10 +31,24 @@ const PREFETCH: usize = 4096;
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(XR, x, sums, panel, s, out);
+    // Row pointers read without a bounds check a load: `check_tile` holds
+    // each row to `32 · groups` codes and `groups` sums, and per-load
+    // checks were a compare and a branch beside every two `vpdpbusd`s,
+    // taking the port they need.
+    let (xp, sp): ([*const i8; XR], [*const i32; XR]) = (
+        std::array::from_fn(|t| x[t].as_ptr()),
+        std::array::from_fn(|t| sums[t].as_ptr()),
+    );
     let mask = _mm512_set1_epi8(0x0F);
     let mut total = [_mm512_setzero_ps(); XR];
     for g in 0..groups {
-        let (mut even, mut odd) = ([_mm512_setzero_si512(); XR], [_mm512_setzero_si512(); XR]);
+        // the even sums start at the group's `−8·Σx` (NUMERICS §6.1's
+        // correction of the biased nibbles): one add fewer a row than
+        // subtracting it after (i32 sums wrap exactly in any order)
+        // SAFETY: g < groups = sums[t].len() (`check_tile`).
+        let mut even: [__m512i; XR] =
+            std::array::from_fn(|t| unsafe { _mm512_set1_epi32(sp[t].add(g).read().wrapping_mul(-8)) });
+        let mut odd = [_mm512_setzero_si512(); XR];
         for c in 4 * g..4 * g + 4 {
             // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
             // 16 · k / 2 (`check_tile` above); the prefetch only hints.
@@ -46,16 +60,19 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
             let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
             for t in 0..XR {
                 // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
-                let q = &x[t][8 * c..8 * c + 8];
-                let (e, o) = ([q[0], q[1], q[2], q[3]], [q[4], q[5], q[6], q[7]]);
-                even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(i32::from_le_bytes(e.map(|b| b as u8))));
-                odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(i32::from_le_bytes(o.map(|b| b as u8))));
+                // SAFETY: 8c + 8 <= 32 · groups = x[t].len() (`check_tile`).
+                let (e, o) = unsafe {
+                    let q = xp[t].add(8 * c).cast::<i32>();
+                    (q.read_unaligned(), q.add(1).read_unaligned())
+                };
+                even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(e));
+                odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(o));
             }
         }
         // SAFETY: 16 f16 at 16g lie in the panel's 16 · groups scales.
         let scale = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().add(PANEL_ROWS * g).cast())) };
         for t in 0..XR {
-            let acc = _mm512_sub_epi32(_mm512_add_epi32(even[t], odd[t]), _mm512_set1_epi32(8 * sums[t][g]));
+            let acc = _mm512_add_epi32(even[t], odd[t]);
             total[t] = _mm512_add_ps(total[t], _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale));
         }
     }
