@@ -406,9 +406,18 @@ fn the_w4a16_tiles_fail_the_proof_on_their_slip() {
 
 /// W4A16 grouped in plain Rust on the tier's tiles and layout (chunks of 8
 /// per group, Q4 order): `Σ_g s · partial_g` from +0 in increasing g. The
-/// slip: in the 4-row tiles the scales indexed as `s[g · 4 + q]` (group
-/// major) instead of `s[q · groups + g]`.
-fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32], group_major: bool) {
+/// slips: in the 4-row tiles the scales indexed as `s[g · 4 + q]` (group
+/// major) instead of `s[q · groups + g]`; and in groups of 32 (the tile's
+/// own loop for them) each chunk's weights against the activations of its
+/// pair neighbour.
+#[derive(Clone, Copy, PartialEq)]
+enum W4A16GroupedSlip {
+    None,
+    GroupMajor,
+    ChunksPaired32,
+}
+
+fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32], slip: W4A16GroupedSlip) {
     const POS: [usize; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
     let (wr, groups) = (w.len(), s.len() / w.len());
     let per_group = g.div_ceil(8) * 8;
@@ -420,9 +429,14 @@ fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut 
                 for c in 0..g {
                     let col = gi * g + c;
                     let nibble = (wq[col / 2] >> (4 * (col % 2))) & 0x0F;
-                    lanes[c % 8] += xi[gi * per_group + c / 8 * 8 + POS[c % 8]] * (f32::from(nibble) - 8.0);
+                    let chunk = if slip == W4A16GroupedSlip::ChunksPaired32 && g == 32 {
+                        (c / 8) ^ 1
+                    } else {
+                        c / 8
+                    };
+                    lanes[c % 8] += xi[gi * per_group + chunk * 8 + POS[c % 8]] * (f32::from(nibble) - 8.0);
                 }
-                let at = if group_major && wr == 4 {
+                let at = if slip == W4A16GroupedSlip::GroupMajor && wr == 4 {
                     gi * wr + q
                 } else {
                     q * groups + gi
@@ -435,18 +449,24 @@ fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut 
 }
 
 fn w4a16_grouped_group_major(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
-    w4a16_grouped_with(x, w, s, g, out, true)
+    w4a16_grouped_with(x, w, s, g, out, W4A16GroupedSlip::GroupMajor)
+}
+fn w4a16_grouped_chunks_paired(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+    w4a16_grouped_with(x, w, s, g, out, W4A16GroupedSlip::ChunksPaired32)
 }
 fn w4a16_grouped_right(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
-    w4a16_grouped_with(x, w, s, g, out, false)
+    w4a16_grouped_with(x, w, s, g, out, W4A16GroupedSlip::None)
 }
 
 table_on_frame!(group_major: w4a16_grouped, gemm_w4a16_grouped, TileF32Q4Grouped = [w4a16_grouped_group_major; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
+table_on_frame!(chunks_paired: w4a16_grouped, gemm_w4a16_grouped, TileF32Q4Grouped = [w4a16_grouped_chunks_paired; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
 table_on_frame!(w4a16_grouped_right_tiles: w4a16_grouped, gemm_w4a16_grouped, TileF32Q4Grouped = [w4a16_grouped_right; 4], W4A16_TILES, chunk 4, block 8, ChunkedQ4);
 
 #[test]
 fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
     first_failure(&group_major::TABLE, KernelFamily::W4A16Grouped).expect("group-major scales must fail");
+    first_failure(&chunks_paired::TABLE, KernelFamily::W4A16Grouped)
+        .expect("a neighbour chunk's activations must fail");
     let right = first_failure(&w4a16_grouped_right_tiles::TABLE, KernelFamily::W4A16Grouped);
     assert!(right.is_none(), "{right:?}");
 }

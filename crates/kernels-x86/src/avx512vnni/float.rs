@@ -134,6 +134,38 @@ fn q4_quad_tile<const MI: usize>(
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
     let (values, spreads) = (code_values(), chunk_spreads());
+    if g == 32 && k.is_multiple_of(32) {
+        // groups of 32 (q4g32): one quad of 16 bytes a row per group, with
+        // no run, pair or tail arithmetic between the groups
+        for gi in 0..groups {
+            let b = gi * 16;
+            if b.is_multiple_of(64) {
+                for row in w {
+                    // A hint: an address past the matrix is harmless.
+                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
+                }
+            }
+            // SAFETY: b + 16 = 16(gi + 1) <= k / 2: each row's 16 bytes at b
+            // lie within its ceil(k / 2) (asserted above).
+            let rows4 = unsafe {
+                let z = _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast()));
+                let z = _mm512_inserti32x4::<1>(z, _mm_loadu_si128(w[1].as_ptr().add(b).cast()));
+                let z = _mm512_inserti32x4::<2>(z, _mm_loadu_si128(w[2].as_ptr().add(b).cast()));
+                _mm512_inserti32x4::<3>(z, _mm_loadu_si128(w[3].as_ptr().add(b).cast()))
+            };
+            let mut acc = [[_mm512_setzero_ps(); 2]; MI];
+            for (j, spread) in spreads.iter().enumerate() {
+                let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
+                // SAFETY: 32gi + 8j + 8 <= 32 · groups, within every
+                // activation row (asserted above).
+                unsafe { add_products_quad(&mut acc, xs, gi * 32 + j * 8, eo) };
+            }
+            for (t, a) in acc.iter().enumerate() {
+                emit(t, gi, lane_trees(a));
+            }
+        }
+        return;
+    }
     for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
         let end = col_end.div_ceil(2);
@@ -201,14 +233,21 @@ fn q4_quad_tile<const MI: usize>(
             unsafe { add_products_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
         }
         for (t, a) in acc.iter().enumerate() {
-            // per row: [l0+l1, l2+l3, l4+l5, l6+l7], then the tree's upper
-            // levels in the lanes: (l0+l1)+(l2+l3) and (l4+l5)+(l6+l7) at
-            // 4q and 4q + 2, their sum at 4q
-            let p = _mm512_add_ps(a[0], a[1]);
-            let p = _mm512_add_ps(p, _mm512_permute_ps::<0b10_11_00_01>(p));
-            emit(t, gi, _mm512_add_ps(p, _mm512_permute_ps::<0b01_00_11_10>(p)));
+            emit(t, gi, lane_trees(a));
         }
     }
+}
+
+/// Each row's 8-lane tree of one group's even and odd accumulators: per
+/// row `[l0+l1, l2+l3, l4+l5, l6+l7]`, then the tree's upper levels in the
+/// lanes, `(l0+l1)+(l2+l3)` and `(l4+l5)+(l6+l7)` at 4q and 4q + 2, their
+/// sum at 4q.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lane_trees(a: &[__m512; 2]) -> __m512 {
+    let p = _mm512_add_ps(a[0], a[1]);
+    let p = _mm512_add_ps(p, _mm512_permute_ps::<0b10_11_00_01>(p));
+    _mm512_add_ps(p, _mm512_permute_ps::<0b01_00_11_10>(p))
 }
 
 /// Lane `4q` of each 4-lane quarter: the partial of row `q`, as
