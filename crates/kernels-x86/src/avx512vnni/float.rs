@@ -134,32 +134,42 @@ fn q4_quad_tile<const MI: usize>(
     let groups = k.div_ceil(g);
     assert!(w.iter().all(|w| w.len() >= k.div_ceil(2)) && xs.iter().all(|x| x.len() >= groups * chunks_per_group * 8));
     let (values, spreads) = (code_values(), chunk_spreads());
+    // One quad: the 16 bytes at `b` of each of the 4 rows (32 columns)
+    // against the activations from float `x_at`, added to `acc`; each cache
+    // line of the rows `next` bytes on is prefetched as the same line of
+    // these rows is loaded. A closure, so that it is inlined into both
+    // loops below (a function was called, not inlined, in the 4-row tiles).
+    // Callers guarantee `b + 16 <= w[q].len()` and `x_at + 32 <=
+    // xs[i].len()` for every row.
+    let add_quad = |acc: &mut [[__m512; 2]; MI], b: usize, x_at: usize| {
+        if b.is_multiple_of(64) {
+            for row in w {
+                // A hint: an address past the matrix is harmless.
+                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
+            }
+        }
+        // SAFETY: b + 16 <= w[q].len() (the callers' guarantee above).
+        let rows4 = unsafe {
+            let z = _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast()));
+            let z = _mm512_inserti32x4::<1>(z, _mm_loadu_si128(w[1].as_ptr().add(b).cast()));
+            let z = _mm512_inserti32x4::<2>(z, _mm_loadu_si128(w[2].as_ptr().add(b).cast()));
+            _mm512_inserti32x4::<3>(z, _mm_loadu_si128(w[3].as_ptr().add(b).cast()))
+        };
+        for (j, spread) in spreads.iter().enumerate() {
+            let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
+            // SAFETY: x_at + 8j + 8 <= x_at + 32 <= xs[i].len() (the callers' guarantee).
+            unsafe { add_products_quad(acc, xs, x_at + j * 8, eo) };
+        }
+    };
     if g == 32 && k.is_multiple_of(32) {
         // groups of 32 (q4g32): one quad of 16 bytes a row per group, with
         // no run, pair or tail arithmetic between the groups
         for gi in 0..groups {
-            let b = gi * 16;
-            if b.is_multiple_of(64) {
-                for row in w {
-                    // A hint: an address past the matrix is harmless.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
-                }
-            }
-            // SAFETY: b + 16 = 16(gi + 1) <= k / 2: each row's 16 bytes at b
-            // lie within its ceil(k / 2) (asserted above).
-            let rows4 = unsafe {
-                let z = _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast()));
-                let z = _mm512_inserti32x4::<1>(z, _mm_loadu_si128(w[1].as_ptr().add(b).cast()));
-                let z = _mm512_inserti32x4::<2>(z, _mm_loadu_si128(w[2].as_ptr().add(b).cast()));
-                _mm512_inserti32x4::<3>(z, _mm_loadu_si128(w[3].as_ptr().add(b).cast()))
-            };
             let mut acc = [[_mm512_setzero_ps(); 2]; MI];
-            for (j, spread) in spreads.iter().enumerate() {
-                let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
-                // SAFETY: 32gi + 8j + 8 <= 32 · groups, within every
-                // activation row (asserted above).
-                unsafe { add_products_quad(&mut acc, xs, gi * 32 + j * 8, eo) };
-            }
+            // add_quad's bounds: 16(gi + 1) <= k / 2 bytes of every row,
+            // and 32(gi + 1) <= 32 · groups floats of every activation row
+            // (asserted above).
+            add_quad(&mut acc, gi * 16, gi * 32);
             for (t, a) in acc.iter().enumerate() {
                 emit(t, gi, lane_trees(a));
             }
@@ -173,27 +183,11 @@ fn q4_quad_tile<const MI: usize>(
         let quads = (col_end - col0) / 32;
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
         for qd in 0..quads {
-            let b = col0 / 2 + qd * 16;
-            if b.is_multiple_of(64) {
-                for row in w {
-                    // A hint: an address past the matrix is harmless.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
-                }
-            }
-            // SAFETY: col0 is even (g is) and col0 + 32qd + 32 <= col_end <= k,
-            // so each row's 16 bytes at b lie within its ceil(k / 2).
-            let rows4 = unsafe {
-                let z = _mm512_castsi128_si512(_mm_loadu_si128(w[0].as_ptr().add(b).cast()));
-                let z = _mm512_inserti32x4::<1>(z, _mm_loadu_si128(w[1].as_ptr().add(b).cast()));
-                let z = _mm512_inserti32x4::<2>(z, _mm_loadu_si128(w[2].as_ptr().add(b).cast()));
-                _mm512_inserti32x4::<3>(z, _mm_loadu_si128(w[3].as_ptr().add(b).cast()))
-            };
-            for (j, spread) in spreads.iter().enumerate() {
-                let eo = dequantize_dwords(_mm512_shuffle_epi8(rows4, *spread), values);
-                // SAFETY: x0 + 32qd + 8j + 8 <= x0 + 8 * chunks_per_group,
-                // within every activation row (asserted above).
-                unsafe { add_products_quad(&mut acc, xs, x0 + qd * 32 + j * 8, eo) };
-            }
+            // add_quad's bounds: col0 is even (g is) and col0 + 32qd + 32 <=
+            // col_end <= k, so each row's 16 bytes at col0 / 2 + 16qd lie
+            // within its ceil(k / 2); x0 + 32qd + 32 <= x0 + 8 *
+            // chunks_per_group, within every activation row (asserted above).
+            add_quad(&mut acc, col0 / 2 + qd * 16, x0 + qd * 32);
         }
         // a last pair of whole chunks (8 bytes per row), then single chunks
         let (col1, xq) = (col0 + quads * 32, x0 + quads * 32);
