@@ -31,9 +31,10 @@ const PREFETCH: usize = 4096;
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(XR, x, sums, panel, s, out);
-    // Row pointers read without a bounds check a load (`check_tile` holds
-    // each row to `32 · groups` codes and `groups` sums): per-load checks
-    // put a compare and a branch beside every two `maddubs`.
+    // The rows are read through pointers, with no bounds check at each
+    // load (`check_tile` holds each row to `32 · groups` codes and `groups`
+    // sums): the per-load checks put a compare and a branch beside every
+    // two `maddubs`.
     let (xp, sp): ([*const i8; XR], [*const i32; XR]) = (
         std::array::from_fn(|t| x[t].as_ptr()),
         std::array::from_fn(|t| sums[t].as_ptr()),

@@ -31,10 +31,10 @@ const PREFETCH: usize = 4096;
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(XR, x, sums, panel, s, out);
-    // Row pointers read without a bounds check a load: `check_tile` holds
-    // each row to `32 · groups` codes and `groups` sums, and per-load
-    // checks were a compare and a branch beside every two `vpdpbusd`s,
-    // taking the port they need.
+    // The rows are read through pointers, with no bounds check at each
+    // load: `check_tile` holds each row to `32 · groups` codes and `groups`
+    // sums, and the per-load checks were a compare and a branch beside
+    // every two `vpdpbusd`s, on the port they need.
     let (xp, sp): ([*const i8; XR], [*const i32; XR]) = (
         std::array::from_fn(|t| x[t].as_ptr()),
         std::array::from_fn(|t| sums[t].as_ptr()),
