@@ -140,8 +140,10 @@ fn q4_quad_tile<const MI: usize>(
     // these rows is loaded. A closure, so that it is inlined into both
     // loops below (a function was called, not inlined, in the 4-row tiles).
     // Callers guarantee `b + 16 <= w[q].len()` and `x_at + 32 <=
-    // xs[i].len()` for every row.
+    // xs[i].len()` for every row (checked in debug builds: the closure is
+    // safe to call, so its bounds are asserted where the tests run).
     let add_quad = |acc: &mut [[__m512; 2]; MI], b: usize, x_at: usize| {
+        debug_assert!(w.iter().all(|r| b + 16 <= r.len()) && xs.iter().all(|x| x_at + 32 <= x.len()));
         if b.is_multiple_of(64) {
             for row in w {
                 // A hint: an address past the matrix is harmless.
