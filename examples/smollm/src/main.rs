@@ -74,12 +74,24 @@ struct Args {
     json: Option<PathBuf>,
     /// Run the first model (a GGUF: the f32 path) over this text and write
     /// each linear's mean x² per input column to --importance-out, for
-    /// `qlinear convert --recipe activation-aware --importance`.
-    #[arg(long, requires = "importance_out")]
+    /// `qlinear convert --recipe activation-aware --importance`, and/or the
+    /// model smoothed for W8A8 to --smooth-out.
+    #[arg(long)]
     calibrate: Option<PathBuf>,
     /// Where --calibrate writes the importance (safetensors, P.importance).
-    #[arg(long)]
+    #[arg(long, requires = "calibrate")]
     importance_out: Option<PathBuf>,
+    /// Where --calibrate writes the model smoothed for W8A8 (SmoothQuant:
+    /// each projection's input columns divided by a factor that its weight
+    /// columns are multiplied by; the norm weights and the rows of ffn_up
+    /// and attn_v absorb the division), as an f32 safetensors file for
+    /// `qlinear convert`.
+    #[arg(long, requires = "calibrate")]
+    smooth_out: Option<PathBuf>,
+    /// The share of the activations' range --smooth-out moves into the
+    /// weights, from 0 (none) to 1.
+    #[arg(long, default_value_t = 0.5)]
+    smooth_alpha: f32,
     /// Time every model: prefill of --bench-prompt tokens and decode of
     /// --bench-tokens greedy tokens, at each of --bench-threads, the models
     /// alternated in each of --repeat rounds; medians and ranges, rows to
@@ -363,7 +375,27 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn calibrate(args: &Args, text: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
+    if args.importance_out.is_none() && args.smooth_out.is_none() {
+        return Err("--calibrate writes --importance-out FILE, --smooth-out FILE or both: give one".into());
+    }
+    if !(0.0..=1.0).contains(&args.smooth_alpha) {
+        return Err(format!("--smooth-alpha {} is outside [0, 1]", args.smooth_alpha));
+    }
+    // neither output may be the input, nor the other output
+    let input = std::path::Path::new(&args.models[0]);
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    };
+    let outs: Vec<&PathBuf> = [&args.importance_out, &args.smooth_out].into_iter().flatten().collect();
+    for (i, out) in outs.iter().enumerate() {
+        if same(out, input) || outs[..i].iter().any(|o| same(o, out)) {
+            return Err(format!(
+                "{}: an output of --calibrate must differ from the model and from the other output",
+                out.display()
+            ));
+        }
+    }
     let (mut model, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
@@ -381,6 +413,26 @@ fn calibrate(args: &Args, text: &std::path::Path, out: &std::path::Path) -> Resu
             args.models[0]
         ));
     }
+    if let Some(out) = &args.importance_out {
+        write_importance(importance, tokens.len(), out)?;
+    }
+    if let Some(out) = &args.smooth_out {
+        model.smooth(args.smooth_alpha).map_err(|e| e.to_string())?;
+        model
+            .write_f32(out, &meta)
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+        eprintln!(
+            "the model smoothed over {} tokens (alpha {}) written to {}",
+            tokens.len(),
+            args.smooth_alpha,
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes each linear's importance (`P.importance`, `[k]` f32) to `out`.
+fn write_importance(importance: Vec<(String, Vec<f32>)>, tokens: usize, out: &std::path::Path) -> Result<(), String> {
     let tensors = importance
         .into_iter()
         .map(|(p, v)| qlinear::format::OutputTensor::Raw {
@@ -392,8 +444,7 @@ fn calibrate(args: &Args, text: &std::path::Path, out: &std::path::Path) -> Resu
         .collect();
     qlinear::format::write_file(out, &Default::default(), tensors).map_err(|e| e.to_string())?;
     eprintln!(
-        "importance of every linear over {} tokens written to {}",
-        tokens.len(),
+        "importance of every linear over {tokens} tokens written to {}",
         out.display()
     );
     Ok(())
@@ -426,8 +477,8 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(text) = &args.bench {
         return bench(&args, text);
     }
-    if let (Some(text), Some(out)) = (&args.calibrate, &args.importance_out) {
-        return calibrate(&args, text, out);
+    if let Some(text) = &args.calibrate {
+        return calibrate(&args, text);
     }
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());

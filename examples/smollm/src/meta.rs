@@ -44,6 +44,16 @@ impl Meta {
         Ok(Meta { values })
     }
 
+    /// The entries a converted file carries for this metadata: each key as
+    /// `gguf.KEY`, its value as JSON text (what [`Meta::from_converted`]
+    /// reads back).
+    pub fn to_converted(&self) -> HashMap<String, String> {
+        self.values
+            .iter()
+            .map(|(k, v)| (format!("gguf.{k}"), v.to_string()))
+            .collect()
+    }
+
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.values.get(key)

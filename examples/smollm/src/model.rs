@@ -107,14 +107,44 @@ impl Config {
     }
 }
 
+/// What a layer's input columns held over the calibration rows: `Σ x²`
+/// (the activation-aware recipe's importance) and `max |x|` (smoothing's,
+/// as SmoothQuant takes it: the largest over every calibration row).
+struct Calibration {
+    squares: Vec<f64>,
+    max: Vec<f32>,
+    rows: u64,
+}
+
+impl Calibration {
+    fn new(k: usize) -> Calibration {
+        Calibration {
+            squares: vec![0.0; k],
+            max: vec![0.0; k],
+            rows: 0,
+        }
+    }
+
+    /// One call's rows (`[m, k]`).
+    fn add(&mut self, x: &[f32], k: usize) {
+        for row in x.chunks_exact(k) {
+            for ((s, m), &v) in self.squares.iter_mut().zip(&mut self.max).zip(row) {
+                *s += f64::from(v) * f64::from(v);
+                *m = m.max(v.abs());
+            }
+            self.rows += 1;
+        }
+    }
+}
+
 /// One linear layer: f32 (the reference path) or a qlinear layer.
 enum Dense {
     F32 {
         w: Vec<f32>,
         n: usize,
         k: usize,
-        /// `Σ x²` per input column and the rows seen, while calibrating.
-        stats: Option<std::sync::Mutex<(Vec<f64>, u64)>>,
+        /// What the input columns held, while calibrating.
+        stats: Option<std::sync::Mutex<Calibration>>,
     },
     Q(Box<Linear>),
 }
@@ -127,19 +157,53 @@ impl Dense {
         }
     }
 
+    /// The f32 weight (`[n, k]`, row major) of layer `name`.
+    fn weights(&self, name: &str) -> Result<&[f32]> {
+        match self {
+            Dense::F32 { w, .. } => Ok(w),
+            Dense::Q(_) => Err(Error::Smooth(format!(
+                "{name} is quantized: smoothing needs the f32 path (a GGUF file)"
+            ))),
+        }
+    }
+
+    /// The f32 weight to change in place (a quantized layer has none: the
+    /// callers read [`Dense::weights`] first, which says so).
+    fn weights_mut(&mut self) -> &mut [f32] {
+        match self {
+            Dense::F32 { w, .. } => w,
+            Dense::Q(_) => &mut [],
+        }
+    }
+
+    /// Each input column's `max |x|` over the calibration rows of layer
+    /// `name`.
+    fn input_max(&self, name: &str) -> Result<Vec<f32>> {
+        let none = || {
+            Error::Smooth(format!(
+                "{name} has no calibration rows: run the f32 path over a text first"
+            ))
+        };
+        match self {
+            Dense::Q(_) => self.weights(name).map(|_| vec![]),
+            Dense::F32 { stats: Some(s), .. } => {
+                let c = s.lock().map_err(|_| Error::Smooth("calibration poisoned".into()))?;
+                if c.rows == 0 {
+                    return Err(none());
+                }
+                Ok(c.max.clone())
+            }
+            _ => Err(none()),
+        }
+    }
+
     /// `y[m, n] = x[m, k] · Wᵀ`.
     fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         match self {
             Dense::F32 { w, n, k, stats } => {
                 if let Some(stats) = stats {
                     let mut acc = stats.lock().map_err(|_| Error::Prompt("calibration poisoned".into()))?;
-                    for xr in x.chunks_exact(*k).take(m) {
-                        acc.0
-                            .iter_mut()
-                            .zip(xr)
-                            .for_each(|(s, &v)| *s += f64::from(v) * f64::from(v));
-                        acc.1 += 1;
-                    }
+                    acc.add(&x[..(m * k).min(x.len())], *k);
                 }
                 // blocks of 16 weight rows, each read once for all m
                 // activation rows (it stays in L1/L2 meanwhile)
@@ -290,14 +354,37 @@ impl Model {
     /// The quantized path: every linear of a converted file as a
     /// [`qlinear::Linear`] (in `mode`, or its weight's default), the tied
     /// embedding as the LM head; a `token_embd` kept in float is quantized
-    /// to q8 for the head (the table itself stays f32 for the lookup).
+    /// to q8 for the head (the table itself stays f32 for the lookup). A
+    /// projection the file keeps in float runs in f32 (a `mode` is then an
+    /// error: it has none); a file with nothing quantized (as
+    /// [`Model::write_f32`] writes it) is the f32 path, head included.
     pub fn from_converted(file: &ModelFile, meta: &Meta, mode: Option<QuantLinearMode>) -> Result<Model> {
         let config = Config::from_meta(meta)?;
+        let quantized = file.linears();
         let linear = |prefix: &str, n: usize, k: usize| -> Result<Dense> {
-            if !file.linears().iter().any(|p| p == prefix) {
-                return Err(Error::Tensor {
-                    tensor: format!("{prefix}.qweight"),
-                    reason: "missing: every linear weight of the model must be quantized".into(),
+            if !quantized.iter().any(|p| p == prefix) {
+                // a layer the converter kept in float (or an f32 file's)
+                let name = format!("{prefix}.weight");
+                let Some(shape) = file.shape(&name) else {
+                    return Err(Error::Tensor {
+                        tensor: format!("{prefix}.qweight"),
+                        reason: format!(
+                            "missing, and no float {name} either: every linear weight of the model must be there"
+                        ),
+                    });
+                };
+                check_shape(&name, &shape, &[n, k])?;
+                if let Some(mode) = mode {
+                    return Err(Error::Tensor {
+                        tensor: name,
+                        reason: format!("kept in float: a mode ({mode}) applies to quantized layers only"),
+                    });
+                }
+                return Ok(Dense::F32 {
+                    w: file.tensor_f32(&name)?,
+                    n,
+                    k,
+                    stats: None,
                 });
             }
             let mut l = file.linear(prefix)?;
@@ -319,7 +406,20 @@ impl Model {
         let embed = file.embedding("token_embd.weight")?;
         let vocab = embed.rows();
         check_shape("token_embd.weight", &[vocab, embed.dim()], &[vocab, config.hidden])?;
-        let head = if file.linears().iter().any(|p| p == "token_embd") {
+        if quantized.is_empty() {
+            // nothing quantized: the f32 path, from a safetensors file (as
+            // `Model::write_f32` writes it)
+            let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
+            let head = Dense::F32 {
+                w: w.clone(),
+                n: vocab,
+                k: config.hidden,
+                stats: None,
+            };
+            let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
+            return Model::assemble(config, vocab, Table::F32(w), head, "f32".into(), tensor, dense);
+        }
+        let head = if quantized.iter().any(|p| p == "token_embd") {
             linear("token_embd", vocab, config.hidden)?
         } else {
             let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
@@ -334,13 +434,22 @@ impl Model {
             }
             Dense::Q(Box::new(l))
         };
-        let description = match &head {
-            Dense::Q(l) => {
-                let first = file.linear("blk.0.attn_q")?;
+        // named by the first quantized projection (a file may keep some
+        // layers in float: `qlinear convert --exclude`)
+        let first = quantized.iter().find(|p| p.as_str() != "token_embd");
+        let description = match (&head, first) {
+            (Dense::Q(l), Some(first)) => {
+                let first = file.linear(first)?;
                 let mode = mode.unwrap_or(first.mode());
-                format!("{} {mode} (head {} {})", first.scheme(), l.scheme(), l.mode())
+                let kept = if quantized.iter().filter(|p| p.starts_with("blk.")).count() < 7 * config.layers {
+                    ", some layers f32"
+                } else {
+                    ""
+                };
+                format!("{} {mode} (head {} {}{kept})", first.scheme(), l.scheme(), l.mode())
             }
-            Dense::F32 { .. } => "f32".into(),
+            (Dense::Q(l), None) => format!("f32 (head {} {})", l.scheme(), l.mode()),
+            (Dense::F32 { .. }, _) => "f32".into(),
         };
         let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
         Model::assemble(config, vocab, Table::Q(embed), head, description, tensor, dense)
@@ -734,9 +843,123 @@ impl Model {
     pub fn start_calibration(&mut self) {
         for (_, d) in self.linears_mut() {
             if let Dense::F32 { k, stats, .. } = d {
-                *stats = Some(std::sync::Mutex::new((vec![0.0; *k], 0)));
+                *stats = Some(std::sync::Mutex::new(Calibration::new(*k)));
             }
         }
+    }
+
+    /// Smooths every block's projections for W8A8 ([`crate::smooth`]): each
+    /// group of layers reading the same activations gets factors from the
+    /// calibration's `max |x|` and its weights (`alpha` between 0 and 1;
+    /// SmoothQuant's 0.5 moves half the outliers' range into the weights),
+    /// divided out of the norm weight, `ffn_up`'s rows or `attn_v`'s rows
+    /// that produce those activations. In exact arithmetic the model
+    /// computes the same function; in f32 it differs by rounding. The
+    /// calibration statistics describe the model before, so they are
+    /// dropped.
+    ///
+    /// Errors: a layer that is not f32 or was not calibrated
+    /// ([`Model::start_calibration`] and a forward pass first), an `alpha`
+    /// outside `[0, 1]`, or a factor that is not finite and positive.
+    pub fn smooth(&mut self, alpha: f32) -> Result<()> {
+        use crate::smooth::{divide, divide_rows, factors, scale_columns, shared_over_heads};
+        let (heads, kv_heads, head_dim) = (self.config.heads, self.config.kv_heads, self.config.head_dim);
+        for (b, l) in self.layers.iter_mut().enumerate() {
+            let name = |n: &str| format!("blk.{b}.{n}");
+            // the attention's projections read attn_norm's output
+            let act = l.q.input_max(&name("attn_q"))?;
+            let s = factors(
+                &name("attn_q, attn_k, attn_v"),
+                &act,
+                &[
+                    l.q.weights(&name("attn_q"))?,
+                    l.k.weights(&name("attn_k"))?,
+                    l.v.weights(&name("attn_v"))?,
+                ],
+                alpha,
+            )?;
+            divide(&mut l.attn_norm, &s);
+            scale_columns(l.q.weights_mut(), &s);
+            scale_columns(l.k.weights_mut(), &s);
+            scale_columns(l.v.weights_mut(), &s);
+            // the output projection reads the heads' mix of V's rows, shared
+            // by the query heads of one KV head
+            let act = l.o.input_max(&name("attn_output"))?;
+            let s = factors(&name("attn_output"), &act, &[l.o.weights(&name("attn_output"))?], alpha)?;
+            let (s_v, s_o) = shared_over_heads(&s, heads, kv_heads, head_dim);
+            divide_rows(l.v.weights_mut(), &s_v);
+            scale_columns(l.o.weights_mut(), &s_o);
+            // the MLP's gate and up read ffn_norm's output
+            let act = l.gate.input_max(&name("ffn_gate"))?;
+            let s = factors(
+                &name("ffn_gate, ffn_up"),
+                &act,
+                &[l.gate.weights(&name("ffn_gate"))?, l.up.weights(&name("ffn_up"))?],
+                alpha,
+            )?;
+            divide(&mut l.ffn_norm, &s);
+            scale_columns(l.gate.weights_mut(), &s);
+            scale_columns(l.up.weights_mut(), &s);
+            // down reads silu(gate) ⊙ up, linear in up's rows
+            let act = l.down.input_max(&name("ffn_down"))?;
+            let s = factors(&name("ffn_down"), &act, &[l.down.weights(&name("ffn_down"))?], alpha)?;
+            divide_rows(l.up.weights_mut(), &s);
+            scale_columns(l.down.weights_mut(), &s);
+        }
+        for (_, d) in self.linears_mut() {
+            if let Dense::F32 { stats, .. } = d {
+                *stats = None;
+            }
+        }
+        self.description = format!("f32, smoothed (alpha {alpha})");
+        Ok(())
+    }
+
+    /// Writes the f32 model as a safetensors file that `qlinear convert`
+    /// takes as its input: every tensor under its GGUF name in f32, and
+    /// `meta`'s keys as `gguf.KEY` entries (the tokenizer, the template and
+    /// the hyper-parameters travel with it, as from a GGUF input).
+    ///
+    /// Errors: a layer that is not f32 (the model was opened from a
+    /// converted file), or the file cannot be written.
+    pub fn write_f32(&self, path: &Path, meta: &Meta) -> Result<()> {
+        use qlinear::format::{Dtype, OutputTensor};
+        let Table::F32(embed) = &self.embed else {
+            return Err(Error::Tensor {
+                tensor: "token_embd.weight".into(),
+                reason: "quantized: only the f32 path can be written as f32".into(),
+            });
+        };
+        let raw = |name: String, shape: Vec<usize>, v: &[f32]| OutputTensor::Raw {
+            name,
+            dtype: Dtype::F32,
+            shape,
+            data: std::borrow::Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        };
+        let h = self.config.hidden;
+        let mut tensors = vec![
+            raw("token_embd.weight".into(), vec![self.config.vocab, h], embed),
+            raw("output_norm.weight".into(), vec![h], &self.norm),
+        ];
+        for (b, l) in self.layers.iter().enumerate() {
+            tensors.push(raw(format!("blk.{b}.attn_norm.weight"), vec![h], &l.attn_norm));
+            tensors.push(raw(format!("blk.{b}.ffn_norm.weight"), vec![h], &l.ffn_norm));
+            for (n, d) in [
+                ("attn_q", &l.q),
+                ("attn_k", &l.k),
+                ("attn_v", &l.v),
+                ("attn_output", &l.o),
+                ("ffn_gate", &l.gate),
+                ("ffn_up", &l.up),
+                ("ffn_down", &l.down),
+            ] {
+                let name = format!("blk.{b}.{n}");
+                let w = d.weights(&name)?;
+                tensors.push(raw(format!("{name}.weight"), vec![d.n(), w.len() / d.n().max(1)], w));
+            }
+        }
+        qlinear::format::write_file(path, &meta.to_converted(), tensors).map_err(qlinear::Error::from)?;
+        Ok(())
     }
 
     /// The mean `x²` of each input column of every f32 layer seen while
@@ -746,8 +969,8 @@ impl Model {
             .into_iter()
             .filter_map(|(p, d)| match d {
                 Dense::F32 { stats: Some(s), .. } => {
-                    let (sums, rows) = &*s.get_mut().ok()?;
-                    Some((p, sums.iter().map(|v| (v / (*rows).max(1) as f64) as f32).collect()))
+                    let c = &*s.get_mut().ok()?;
+                    Some((p, c.squares.iter().map(|v| (v / c.rows.max(1) as f64) as f32).collect()))
                 }
                 _ => None,
             })

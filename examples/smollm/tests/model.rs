@@ -49,7 +49,9 @@ struct Synthetic<'a> {
     vocab: usize,
     blocks: usize,
     context: usize,
-    scheme: QScheme,
+    /// `None`: the linear layers in f32 (`P.weight`), as `Model::write_f32`
+    /// writes them.
+    scheme: Option<QScheme>,
     first_norm: f32,
     skip: &'a [&'a str],
     q_rows: usize,
@@ -76,8 +78,19 @@ impl Synthetic<'_> {
         let mut linear = |prefix: String, n: usize, k: usize| {
             seed += 1;
             if !self.skip.contains(&prefix.as_str()) {
-                let w = QuantizedWeight::quantize(self.scheme, n, k, &values(n, k, seed)).unwrap();
-                tensors.push(OutputTensor::Quantized { prefix, tensor: w });
+                let v = values(n, k, seed);
+                tensors.push(match self.scheme {
+                    Some(scheme) => OutputTensor::Quantized {
+                        prefix,
+                        tensor: QuantizedWeight::quantize(scheme, n, k, &v).unwrap(),
+                    },
+                    None => OutputTensor::Raw {
+                        name: format!("{prefix}.weight"),
+                        dtype: Dtype::F32,
+                        shape: vec![n, k],
+                        data: Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                    },
+                });
             }
         };
         linear("token_embd".into(), self.vocab, h);
@@ -136,7 +149,7 @@ fn tiny(dir: &std::path::Path, skip: &[&str], q_rows: usize) -> ModelFile {
         vocab: 6,
         blocks: 1,
         context: 16,
-        scheme: QScheme::Q8,
+        scheme: Some(QScheme::Q8),
         first_norm: 0.75,
         skip,
         q_rows,
@@ -212,7 +225,8 @@ fn bad_models_are_one_error_naming_what_is_wrong() {
     let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
     assert_eq!(
         e,
-        "blk.0.ffn_up.qweight: missing: every linear weight of the model must be quantized"
+        "blk.0.ffn_up.qweight: missing, and no float blk.0.ffn_up.weight either: every linear weight of the \
+         model must be there"
     );
     let file = tiny(dir.path(), &[], 4);
     let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
@@ -255,9 +269,9 @@ fn the_sampler_is_seeded_and_respects_its_limits() {
 /// vocabulary 70, two blocks) in `scheme`, so that every thread of a team
 /// gets a share of each layer that starts inside a KV head and ends inside
 /// a weight panel or at a row tail.
-fn small(dir: &std::path::Path, scheme: QScheme, first_norm: f32) -> ModelFile {
+fn small(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32) -> ModelFile {
     Synthetic {
-        name: &format!("small-{scheme}-{first_norm}"),
+        name: &format!("small-{scheme:?}-{first_norm}"),
         hidden: 96,
         heads: 6,
         kv_heads: 3,
@@ -282,7 +296,7 @@ fn a_team_step_has_the_bits_of_one_thread() {
     let dir = tempfile::tempdir().unwrap();
     let ids = [3u32, 61, 7, 0, 42, 18, 69, 5, 33];
     for scheme in [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)] {
-        let file = small(dir.path(), scheme, 0.75);
+        let file = small(dir.path(), Some(scheme), 0.75);
         let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
         let mut model = Model::from_converted(&file, &meta, None).unwrap();
         assert_eq!(model.decode_split(), DecodeSplit::Team);
@@ -319,7 +333,7 @@ fn a_team_step_has_the_bits_of_one_thread() {
 #[test]
 fn a_failing_team_step_reports_the_layers_error() {
     let dir = tempfile::tempdir().unwrap();
-    let file = small(dir.path(), QScheme::Q4Grouped(32), f32::INFINITY);
+    let file = small(dir.path(), Some(QScheme::Q4Grouped(32)), f32::INFINITY);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
     let model = Model::from_converted(&file, &meta, None).unwrap();
     for threads in [1, 2, 3] {
@@ -331,4 +345,92 @@ fn a_failing_team_step_reports_the_layers_error() {
         assert!(!matches!(e, Error::TeamAborted), "{threads} threads: {e}");
         assert!(e.to_string().starts_with("blk.0.attn_q"), "{threads} threads: {e}");
     }
+}
+
+/// Smoothing for W8A8 (`Model::smooth`) on a small f32 model read from a
+/// safetensors file: the logits stay those of the model before (up to f32
+/// rounding: the factors cancel in exact arithmetic), the weights do change,
+/// the file `Model::write_f32` writes runs with the smoothed model's bits,
+/// and what cannot be smoothed is one error naming why.
+#[test]
+fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), None, 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let mut model = Model::from_converted(&file, &meta, None).unwrap();
+    assert_eq!(model.description, "f32");
+    let ids = [3u32, 61, 7, 0, 42, 18, 69, 5, 33];
+    let logits = |m: &Model| {
+        let mut cache = KvCache::new(&m.config, 32).unwrap();
+        m.forward(&mut cache, &ids, true).unwrap().to_vec()
+    };
+    let before = logits(&model);
+    // nothing calibrated yet
+    let e = model.smooth(0.5).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "smoothing: blk.0.attn_q has no calibration rows: run the f32 path over a text first"
+    );
+    model.start_calibration();
+    let mut cache = KvCache::new(&model.config, 32).unwrap();
+    model
+        .forward(&mut cache, &[9, 1, 55, 20, 64, 2, 38, 11, 47, 30, 6], false)
+        .unwrap();
+    let e = model.smooth(1.5).unwrap_err().to_string();
+    assert_eq!(e, "smoothing: alpha 1.5 is outside [0, 1]");
+    model.smooth(0.5).unwrap();
+    assert_eq!(model.description, "f32, smoothed (alpha 0.5)");
+    let after = logits(&model);
+    let scale = before.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        assert!((a - b).abs() <= 1e-4 * scale, "logit {i}: {a} before, {b} smoothed");
+    }
+    // the smoothed file: its weights differ from the original's, and it runs
+    // with the bits of the model in memory
+    let path = dir.path().join("smoothed.safetensors");
+    model.write_f32(&path, &meta).unwrap();
+    let written = ModelFile::open(&path).unwrap();
+    for name in [
+        "blk.0.attn_norm.weight",
+        "blk.1.attn_q.weight",
+        "blk.0.attn_v.weight",
+        "blk.1.ffn_up.weight",
+    ] {
+        let (old, new) = (file.tensor_f32(name).unwrap(), written.tensor_f32(name).unwrap());
+        assert_eq!(old.len(), new.len(), "{name}");
+        assert_ne!(old, new, "{name} should be smoothed");
+    }
+    let meta2 = Meta::from_converted(written.file().metadata_map()).unwrap();
+    let reread = Model::from_converted(&written, &meta2, None).unwrap();
+    assert_eq!(reread.config.heads, 6);
+    assert_eq!(logits(&reread), after);
+    // smoothing twice needs a new calibration; a quantized model has no f32
+    // weights to smooth or write; an f32 layer takes no mode
+    let e = model.smooth(0.5).unwrap_err().to_string();
+    assert!(e.contains("no calibration rows"), "{e}");
+    let q = small(dir.path(), Some(QScheme::Q8), 0.75);
+    let mut quantized = Model::from_converted(&q, &meta, None).unwrap();
+    quantized.start_calibration();
+    let e = quantized.smooth(0.5).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "smoothing: blk.0.attn_q is quantized: smoothing needs the f32 path (a GGUF file)"
+    );
+    let e = quantized
+        .write_f32(&dir.path().join("no.safetensors"), &meta)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "token_embd.weight: quantized: only the f32 path can be written as f32"
+    );
+    assert!(!dir.path().join("no.safetensors").exists());
+    let e = Model::from_converted(&file, &meta, Some("W8A8".parse().unwrap()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        e,
+        "blk.0.attn_q.weight: kept in float: a mode (w8a8) applies to quantized layers only"
+    );
 }
