@@ -103,24 +103,26 @@ pub(crate) fn smollm(args: &[String]) -> Result {
     } else {
         &["canonical", "search", "activation-aware"]
     };
+    // `qlinear convert INPUT OUT --scheme S` with the token table at q8, as
+    // llama.cpp's files keep it, and `extra` arguments
+    let convert = |input: &Path, out: &Path, scheme: &str, extra: &[&std::ffi::OsStr]| {
+        run(Command::new(&cli)
+            .arg("convert")
+            .arg(input)
+            .arg(out)
+            .args(["--scheme", scheme, "--tensor-scheme", "token_embd=q8", "--force"])
+            .args(extra)
+            .stdout(std::process::Stdio::null()))
+    };
     let mut configs: Vec<String> = vec![gguf.display().to_string()];
     for scheme in ["q8", "q4", "q4g32"] {
         for &recipe in if scheme == "q8" { &["canonical"][..] } else { recipes } {
             let out = dir.join(format!("{scheme}-{recipe}.safetensors"));
-            let mut convert = Command::new(&cli);
-            convert.arg("convert").arg(&gguf).arg(&out).args([
-                "--scheme",
-                scheme,
-                "--recipe",
-                recipe,
-                "--tensor-scheme",
-                "token_embd=q8",
-                "--force",
-            ]);
+            let mut extra = vec!["--recipe".as_ref(), recipe.as_ref()];
             if recipe == "activation-aware" {
-                convert.arg("--importance").arg(&importance);
+                extra.extend(["--importance".as_ref(), importance.as_os_str()]);
             }
-            run(convert.stdout(std::process::Stdio::null()))?;
+            convert(&gguf, &out, scheme, &extra)?;
             let modes: &[&str] = match scheme {
                 "q8" => &["W8A8", "W8A16"],
                 _ => &["W4A8", "W4A16"],
@@ -131,22 +133,12 @@ pub(crate) fn smollm(args: &[String]) -> Result {
         }
     }
     let q8_smoothed = dir.join("q8-smoothed.safetensors");
-    run(Command::new(&cli)
-        .arg("convert")
-        .arg(&smoothed)
-        .arg(&q8_smoothed)
-        .args(["--scheme", "q8", "--tensor-scheme", "token_embd=q8", "--force"])
-        .stdout(std::process::Stdio::null()))?;
+    convert(&smoothed, &q8_smoothed, "q8", &[])?;
     for mode in ["W8A8", "W8A16"] {
         configs.push(format!("{}@{mode}", q8_smoothed.display()));
     }
     let imported = dir.join("q4_0-imported.safetensors");
-    run(Command::new(&cli)
-        .arg("convert")
-        .arg(&q4_0)
-        .arg(&imported)
-        .args(["--scheme", "q4g32", "--tensor-scheme", "token_embd=q8", "--force"])
-        .stdout(std::process::Stdio::null()))?;
+    convert(&q4_0, &imported, "q4g32", &[])?;
     configs.push(format!("{}@W4A8", imported.display()));
     println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
     run(Command::new(&smollm)

@@ -150,6 +150,11 @@ enum Dense {
 }
 
 impl Dense {
+    /// An f32 layer of `[n, k]` weights, not calibrating.
+    fn f32(w: Vec<f32>, n: usize, k: usize) -> Dense {
+        Dense::F32 { w, n, k, stats: None }
+    }
+
     fn n(&self) -> usize {
         match self {
             Dense::F32 { n, .. } => *n,
@@ -162,7 +167,7 @@ impl Dense {
         match self {
             Dense::F32 { w, .. } => Ok(w),
             Dense::Q(_) => Err(Error::Smooth(format!(
-                "{name} is quantized: smoothing needs the f32 path (a GGUF file)"
+                "{name} is quantized: smoothing needs the f32 path (a GGUF file, or an f32 one)"
             ))),
         }
     }
@@ -325,21 +330,11 @@ impl Model {
             Ok(file.tensor_f32(name)?)
         };
         let dense = |name: &str, n: usize, k: usize| -> Result<Dense> {
-            Ok(Dense::F32 {
-                w: tensor(&format!("{name}.weight"), &[n, k])?,
-                n,
-                k,
-                stats: None,
-            })
+            Ok(Dense::f32(tensor(&format!("{name}.weight"), &[n, k])?, n, k))
         };
         let vocab = vocab_of(file.tensor("token_embd.weight").map(|t| t.shape()))?;
         let embed = tensor("token_embd.weight", &[vocab, config.hidden])?;
-        let head = Dense::F32 {
-            w: embed.clone(),
-            n: vocab,
-            k: config.hidden,
-            stats: None,
-        };
+        let head = Dense::f32(embed.clone(), vocab, config.hidden);
         Model::assemble(
             config,
             vocab,
@@ -380,12 +375,7 @@ impl Model {
                         reason: format!("kept in float: a mode ({mode}) applies to quantized layers only"),
                     });
                 }
-                return Ok(Dense::F32 {
-                    w: file.tensor_f32(&name)?,
-                    n,
-                    k,
-                    stats: None,
-                });
+                return Ok(Dense::f32(file.tensor_f32(&name)?, n, k));
             }
             let mut l = file.linear(prefix)?;
             check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
@@ -410,12 +400,7 @@ impl Model {
             // nothing quantized: the f32 path, from a safetensors file (as
             // `Model::write_f32` writes it)
             let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
-            let head = Dense::F32 {
-                w: w.clone(),
-                n: vocab,
-                k: config.hidden,
-                stats: None,
-            };
+            let head = Dense::f32(w.clone(), vocab, config.hidden);
             let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
             return Model::assemble(config, vocab, Table::F32(w), head, "f32".into(), tensor, dense);
         }

@@ -414,7 +414,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
     let e = quantized.smooth(0.5).unwrap_err().to_string();
     assert_eq!(
         e,
-        "smoothing: blk.0.attn_q is quantized: smoothing needs the f32 path (a GGUF file)"
+        "smoothing: blk.0.attn_q is quantized: smoothing needs the f32 path (a GGUF file, or an f32 one)"
     );
     let e = quantized
         .write_f32(&dir.path().join("no.safetensors"), &meta)
