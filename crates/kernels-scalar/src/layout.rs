@@ -19,13 +19,49 @@ pub fn split_even_odd_i8(x: &[i8], block: usize) -> Vec<i8> {
 pub fn split_even_odd_into(x: &[i8], block: usize, out: &mut [i8]) {
     let whole = x.len() / block * block;
     assert_eq!(out.len(), whole, "split_even_odd_into: output length");
+    // 8 bytes at a time as one little-endian word where the blocks allow:
+    // byte by byte this took 8.9 instructions a byte (callgrind, the panel
+    // tiles' blocks of 8), once per call and in every selftest proof
+    if block == 8 {
+        for (src, dst) in x[..whole].chunks_exact(8).zip(out.chunks_exact_mut(8)) {
+            let (even, odd) = split_word(src);
+            dst.copy_from_slice(&(u64::from(even) | u64::from(odd) << 32).to_le_bytes().map(|b| b as i8));
+        }
+        return;
+    }
     for (src, dst) in x[..whole].chunks_exact(block).zip(out.chunks_exact_mut(block)) {
         let (even, odd) = dst.split_at_mut(block / 2);
-        for (j, pair) in src.chunks_exact(2).enumerate() {
-            even[j] = pair[0];
-            odd[j] = pair[1];
+        if block.is_multiple_of(8) {
+            let (even, odd) = (even.chunks_exact_mut(4), odd.chunks_exact_mut(4));
+            for ((eight, e), o) in src.chunks_exact(8).zip(even).zip(odd) {
+                let (lo, hi) = split_word(eight);
+                e.copy_from_slice(&lo.to_le_bytes().map(|b| b as i8));
+                o.copy_from_slice(&hi.to_le_bytes().map(|b| b as i8));
+            }
+        } else {
+            for (j, pair) in src.chunks_exact(2).enumerate() {
+                even[j] = pair[0];
+                odd[j] = pair[1];
+            }
         }
     }
+}
+
+/// Bytes 0, 2, 4, 6 and bytes 1, 3, 5, 7 of 8 bytes (`eight.len() == 8`),
+/// each as a little-endian word.
+fn split_word(eight: &[i8]) -> (u32, u32) {
+    let mut b = [0u8; 8];
+    for (d, s) in b.iter_mut().zip(eight) {
+        *d = *s as u8;
+    }
+    let v = u64::from_le_bytes(b);
+    // keep every other byte, then close the gaps: 16-bit lanes to 8, 32 to 16
+    let pack = |w: u64| {
+        let w = w & 0x00FF_00FF_00FF_00FF;
+        let w = (w | (w >> 8)) & 0x0000_FFFF_0000_FFFF;
+        (w | (w >> 16)) as u32
+    };
+    (pack(v), pack(v >> 8))
 }
 
 /// f32 activations for the weight-only kernels: each group of `group`
@@ -62,6 +98,44 @@ mod tests {
     fn even_odd_split() {
         let x: Vec<i8> = (0..10).collect();
         assert_eq!(split_even_odd_i8(&x, 4), vec![0, 2, 1, 3, 4, 6, 5, 7]);
+        let x: Vec<i8> = (0..18).map(|v| v - 9).collect();
+        assert_eq!(
+            split_even_odd_i8(&x, 8),
+            vec![-9, -7, -5, -3, -8, -6, -4, -2, -1, 1, 3, 5, 0, 2, 4, 6]
+        );
+    }
+
+    /// The word-at-a-time path (blocks that are multiples of 8) against
+    /// the pairs one at a time, over every even block to 128, lengths with
+    /// and without a tail, and every byte value in every position.
+    #[test]
+    fn even_odd_split_by_words_equals_the_plain_loop() {
+        let plain = |x: &[i8], block: usize| -> Vec<i8> {
+            let mut out = vec![0i8; x.len() / block * block];
+            for (src, dst) in x.chunks_exact(block).zip(out.chunks_exact_mut(block)) {
+                for (j, pair) in src.chunks_exact(2).enumerate() {
+                    dst[j] = pair[0];
+                    dst[block / 2 + j] = pair[1];
+                }
+            }
+            out
+        };
+        let x: Vec<i8> = (0..1031u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 as i8)
+            .collect();
+        let all: Vec<i8> = (0..=255u8).map(|b| b as i8).collect();
+        for block in (2..=128).step_by(2) {
+            for len in [0, block - 1, block, 3 * block + 5, x.len()] {
+                let x = &x[..len.min(x.len())];
+                assert_eq!(
+                    split_even_odd_i8(x, block),
+                    plain(x, block),
+                    "block {block}, {} bytes",
+                    x.len()
+                );
+            }
+            assert_eq!(split_even_odd_i8(&all, block), plain(&all, block), "block {block}");
+        }
     }
 
     #[test]
