@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use qlinear::tiers::PanelsQ4;
 use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
@@ -48,7 +49,9 @@ const CONFIGS: [(&str, QScheme, QuantLinearMode); 5] = [
 type Runner = Box<dyn FnMut(&mut [f32])>;
 
 /// The bare entry of `layer`'s route for `m` rows: its table's function on
-/// pre-quantized activations, over all `n` outputs on this thread.
+/// pre-quantized activations, over all `n` outputs on this thread; the panel
+/// entry on the panel form where the layer holds its weight so (W4A8 by 32
+/// on a tier with panel tiles), the entry `forward` itself reaches.
 fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
     let route = *layer.route().route(m);
     let (n, k) = (layer.out_features(), layer.in_features());
@@ -69,6 +72,13 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
         QuantizedWeight::Q8(_) => k,
     };
     let sums = activation_group_sums(&codes, m, k, sum_group);
+    if let (true, Some(f), QuantizedWeight::Q4(q)) = (layer.holds_panels(), table.gemm_w4a8_grouped_panels, &w) {
+        let panels = PanelsQ4::new(q).expect("a layer that holds panels has a panel form");
+        return Box::new(move |y: &mut [f32]| {
+            let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");
+            f(&aq, &panels, 0..n, &mut OutputTile::new(y, n))
+        });
+    }
     Box::new(move |y: &mut [f32]| {
         let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");
         let af = ActivationsF32::new(m, k, &x).expect("rows of the shape");
