@@ -375,7 +375,10 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
+/// `--calibrate`'s outputs and `--smooth-alpha`, checked before anything
+/// runs: an output that is the model (or the other output) would overwrite
+/// it.
+fn check_calibrate_args(args: &Args) -> Result<(), String> {
     if args.importance_out.is_none() && args.smooth_out.is_none() {
         return Err("--calibrate writes --importance-out FILE, --smooth-out FILE or both: give one".into());
     }
@@ -396,6 +399,10 @@ fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
             ));
         }
     }
+    Ok(())
+}
+
+fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let (mut model, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
@@ -409,7 +416,7 @@ fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let importance = model.importance();
     if importance.is_empty() {
         return Err(format!(
-            "{}: --calibrate needs the f32 path: give the GGUF file",
+            "{}: --calibrate needs the f32 path: give the GGUF file (or an f32 file, as --smooth-out writes)",
             args.models[0]
         ));
     }
@@ -466,6 +473,9 @@ fn run(args: Args) -> Result<(), String> {
             .num_threads(t)
             .build_global()
             .map_err(|e| e.to_string())?;
+    }
+    if args.calibrate.is_some() {
+        check_calibrate_args(&args)?;
     }
     let start = Instant::now();
     qlinear::init().map_err(|e| e.to_string())?;

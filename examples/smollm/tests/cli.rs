@@ -1,0 +1,78 @@
+//! `qlinear-smollm --calibrate`'s argument checks: each refusal is one line
+//! on stderr and a failing exit, made before any model is read, with no
+//! output written and the input untouched.
+
+use std::path::Path;
+use std::process::Command;
+
+fn run(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qlinear-smollm"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    (out.status.success(), err)
+}
+
+#[test]
+fn calibrate_refuses_bad_outputs_and_alpha_before_reading_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    // not a model: every check below comes before the model is opened
+    let model = dir.path().join("model.gguf");
+    std::fs::write(&model, b"not read").unwrap();
+    let text = dir.path().join("text.txt");
+    std::fs::write(&text, "some calibration text").unwrap();
+    let out = dir.path().join("out.safetensors");
+    let m = model.as_os_str();
+    let t = text.as_os_str();
+    let o = out.as_os_str();
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 4] = [
+        (
+            vec![m, "--calibrate".as_ref(), t],
+            "qlinear-smollm: error: --calibrate writes --importance-out FILE, --smooth-out FILE or both: give one",
+        ),
+        (
+            vec![
+                m,
+                "--calibrate".as_ref(),
+                t,
+                "--smooth-out".as_ref(),
+                o,
+                "--smooth-alpha".as_ref(),
+                "1.5".as_ref(),
+            ],
+            "qlinear-smollm: error: --smooth-alpha 1.5 is outside [0, 1]",
+        ),
+        (
+            vec![m, "--calibrate".as_ref(), t, "--smooth-out".as_ref(), m],
+            "must differ from the model and from the other output",
+        ),
+        (
+            vec![
+                m,
+                "--calibrate".as_ref(),
+                t,
+                "--smooth-out".as_ref(),
+                o,
+                "--importance-out".as_ref(),
+                o,
+            ],
+            "must differ from the model and from the other output",
+        ),
+    ];
+    for (args, want) in cases {
+        let (ok, err) = run(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!Path::new(&out).exists(), "{args:?} wrote an output");
+        assert_eq!(
+            std::fs::read(&model).unwrap(),
+            b"not read",
+            "{args:?} touched the input"
+        );
+    }
+    // --smooth-out without --calibrate is a usage error
+    let (ok, err) = run(&[m, "--smooth-out".as_ref(), o]);
+    assert!(!ok && err.contains("--calibrate"), "{err}");
+}
