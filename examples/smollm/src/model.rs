@@ -275,7 +275,9 @@ struct Layer {
 /// dequantized) or qlinear layers (from a converted file), with the same
 /// code around them: RMSNorm, rotary embeddings as llama.cpp applies them
 /// to GGUF Llama weights (adjacent pairs), grouped-query attention over a
-/// [`KvCache`], the SwiGLU MLP, the tied embedding as LM head.
+/// [`KvCache`], the SwiGLU MLP, and the LM head: the file's `output`
+/// weight, or the token embedding where there is none (tied, as
+/// SmolLM2's).
 pub struct Model {
     /// The hyper-parameters.
     pub config: Config,
@@ -283,6 +285,8 @@ pub struct Model {
     layers: Vec<Layer>,
     norm: Vec<f32>,
     head: Dense,
+    /// The head's weight prefix: `output`, or `token_embd` where it is tied.
+    head_name: &'static str,
     /// `cos`, `sin` of position `p`, pair `i`: index `p · head_dim / 2 + i`.
     rope: (Vec<f32>, Vec<f32>),
     /// What the layers are, for reports (`f32`, `q4g32 W4A8`, …).
@@ -334,7 +338,10 @@ impl Model {
         };
         let vocab = vocab_of(file.tensor("token_embd.weight").map(|t| t.shape()))?;
         let embed = tensor("token_embd.weight", &[vocab, config.hidden])?;
-        let head = Dense::f32(embed.clone(), vocab, config.hidden);
+        let head = match file.tensor("output.weight") {
+            Some(_) => (dense("output", vocab, config.hidden)?, "output"),
+            None => (Dense::f32(embed.clone(), vocab, config.hidden), "token_embd"),
+        };
         Model::assemble(
             config,
             vocab,
@@ -400,28 +407,38 @@ impl Model {
             // nothing quantized: the f32 path, from a safetensors file (as
             // `Model::write_f32` writes it)
             let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
-            let head = Dense::f32(w.clone(), vocab, config.hidden);
+            let head = match file.shape("output.weight") {
+                Some(_) => (linear("output", vocab, config.hidden)?, "output"),
+                None => (Dense::f32(w.clone(), vocab, config.hidden), "token_embd"),
+            };
             let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
             return Model::assemble(config, vocab, Table::F32(w), head, "f32".into(), tensor, dense);
         }
-        let head = if quantized.iter().any(|p| p == "token_embd") {
-            linear("token_embd", vocab, config.hidden)?
+        // the head: `output` where the file has it, else the token table
+        let head_name = if quantized.iter().any(|p| p == "output") || file.shape("output.weight").is_some() {
+            "output"
         } else {
-            let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
+            "token_embd"
+        };
+        let head = if quantized.iter().any(|p| p == head_name) {
+            linear(head_name, vocab, config.hidden)?
+        } else {
+            // kept in float beside quantized projections: q8 for the head
+            let w = tensor(&format!("{head_name}.weight"), &[vocab, config.hidden])?;
             let mut l = Linear::new(
-                "token_embd",
+                head_name,
                 QuantizedWeight::quantize(QScheme::Q8, vocab, config.hidden, &w).map_err(qlinear::Error::from)?,
                 None,
             )?;
             if let Some(mode) = mode {
-                let m = head_mode("token_embd", &l, mode);
+                let m = head_mode(head_name, &l, mode);
                 l = l.with_mode(m)?;
             }
             Dense::Q(Box::new(l))
         };
         // named by the first quantized projection (a file may keep some
         // layers in float: `qlinear convert --exclude`)
-        let first = quantized.iter().find(|p| p.as_str() != "token_embd");
+        let first = quantized.iter().find(|p| p.starts_with("blk."));
         let description = match (&head, first) {
             (Dense::Q(l), Some(first)) => {
                 let first = file.linear(first)?;
@@ -437,14 +454,22 @@ impl Model {
             (Dense::F32 { .. }, _) => "f32".into(),
         };
         let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
-        Model::assemble(config, vocab, Table::Q(embed), head, description, tensor, dense)
+        Model::assemble(
+            config,
+            vocab,
+            Table::Q(embed),
+            (head, head_name),
+            description,
+            tensor,
+            dense,
+        )
     }
 
     fn assemble(
         mut config: Config,
         vocab: usize,
         embed: Table,
-        head: Dense,
+        (head, head_name): (Dense, &'static str),
         description: String,
         tensor: impl Fn(&str, &[usize]) -> Result<Vec<f32>>,
         dense: impl Fn(&str, usize, usize) -> Result<Dense>,
@@ -478,6 +503,7 @@ impl Model {
             layers,
             norm,
             head,
+            head_name,
             rope,
             description,
             split: DecodeSplit::default(),
@@ -819,7 +845,7 @@ impl Model {
                 out.push((format!("blk.{b}.{name}"), d));
             }
         }
-        out.push(("token_embd".into(), &mut self.head));
+        out.push((self.head_name.into(), &mut self.head));
         out
     }
 
@@ -926,6 +952,10 @@ impl Model {
             raw("token_embd.weight".into(), vec![self.config.vocab, h], embed),
             raw("output_norm.weight".into(), vec![h], &self.norm),
         ];
+        if self.head_name == "output" {
+            let w = self.head.weights("output")?;
+            tensors.push(raw("output.weight".into(), vec![self.config.vocab, h], w));
+        }
         for (b, l) in self.layers.iter().enumerate() {
             tensors.push(raw(format!("blk.{b}.attn_norm.weight"), vec![h], &l.attn_norm));
             tensors.push(raw(format!("blk.{b}.ffn_norm.weight"), vec![h], &l.ffn_norm));
@@ -964,12 +994,12 @@ impl Model {
 }
 
 /// The mode a layer runs in when the projections run in `mode`: the same,
-/// except that the LM head (`token_embd`) keeps the activation type of
+/// except that the LM head (`output`, or `token_embd` tied) keeps the activation type of
 /// `mode` with its own weight's width (a q8 head runs W8A8 beside W4A8
 /// projections, W8A16 beside W4A16), as a mixed file intends.
 fn head_mode(prefix: &str, l: &Linear, mode: QuantLinearMode) -> QuantLinearMode {
     use QuantLinearMode::*;
-    if prefix != "token_embd" {
+    if prefix != "token_embd" && prefix != "output" {
         return mode;
     }
     match (mode, l.scheme() == QScheme::Q8) {

@@ -55,6 +55,9 @@ struct Synthetic<'a> {
     first_norm: f32,
     skip: &'a [&'a str],
     q_rows: usize,
+    /// An LM head of its own (`output`): the token table negated, so that
+    /// its logits are the tied model's negated.
+    untied: bool,
 }
 
 impl Synthetic<'_> {
@@ -78,7 +81,10 @@ impl Synthetic<'_> {
         let mut linear = |prefix: String, n: usize, k: usize| {
             seed += 1;
             if !self.skip.contains(&prefix.as_str()) {
-                let v = values(n, k, seed);
+                let v = match prefix.as_str() {
+                    "output" => values(n, k, 1).iter().map(|x| -x).collect(),
+                    _ => values(n, k, seed),
+                };
                 tensors.push(match self.scheme {
                     Some(scheme) => OutputTensor::Quantized {
                         prefix,
@@ -106,6 +112,10 @@ impl Synthetic<'_> {
             ] {
                 linear(format!("blk.{b}.{name}"), n, k);
             }
+        }
+        // last, so that the blocks' seeds are those of the tied model
+        if self.untied {
+            linear("output".into(), self.vocab, h);
         }
         let norm = |name: String, first: f32| OutputTensor::Raw {
             name,
@@ -153,6 +163,7 @@ fn tiny(dir: &std::path::Path, skip: &[&str], q_rows: usize) -> ModelFile {
         first_norm: 0.75,
         skip,
         q_rows,
+        untied: false,
     }
     .write(dir)
 }
@@ -270,8 +281,13 @@ fn the_sampler_is_seeded_and_respects_its_limits() {
 /// gets a share of each layer that starts inside a KV head and ends inside
 /// a weight panel or at a row tail.
 fn small(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32) -> ModelFile {
+    small_with_head(dir, scheme, first_norm, false)
+}
+
+/// [`small`], with an LM head of its own where `untied`.
+fn small_with_head(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32, untied: bool) -> ModelFile {
     Synthetic {
-        name: &format!("small-{scheme:?}-{first_norm}"),
+        name: &format!("small-{scheme:?}-{first_norm}-{untied}"),
         hidden: 96,
         heads: 6,
         kv_heads: 3,
@@ -283,6 +299,7 @@ fn small(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32) -> Mod
         first_norm,
         skip: &[],
         q_rows: 96,
+        untied,
     }
     .write(dir)
 }
@@ -433,4 +450,44 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
         e,
         "blk.0.attn_q.weight: kept in float: a mode (w8a8) applies to quantized layers only"
     );
+}
+
+/// A file with an `output` weight runs it as the LM head, not the token
+/// table: its head here is the table negated, so the logits are the tied
+/// model's negated (exactly in f32, where negation commutes with every sum;
+/// in q8 too, as its rounding is symmetric), in f32, q8 and q4g32, and
+/// after `write_f32` the head is still its own.
+#[test]
+fn an_untied_head_is_the_files_output_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [3u32, 61, 7, 0, 42];
+    let logits = |file: &ModelFile| {
+        let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+        let m = Model::from_converted(file, &meta, None).unwrap();
+        let mut cache = KvCache::new(&m.config, 32).unwrap();
+        m.forward(&mut cache, &ids, true).unwrap().to_vec()
+    };
+    for scheme in [None, Some(QScheme::Q8), Some(QScheme::Q4Grouped(32))] {
+        let tied = logits(&small_with_head(dir.path(), scheme, 0.75, false));
+        let untied = logits(&small_with_head(dir.path(), scheme, 0.75, true));
+        assert!(tied.iter().any(|&v| v != 0.0));
+        let scale = tied.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (i, (t, u)) in tied.iter().zip(&untied).enumerate() {
+            match scheme {
+                None | Some(QScheme::Q8) => assert_eq!(*u, -t, "{scheme:?}: logit {i}"),
+                // a q4g32 table quantizes -w to other codes than w
+                _ => assert!(
+                    (u + t).abs() <= 0.25 * scale,
+                    "{scheme:?}: logit {i}: {t} tied, {u} untied"
+                ),
+            }
+        }
+    }
+    // the f32 model written out keeps its own head
+    let file = small_with_head(dir.path(), None, 0.75, true);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let path = dir.path().join("written.safetensors");
+    model.write_f32(&path, &meta).unwrap();
+    assert_eq!(logits(&ModelFile::open(&path).unwrap()), logits(&file));
 }
