@@ -20,6 +20,13 @@ cfg_if::cfg_if! {
 
         use qlinear_kernels_scalar::KernelTable;
 
+        /// Whether the CPU is an AMD one (CPUID's vendor string), for tuning
+        /// that does not change a bit: a prefetch distance.
+        fn vendor_is_amd() -> bool {
+            let id = std::arch::x86_64::__cpuid(0);
+            [id.ebx, id.edx, id.ecx].iter().flat_map(|r| r.to_le_bytes()).eq(*b"AuthenticAMD")
+        }
+
         /// The AVX2 table, if this CPU reports AVX2 and F16C.
         pub fn avx2_table() -> Option<&'static KernelTable> {
             avx2::detected().then_some(&avx2::TABLE)

@@ -177,6 +177,19 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     ..avx2::TABLE
 };
 
+/// Whether the decode tiles (W8A8, W4A8 per channel) prefetch each weight
+/// row 4 KiB ahead of their loads: on an Intel Xeon (family 6 model 207) it
+/// lifted cold W4A8 decode from 0.78 of the bandwidth probe at 1 KiB; on an
+/// AMD EPYC Zen 4 (family 25 model 17), where the hardware prefetcher keeps
+/// up with one sequential stream, the same hint made cold W4A8 decode
+/// 15–30 % slower than none, and slower than the AVX2 tier, which issues
+/// none (BENCHMARKS.md, issue 20). A prefetch is a hint: the sums are the
+/// same either way.
+fn far_prefetch() -> bool {
+    static FAR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAR.get_or_init(|| !crate::vendor_is_amd())
+}
+
 /// Sum of the 16 i32 lanes.
 #[inline]
 #[target_feature(enable = "avx512f")]

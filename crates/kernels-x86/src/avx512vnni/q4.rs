@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use qlinear_kernels_scalar::dot_i8_q4_biased as tail_biased;
 use qlinear_kernels_scalar::layout::split_even_odd_i8;
 
-use super::{hsum_epi32, hsum_rows};
+use super::{far_prefetch, hsum_epi32, hsum_rows};
 
 /// Columns per block: 64 packed bytes.
 pub(crate) const BLOCK: usize = 128;
@@ -58,10 +58,11 @@ fn dot_rows_biased_lanes<const R: usize>(xs: &[i8], w: [&[u8]; R]) -> [__m512i; 
 /// accumulated apart: the two `vpdpbusd`s of a block then start together
 /// instead of one waiting for the other, which put two latencies a block on
 /// each row's chain (wrapping i32 sums are exact in any order where the
-/// true sum fits, NUMERICS.md §6.1).
+/// true sum fits, NUMERICS.md §6.1). `FAR`: each load prefetches the row
+/// [`PREFETCH`] bytes ahead ([`far_prefetch`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_row_biased_lanes(xs: &[i8], w: &[u8]) -> __m512i {
+fn dot_row_biased_lanes<const FAR: bool>(xs: &[i8], w: &[u8]) -> __m512i {
     let blocks = xs.len() / BLOCK;
     assert!(w.len() >= blocks * BLOCK / 2);
     let mask = _mm512_set1_epi8(0x0F);
@@ -71,8 +72,10 @@ fn dot_row_biased_lanes(xs: &[i8], w: &[u8]) -> __m512i {
         unsafe {
             let xe = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK).cast());
             let xo = _mm512_loadu_si512(xs.as_ptr().add(blk * BLOCK + 64).cast());
-            // a hint: an address past the matrix is harmless
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+            if FAR {
+                // a hint: an address past the matrix is harmless
+                _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(blk * BLOCK / 2 + PREFETCH).cast());
+            }
             let b = _mm512_loadu_si512(w.as_ptr().add(blk * BLOCK / 2).cast());
             lo_acc = _mm512_dpbusd_epi32(lo_acc, _mm512_and_si512(b, mask), xe);
             hi_acc = _mm512_dpbusd_epi32(hi_acc, _mm512_and_si512(_mm512_srli_epi16::<4>(b), mask), xo);
@@ -96,7 +99,11 @@ pub(crate) fn dot_i8_q4(x: &[i8], packed: &[u8]) -> i32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_seq<const R: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R && x[0].len().is_multiple_of(BLOCK));
-    let lanes: [__m512i; R] = std::array::from_fn(|r| dot_row_biased_lanes(x[0], w[r]));
+    let lanes: [__m512i; R] = if far_prefetch() {
+        std::array::from_fn(|r| dot_row_biased_lanes::<true>(x[0], w[r]))
+    } else {
+        std::array::from_fn(|r| dot_row_biased_lanes::<false>(x[0], w[r]))
+    };
     hsum_rows(&lanes, acc);
 }
 

@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{hsum_epi32, hsum_rows};
+use super::{far_prefetch, hsum_epi32, hsum_rows};
 
 /// Bytes ahead of the current load that each weight row is prefetched: 4 KiB
 /// reached 1.3× the throughput of 1 KiB for decode on the Intel Xeon of
@@ -76,17 +76,22 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R);
-    let lanes: [__m512i; R] = std::array::from_fn(|r| dot_blocks_lanes(x[0], w[r]));
+    let lanes: [__m512i; R] = if far_prefetch() {
+        std::array::from_fn(|r| dot_blocks_lanes::<true>(x[0], w[r]))
+    } else {
+        std::array::from_fn(|r| dot_blocks_lanes::<false>(x[0], w[r]))
+    };
     hsum_rows(&lanes, acc);
 }
 
 /// [`dot_rows_lanes`] of one row over whole 64-column blocks (what the
 /// frame passes a tile: its tails are the frame's): plain loads, where
 /// [`load64`]'s mask, computed per load for a tail that never comes, was a
-/// third of the loop's instructions.
+/// third of the loop's instructions. `FAR`: each load prefetches the row
+/// [`PREFETCH`] bytes ahead ([`far_prefetch`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_blocks_lanes(x: &[i8], w: &[i8]) -> __m512i {
+fn dot_blocks_lanes<const FAR: bool>(x: &[i8], w: &[i8]) -> __m512i {
     assert!(w.len() == x.len() && x.len().is_multiple_of(BLOCK));
     let (mut acc, zero) = (_mm512_setzero_si512(), _mm512_setzero_si512());
     for c in (0..x.len()).step_by(BLOCK) {
@@ -97,8 +102,10 @@ fn dot_blocks_lanes(x: &[i8], w: &[i8]) -> __m512i {
                 _mm512_loadu_si512(w.as_ptr().add(c).cast()),
             )
         };
-        // a hint: an address past the row is harmless
-        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + PREFETCH).cast());
+        if FAR {
+            // a hint: an address past the row is harmless
+            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + PREFETCH).cast());
+        }
         let neg = _mm512_movepi8_mask(xv);
         acc = _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(xv), _mm512_mask_sub_epi8(wv, neg, zero, wv));
     }
