@@ -12,6 +12,8 @@ use qlinear_kernels_scalar::{
 };
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
+use rayon::prelude::*;
+
 use crate::selftest::Rng;
 use crate::tier::tier_list;
 use crate::{selftest_report, DispatchError, Int8Tier, KernelFamily};
@@ -225,6 +227,13 @@ const PLAN_BATCH_TIE: f64 = 0.03;
 /// decode on two threads, VNNI 1.07–1.5× faster). A tie goes to the wider
 /// tier.
 const PLAN_DECODE_TIE: f64 = 0.10;
+/// The float-activation families (W8A16, W4A16, grouped W4A16) are timed
+/// on this fraction of the matrices' rows: they run at 5–25 % of the
+/// memory bandwidth, bound by their arithmetic wherever the weights come
+/// from, and were two thirds of the plan's time on whole matrices (6 of
+/// 11 ms on an AMD EPYC Zen 4, family 25 model 17). Each call still reads
+/// the next buffer of the decode pool, so its rows come from past L2.
+const PLAN_FLOAT_ROWS: usize = 4;
 /// Probe calls per tier, the best of which counts: a tier's first call
 /// pays for its code and tables coming into cache, which once let the
 /// scalar tier's probe look within 3× of a cold VNNI probe. A tier whose
@@ -344,7 +353,12 @@ impl PlanWeights {
         ];
         let q4_rows = 2 * PLAN_DECODE_COPY_BYTES / PLAN_K;
         PlanWeights {
-            pool: (0..PLAN_DECODE_COPIES).map(|_| fill(PLAN_DECODE_COPY_BYTES)).collect(),
+            // filled on the pool's threads: faulting in 4 MiB was a fifth of
+            // the plan's time on one thread
+            pool: (0..PLAN_DECODE_COPIES)
+                .into_par_iter()
+                .map(|_| fill(PLAN_DECODE_COPY_BYTES))
+                .collect(),
             group_scales: (0..PLAN_DECODE_COPIES).map(|_| group_scales(q4_rows, PLAN_K)).collect(),
             batch,
         }
@@ -493,6 +507,11 @@ impl<'w> PlanInputs<'w> {
             (_, Some(w), _) => (w.n(), w.k()),
             (_, _, Some(p)) => (p.n(), p.k()),
             _ => (0, 0),
+        };
+        let n = if family.float_activations() {
+            n / PLAN_FLOAT_ROWS
+        } else {
+            n
         };
         let mut rng = Rng::new(7);
         let xc: Vec<i8> = rng.codes(m * k);

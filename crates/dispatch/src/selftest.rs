@@ -838,7 +838,7 @@ impl Prover<'_> {
     /// One call of the random rows: `m` activation rows against `n` weight rows.
     fn prove_random_rows(&mut self, rng: &mut Rng, m: usize, n: usize, k: usize) {
         use KernelFamily as F;
-        let float = matches!(self.family, F::W8A16 | F::W4A16 | F::W4A16Grouped);
+        let float = self.family.float_activations();
         let xc: Vec<i8> = rng.codes(m * k);
         let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
         // f32 activations only where a float family reads them

@@ -52,6 +52,12 @@ impl KernelFamily {
         Self::W4A16Grouped,
     ];
 
+    /// Whether the family's activations are f32 (W8A16, W4A16, grouped
+    /// W4A16: NUMERICS.md §6.2), not int8 codes.
+    pub fn float_activations(self) -> bool {
+        matches!(self, Self::W8A16 | Self::W4A16 | Self::W4A16Grouped)
+    }
+
     /// The largest K whose exact i32 reduction is proven, for integer families.
     pub fn max_k(self) -> Option<usize> {
         use crate::{MAX_K_W4A8, MAX_K_W8A8};
