@@ -81,21 +81,18 @@ pub(crate) fn smollm(args: &[String]) -> Result {
             .arg(&q4_0)
             .args(["Q4_0", "Q8_0"]))?;
     }
-    // calibration text: the GFDL 1.3, disjoint from the GPL-3 text scored
+    // one calibration pass over the GFDL 1.3 (disjoint from the GPL-3 text
+    // scored) writes both: the activation-aware recipe's importance, and the
+    // model smoothed for W8A8 (SmoothQuant, alpha 0.5), an f32 file the
+    // converter takes
     let importance = dir.join("importance.safetensors");
-    if !importance.exists() {
+    let smoothed = dir.join("smoothed-f32.safetensors");
+    if !importance.exists() || !smoothed.exists() {
         run(Command::new(&smollm)
             .arg(&gguf)
             .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--importance-out"])
-            .arg(&importance))?;
-    }
-    // the model smoothed for W8A8 over the same text (SmoothQuant, alpha
-    // 0.5: `qlinear-smollm --smooth-out`), an f32 file the converter takes
-    let smoothed = dir.join("smoothed-f32.safetensors");
-    if !smoothed.exists() {
-        run(Command::new(&smollm)
-            .arg(&gguf)
-            .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--smooth-out"])
+            .arg(&importance)
+            .arg("--smooth-out")
             .arg(&smoothed))?;
     }
     let recipes: &[&str] = if short {
