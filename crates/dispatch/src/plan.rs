@@ -230,8 +230,8 @@ const PLAN_DECODE_TIE: f64 = 0.10;
 /// The float-activation families (W8A16, W4A16, grouped W4A16) are timed
 /// on this fraction of the matrices' rows: they run at 5–25 % of the
 /// memory bandwidth, bound by their arithmetic wherever the weights come
-/// from, and were two thirds of the plan's time on whole matrices (6 of
-/// 11 ms on an AMD EPYC Zen 4, family 25 model 17). Each call still reads
+/// from, and were about half the plan's time on whole matrices (4.8–6.1 of
+/// 11.8–13.3 ms on an AMD EPYC Zen 4, family 25 model 17). Each call still reads
 /// the next buffer of the decode pool, so its rows come from past L2.
 const PLAN_FLOAT_ROWS: usize = 4;
 /// Probe calls per tier, the best of which counts: a tier's first call

@@ -23,10 +23,10 @@ cfg_if::cfg_if! {
         /// Whether the CPU is an AMD one (CPUID's vendor string), for tuning
         /// that does not change a bit: a prefetch distance.
         fn vendor_is_amd() -> bool {
-            // SAFETY: every x86-64 CPU has CPUID, and leaf 0 always exists
-            // (the intrinsic is a safe function from Rust 1.94, unsafe before:
-            // the MSRV needs the block)
+            // the intrinsic is a safe function from Rust 1.94, unsafe before:
+            // the MSRV (1.93) needs the block
             #[allow(unused_unsafe)]
+            // SAFETY: every x86-64 CPU has CPUID, and leaf 0 always exists.
             let id = unsafe { std::arch::x86_64::__cpuid(0) };
             [id.ebx, id.edx, id.ecx].iter().flat_map(|r| r.to_le_bytes()).eq(*b"AuthenticAMD")
         }

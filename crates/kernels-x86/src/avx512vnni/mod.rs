@@ -182,8 +182,8 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 /// lifted cold W4A8 decode from 0.78 of the bandwidth probe at 1 KiB; on an
 /// AMD EPYC Zen 4 (family 25 model 17), where the hardware prefetcher keeps
 /// up with one sequential stream, the same hint made cold W4A8 decode
-/// 15–30 % slower than none, and slower than the AVX2 tier, which issues
-/// none (BENCHMARKS.md, issue 20). A prefetch is a hint: the sums are the
+/// 15–30 % slower than none, and slower than the AVX2 tier's (768 bytes
+/// ahead for W4A8, none for W8A8; BENCHMARKS.md, issue 20). A prefetch is a hint: the sums are the
 /// same either way.
 fn far_prefetch() -> bool {
     static FAR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -32,8 +32,9 @@ fn load64(v: &[i8], c: usize) -> __m512i {
 }
 
 /// `Σ x·w_r` for `R` weight rows sharing one activation row (sign trick);
-/// all slices have the same length. Each row's stream is prefetched 1 KiB
-/// ahead, which runs on into the next row of a matrix (rows are contiguous).
+/// all slices have the same length. Each row's stream is prefetched
+/// [`PREFETCH`] bytes ahead, which runs on into the next row of a matrix
+/// (rows are contiguous).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
