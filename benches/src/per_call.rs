@@ -55,7 +55,7 @@ type Runner = Box<dyn FnMut(&mut [f32])>;
 fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
     let route = *layer.route().route(m);
     let (n, k) = (layer.out_features(), layer.in_features());
-    let table = route.table();
+    let table = route.table().expect("a proven tier");
     let gemm = table.gemm(layer.route().family()).expect("a matrix family");
     let w = layer.weight().clone();
     let x = x.to_vec();

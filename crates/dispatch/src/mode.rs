@@ -3,7 +3,7 @@ use std::str::FromStr;
 
 use qlinear_quant_recipe::QScheme;
 
-use crate::DispatchError;
+use crate::{DispatchError, KernelFamily};
 
 /// The environment variable that selects the quantized-linear mode.
 pub const QUANT_MODE_ENV: &str = "QLINEAR_QUANT_MODE";
@@ -41,6 +41,26 @@ impl QuantLinearMode {
             (self, scheme),
             (Self::W8A8 | Self::W8A16, QScheme::Q8) | (Self::W4A8 | Self::W4A16, QScheme::Q4 | QScheme::Q4Grouped(_))
         )
+    }
+
+    /// The kernel family that runs a weight of `scheme` in this mode.
+    /// Errors: [`DispatchError::ModeWeightMismatch`] where the mode does not
+    /// take the scheme ([`QuantLinearMode::accepts`]).
+    pub fn family_for(self, scheme: QScheme) -> Result<KernelFamily, DispatchError> {
+        use KernelFamily as F;
+        match (self, scheme) {
+            (Self::W8A8, QScheme::Q8) => Ok(F::W8A8),
+            (Self::W8A16, QScheme::Q8) => Ok(F::W8A16),
+            (Self::W4A8, QScheme::Q4) => Ok(F::W4A8),
+            (Self::W4A8, QScheme::Q4Grouped(_)) => Ok(F::W4A8Grouped),
+            (Self::W4A16, QScheme::Q4) => Ok(F::W4A16),
+            (Self::W4A16, QScheme::Q4Grouped(_)) => Ok(F::W4A16Grouped),
+            _ => Err(DispatchError::ModeWeightMismatch {
+                mode: self,
+                needs: self.weight_kind(),
+                got: if scheme == QScheme::Q8 { "Q8" } else { "Q4" },
+            }),
+        }
     }
 
     /// The weight bits this mode needs, `"Q8"` or `"Q4"` (for messages).

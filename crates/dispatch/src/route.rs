@@ -11,8 +11,10 @@ use qlinear_kernels_scalar::{
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
 use crate::driver::{drive, DEFAULT_PARALLEL_THRESHOLD};
+use crate::plan::planned_tier;
+use crate::selftest::{proven_for, refusal};
 use crate::tier::tier_list;
-use crate::{autotuned_plan, selftest_report, DispatchError, Int8Tier, KernelFamily, QuantLinearMode};
+use crate::{DispatchError, Int8Tier, KernelFamily, QuantLinearMode};
 
 /// A proven tier and how calls on it are spread over threads: over the
 /// calling thread's rayon pool, or (a route [`Route::over_rows`]) one range of
@@ -120,6 +122,14 @@ fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
     })
 }
 
+/// `per_channel` or `grouped`, as `w` is.
+fn q4_family(w: &QuantizedMatrixQ4, per_channel: KernelFamily, grouped: KernelFamily) -> KernelFamily {
+    match w.group_size() {
+        GroupSize::PerChannel => per_channel,
+        GroupSize::Group(_) => grouped,
+    }
+}
+
 fn check_scales(scales: &[f32]) -> Result<(), DispatchError> {
     match scales.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
         Some(row) => Err(DispatchError::InvalidActivationScale {
@@ -131,23 +141,17 @@ fn check_scales(scales: &[f32]) -> Result<(), DispatchError> {
 }
 
 impl Route {
-    /// The route of `tier`, if it is compiled in, its CPU feature is present
-    /// and it passed the selftest (run now if it has not run in this process).
+    /// The route of `tier`, if it is compiled in and its CPU feature is
+    /// present. Each entry point runs only after `tier` has passed the
+    /// selftest's proof of the entry's family (proven when the family is
+    /// first used in this process, `docs/NUMERICS.md` §8); a family the tier
+    /// failed is [`DispatchError::TierUnavailable`] at the call.
     pub fn for_tier(tier: Int8Tier) -> Result<Route, DispatchError> {
-        let report = selftest_report();
-        let valid = || tier_list(report.proven_tiers());
         let table = tier.table().map_err(|reason| DispatchError::TierUnavailable {
             tier,
             reason,
-            valid: valid(),
+            valid: tier_list(Int8Tier::ALL.into_iter().filter(|t| t.is_available())),
         })?;
-        if !report.is_proven(tier) {
-            return Err(DispatchError::TierUnavailable {
-                tier,
-                reason: "it failed its selftest proof".into(),
-                valid: valid(),
-            });
-        }
         Ok(Route {
             tier,
             table,
@@ -156,9 +160,26 @@ impl Route {
         })
     }
 
-    /// The route the [`autotuned_plan`] picks for `family` at `m` activation rows.
+    /// The route the plan picks for `family` at `m` activation rows
+    /// (proving and deciding the family now if this process has not).
     pub fn planned(family: KernelFamily, m: usize) -> Result<Route, DispatchError> {
-        Route::for_tier(autotuned_plan()?.tier_for(family, m))
+        let route = Route::for_tier(planned_tier(family, m)?)?;
+        route.proven(family)?;
+        Ok(route)
+    }
+
+    /// `Ok` if this route's tier has passed the proofs `family` relies on
+    /// (proving them now if this process has not), else why not. After the
+    /// first call of a family, a few atomic loads.
+    pub fn proven(&self, family: KernelFamily) -> Result<(), DispatchError> {
+        match refusal(self.tier, family) {
+            None => Ok(()),
+            Some(reason) => Err(DispatchError::TierUnavailable {
+                tier: self.tier,
+                reason,
+                valid: tier_list(proven_for(family)),
+            }),
+        }
     }
 
     /// The tier this route runs.
@@ -170,8 +191,15 @@ impl Route {
     /// beyond O(1) shape asserts: the checked methods of this type are the
     /// way in; the table is for timing the bare kernels (the per-call
     /// benchmark) and for tests.
-    pub fn table(&self) -> &'static KernelTable {
-        self.table
+    ///
+    /// Every family of the table is proven on this tier first (now, if this
+    /// process has not): a family it failed is
+    /// [`DispatchError::TierUnavailable`].
+    pub fn table(&self) -> Result<&'static KernelTable, DispatchError> {
+        for family in KernelFamily::ALL {
+            self.proven(family)?;
+        }
+        Ok(self.table)
     }
 
     /// Whether this route and `other` run the same kernel for `family` (one
@@ -246,6 +274,7 @@ impl Route {
 
     /// Exact `Σ a·b` of two int8 code rows in [-127, 127].
     pub fn dot_i32(&self, a: &[i8], b: &[i8]) -> Result<i32, DispatchError> {
+        self.proven(KernelFamily::DotI8I8)?;
         check_len("dot_i32 b", a.len(), b.len())?;
         check_k(KernelFamily::DotI8I8, a.len())?;
         check_codes(a, a.len())?;
@@ -256,6 +285,7 @@ impl Route {
     /// Exact `Σ x·q` of int8 codes against one packed Q4 row of biased nibbles
     /// (`ceil(k/2)` bytes, low nibble first, odd-K pad nibble 8).
     pub fn dot_i32_q4(&self, x: &[i8], packed: &[u8]) -> Result<i32, DispatchError> {
+        self.proven(KernelFamily::DotI8Q4)?;
         let k = x.len();
         check_len("dot_i32_q4 packed row bytes", k.div_ceil(2), packed.len())?;
         check_k(KernelFamily::DotI8Q4, k)?;
@@ -279,6 +309,7 @@ impl Route {
         codes: &mut [i8],
         scales: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::QuantizeActivations)?;
         check_len("activation scales", m, scales.len())?;
         check_len("activation codes", x.len(), codes.len())?;
         let k = x.len().checked_div(m).unwrap_or(0);
@@ -362,6 +393,7 @@ impl Route {
         w: &QuantizedMatrix,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W8A8)?;
         let (n, k) = (w.n(), w.k());
         check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
@@ -413,6 +445,7 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W8A8)?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
@@ -436,6 +469,7 @@ impl Route {
         w: &QuantizedMatrixQ4,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
         let (n, k) = (w.n(), w.k());
         check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
@@ -498,6 +532,7 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
         Self::check_k_q4(w)?;
         self.quantized(x, m, w.n(), w.k(), y, |codes, y, sums| {
             self.run_w4a8_with(codes, m, w, bias, y, sums)
@@ -540,6 +575,7 @@ impl Route {
     }
 
     fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W4A8Grouped)?;
         let f = self
             .table
             .gemm_w4a8_grouped_panels
@@ -571,6 +607,7 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W8A16)?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
@@ -599,6 +636,7 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(q4_family(w, KernelFamily::W4A16, KernelFamily::W4A16Grouped))?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
@@ -635,8 +673,8 @@ pub struct LayerRoute {
 }
 
 impl LayerRoute {
-    /// The planned routes for `w` in `mode` (runs the selftest and the plan
-    /// now if they have not run in this process). Errors: a mode that cannot
+    /// The planned routes for `w` in `mode` (proves and plans the family
+    /// now if this process has not). Errors: a mode that cannot
     /// run `w` ([`DispatchError::ModeWeightMismatch`]), a forced tier that is
     /// unknown or unproven.
     pub fn planned<'w>(mode: QuantLinearMode, w: impl Into<QuantizedWeightRef<'w>>) -> Result<Self, DispatchError> {
@@ -646,7 +684,7 @@ impl LayerRoute {
     /// [`LayerRoute::planned`] from the weight's scheme alone (for a layer
     /// that holds its weight in another layout, as the panel form).
     pub fn planned_for(mode: QuantLinearMode, scheme: QScheme) -> Result<Self, DispatchError> {
-        let family = family_of_scheme(mode, scheme)?;
+        let family = mode.family_for(scheme)?;
         Ok(LayerRoute {
             mode,
             family,
@@ -667,9 +705,11 @@ impl LayerRoute {
 
     /// [`LayerRoute::on`] from the weight's scheme alone.
     pub fn on_for(route: Route, mode: QuantLinearMode, scheme: QScheme) -> Result<Self, DispatchError> {
+        let family = mode.family_for(scheme)?;
+        route.proven(family)?;
         Ok(LayerRoute {
             mode,
-            family: family_of_scheme(mode, scheme)?,
+            family,
             decode: route,
             batch: route,
         })
@@ -808,13 +848,13 @@ pub fn linear_q4(
     w: &QuantizedMatrixQ4,
     y: &mut [f32],
 ) -> Result<(), DispatchError> {
-    let family = family_of_scheme(QuantLinearMode::W4A8, QuantizedWeightRef::from(w).scheme())?;
+    let family = QuantLinearMode::W4A8.family_for(QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_q4(x_codes, x_scales, m, w, y)
 }
 
 /// Quantizes an f32 activation matrix `[m, k]` per row and runs [`linear_q4`].
 pub fn linear_q4_dynamic(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-    let family = family_of_scheme(QuantLinearMode::W4A8, QuantizedWeightRef::from(w).scheme())?;
+    let family = QuantLinearMode::W4A8.family_for(QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_q4_dynamic(x, m, w, y)
 }
 
@@ -825,7 +865,7 @@ pub fn linear_w8a16(x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> 
 
 /// W4A16 linear: f32 activations `[m, k]` times a [`QuantizedMatrixQ4`] `[n, k]`.
 pub fn linear_w4a16(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-    let family = family_of_scheme(QuantLinearMode::W4A16, QuantizedWeightRef::from(w).scheme())?;
+    let family = QuantLinearMode::W4A16.family_for(QuantizedWeightRef::from(w).scheme())?;
     Route::planned(family, m)?.linear_w4a16(x, m, w, y)
 }
 
@@ -835,8 +875,9 @@ pub fn linear_w4a16(x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -
 /// or anything that converts to one (`&QuantizedWeight`, `&QuantizedMatrix`,
 /// `&QuantizedMatrixQ4`).
 ///
-/// The first call in a process runs the selftest and the plan (see
-/// [`autotuned_plan`]); call that once at start-up to pay the cost on purpose.
+/// The first call of a kernel family in a process proves and plans that
+/// family (see [`crate::plan_for`]); call that at start-up with the model's
+/// census to pay the cost on purpose.
 pub fn quant_linear<'w>(
     mode: QuantLinearMode,
     x: &[f32],
@@ -850,24 +891,5 @@ pub fn quant_linear<'w>(
 
 /// The kernel family that runs `w` in `mode`, or the mismatch error.
 fn family_of(mode: QuantLinearMode, w: QuantizedWeightRef<'_>) -> Result<KernelFamily, DispatchError> {
-    family_of_scheme(mode, w.scheme())
-}
-
-/// The kernel family a weight of `scheme` runs in `mode`.
-fn family_of_scheme(mode: QuantLinearMode, scheme: QScheme) -> Result<KernelFamily, DispatchError> {
-    use KernelFamily as F;
-    use QuantLinearMode as M;
-    match (mode, scheme) {
-        (M::W8A8, QScheme::Q8) => Ok(F::W8A8),
-        (M::W8A16, QScheme::Q8) => Ok(F::W8A16),
-        (M::W4A8, QScheme::Q4) => Ok(F::W4A8),
-        (M::W4A8, QScheme::Q4Grouped(_)) => Ok(F::W4A8Grouped),
-        (M::W4A16, QScheme::Q4) => Ok(F::W4A16),
-        (M::W4A16, QScheme::Q4Grouped(_)) => Ok(F::W4A16Grouped),
-        _ => Err(DispatchError::ModeWeightMismatch {
-            mode,
-            needs: mode.weight_kind(),
-            got: if scheme == QScheme::Q8 { "Q8" } else { "Q4" },
-        }),
-    }
+    mode.family_for(w.scheme())
 }

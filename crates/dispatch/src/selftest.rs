@@ -86,9 +86,13 @@ pub struct FamilyProof {
 pub enum TierStatus {
     /// Not compiled in, or the CPU lacks the feature: never dispatched.
     Absent(String),
-    /// Every family passed: dispatchable.
+    /// Every family proven passed: dispatchable for them. A report of the
+    /// process's proofs ([`selftest_for`]) lists the families proven so
+    /// far; the others are proven when first used.
     Proven(Vec<FamilyProof>),
-    /// At least one family failed: never dispatched.
+    /// At least one family failed: that family, and the families that need
+    /// it (W8A8 and W4A8 need the activation quantizer), are never
+    /// dispatched on this tier; the families that passed still are.
     Failed(Vec<FamilyProof>),
 }
 
@@ -113,7 +117,7 @@ pub struct SelftestReport {
 }
 
 impl SelftestReport {
-    /// Whether `tier` passed every proof here.
+    /// Whether `tier` is present and passed every proof in this report.
     pub fn is_proven(&self, tier: Int8Tier) -> bool {
         self.tiers
             .iter()
@@ -153,9 +157,13 @@ impl fmt::Display for SelftestReport {
             match &t.status {
                 TierStatus::Absent(why) => writeln!(f, " absent: {why}")?,
                 TierStatus::Proven(p) | TierStatus::Failed(p) => {
-                    for fp in p {
-                        let cell = match &fp.mismatch {
-                            None => format!("ok ({})", fp.checks),
+                    for fam in KernelFamily::ALL {
+                        // a family not proven yet in this process: "-"
+                        let cell = match p.iter().find(|fp| fp.family == fam) {
+                            None => "-".to_string(),
+                            Some(FamilyProof {
+                                mismatch: None, checks, ..
+                            }) => format!("ok ({checks})"),
                             Some(_) => "FAILED".to_string(),
                         };
                         write!(f, " {cell:>13}")?;
@@ -175,9 +183,32 @@ impl fmt::Display for SelftestReport {
 
 /// Runs the proof on every tier compiled in whose CPU feature is present, at
 /// the K values of `census` plus the tails 1..=67 and each family's largest
-/// supported K.
+/// supported K. A fresh, complete run: the process's own proofs (the ones
+/// dispatch consults, [`selftest_report`]) are neither read nor written.
 pub fn run_selftest(census: &[usize]) -> SelftestReport {
     let start = Instant::now();
+    let ks = census_ks(census);
+    let jobs: Vec<(Int8Tier, KernelFamily)> = Int8Tier::ALL
+        .into_iter()
+        .filter(|t| t.table().is_ok())
+        .flat_map(|t| KernelFamily::ALL.map(|f| (t, f)))
+        .collect();
+    let proofs = prove_jobs(jobs, &ks);
+    report_of(
+        ks,
+        |tier, family| {
+            proofs
+                .iter()
+                .find(|(t, p)| *t == tier && p.family == family)
+                .map(|(_, p)| p)
+        },
+        start.elapsed(),
+    )
+}
+
+/// The K values a selftest over `census` proves: the census, the tails
+/// 1..=67 and each integer family's largest supported K, sorted.
+fn census_ks(census: &[usize]) -> Vec<usize> {
     let mut ks: Vec<usize> = census
         .iter()
         .copied()
@@ -186,36 +217,47 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
         .collect();
     ks.sort_unstable();
     ks.dedup();
-    // Every (tier, family) proof is independent: spread them all over the
-    // pool, so the slow scalar proofs do not serialise behind one worker.
-    let jobs: Vec<(Int8Tier, KernelFamily)> = Int8Tier::ALL
-        .into_iter()
-        .filter(|t| t.table().is_ok())
-        .flat_map(|t| KernelFamily::ALL.map(|f| (t, f)))
-        .collect();
+    ks
+}
+
+/// Proves each `(tier, family)` job at `ks`, all at once over the pool.
+fn prove_jobs(jobs: Vec<(Int8Tier, KernelFamily)>, ks: &[usize]) -> Vec<(Int8Tier, FamilyProof)> {
     // The scalar tier is the reference: its rows past RANDOM_PROOF_MAX_K
     // (K up to 1 127 288, a third of the selftest's time in scalar code)
     // prove the reference's own i32 bounds, which do not depend on the CPU
     // and which the test suite proves on every target
     // (`prove_kernel_table(&SCALAR, …)`); at run time it is proven up to there.
     let reference_ks: Vec<usize> = ks.iter().copied().filter(|&k| k <= RANDOM_PROOF_MAX_K).collect();
-    let proofs: Vec<(Int8Tier, FamilyProof)> = jobs
+    // Every (tier, family) proof is independent: spread them all over the
+    // pool, so the slow scalar proofs do not serialise behind one worker.
+    let proofs = jobs
         .into_par_iter()
         .filter_map(|(t, f)| {
-            let ks = if t == Int8Tier::Scalar { &reference_ks } else { &ks };
+            let ks = if t == Int8Tier::Scalar { &reference_ks[..] } else { ks };
             Some((t, prove_family(t.table().ok()?, f, ks)))
         })
         .collect();
+    // the shared inputs are for this run only; free them
+    *MEMO.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    proofs
+}
+
+/// A report from each present tier's proofs as `proof` finds them (a
+/// family it has none of is left out of the tier's list).
+fn report_of<'p>(
+    census: Vec<usize>,
+    proof: impl Fn(Int8Tier, KernelFamily) -> Option<&'p FamilyProof>,
+    elapsed: Duration,
+) -> SelftestReport {
     let tiers = Int8Tier::ALL
         .into_iter()
         .map(|tier| {
             let status = match tier.table() {
                 Err(why) => TierStatus::Absent(why),
                 Ok(_) => {
-                    let proofs: Vec<FamilyProof> = proofs
-                        .iter()
-                        .filter(|(t, _)| *t == tier)
-                        .map(|(_, p)| p.clone())
+                    let proofs: Vec<FamilyProof> = KernelFamily::ALL
+                        .into_iter()
+                        .filter_map(|f| proof(tier, f).cloned())
                         .collect();
                     if proofs.iter().all(|p| p.mismatch.is_none()) {
                         TierStatus::Proven(proofs)
@@ -227,33 +269,173 @@ pub fn run_selftest(census: &[usize]) -> SelftestReport {
             TierReport { tier, status }
         })
         .collect();
-    // the shared inputs are for this run only; free them
-    *MEMO.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    SelftestReport {
-        census: ks,
-        tiers,
-        elapsed: start.elapsed(),
+    SelftestReport { census, tiers, elapsed }
+}
+
+/// What a runtime's layers need from the selftest and the plan: the K
+/// values they use (each proven as the census's K values are) and the
+/// kernel families they run (each proven, on every present tier, and
+/// planned). `ModelFile::census` in the `qlinear` crate reads both from a
+/// model file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    /// The layers' K values (input features), in any order.
+    pub ks: Vec<usize>,
+    /// The kernel families the layers run. The families a family needs
+    /// are proven with it (the activation quantizer for W8A8 and W4A8).
+    pub families: Vec<KernelFamily>,
+}
+
+impl Census {
+    /// Every family at the K values `ks`: what [`selftest_report_for`] proves.
+    pub fn all_families(ks: &[usize]) -> Self {
+        Census {
+            ks: ks.to_vec(),
+            families: KernelFamily::ALL.to_vec(),
+        }
     }
 }
 
-/// The report of the once-per-process selftest over [`default_census`], run on
-/// first use. Dispatch consults it before handing out any tier.
-pub fn selftest_report() -> &'static SelftestReport {
-    REPORT.get_or_init(|| run_selftest(&default_census()))
+/// The families whose proofs a call of `family` relies on: itself, and the
+/// activation quantizer where the family quantizes its activations first.
+pub(crate) fn needs(family: KernelFamily) -> &'static [KernelFamily] {
+    use KernelFamily as F;
+    match family {
+        F::W8A8 => &[F::W8A8, F::QuantizeActivations],
+        F::W4A8 => &[F::W4A8, F::QuantizeActivations],
+        F::W4A8Grouped => &[F::W4A8Grouped, F::QuantizeActivations],
+        F::DotI8I8 => &[F::DotI8I8],
+        F::DotI8Q4 => &[F::DotI8Q4],
+        F::QuantizeActivations => &[F::QuantizeActivations],
+        F::W8A16 => &[F::W8A16],
+        F::W4A16 => &[F::W4A16],
+        F::W4A16Grouped => &[F::W4A16Grouped],
+    }
 }
 
-/// The once-per-process selftest, run over `census` (plus the tails 1..=67
-/// and each integer family's largest supported K, which every run proves) if
-/// it has not run yet; otherwise the report of the run that happened. A
-/// runtime that knows its layers' K values (e.g. from the model file) proves
-/// exactly those, which is cheaper than [`default_census`]; a K outside the
-/// census is still computed by proven kernels, and its overflow bound is
-/// still proven by the largest-K rows.
-pub fn selftest_report_for(census: &[usize]) -> &'static SelftestReport {
-    REPORT.get_or_init(|| run_selftest(census))
-}
+const TIERS: usize = Int8Tier::ALL.len();
+const FAMILIES: usize = KernelFamily::ALL.len();
 
+/// The process's proofs, one cell per (tier, family), each set when that
+/// family is first proven (`docs/NUMERICS.md` §8: a family is proven when
+/// it is first used, or when a runtime names it at `init_for`).
+static PROOFS: [[OnceLock<FamilyProof>; FAMILIES]; TIERS] = [const { [const { OnceLock::new() }; FAMILIES] }; TIERS];
+/// The K values every proof of this process runs at, fixed by the first.
+static CENSUS: OnceLock<Vec<usize>> = OnceLock::new();
+/// Wall time spent proving in this process.
+static PROVING: Mutex<Duration> = Mutex::new(Duration::ZERO);
+/// The report of [`selftest_report`], every family proven.
 static REPORT: OnceLock<SelftestReport> = OnceLock::new();
+
+fn cell(tier: Int8Tier, family: KernelFamily) -> &'static OnceLock<FamilyProof> {
+    let t = Int8Tier::ALL.iter().position(|&x| x == tier).unwrap_or(0);
+    let f = KernelFamily::ALL.iter().position(|&x| x == family).unwrap_or(0);
+    &PROOFS[t][f]
+}
+
+/// The process's census K values: `census`'s if none is fixed yet (else
+/// the first caller's stays), [`default_census`]'s if `None`.
+fn process_ks(census: Option<&[usize]>) -> &'static [usize] {
+    CENSUS.get_or_init(|| census_ks(census.unwrap_or(&default_census())))
+}
+
+/// Proves `families`, and the families they need, on every present tier
+/// that has not proven them in this process, at the process's census K.
+/// One prover at a time: the time and the shared inputs are one run's.
+pub(crate) fn prove_process(families: &[KernelFamily]) {
+    let ks = process_ks(None);
+    let mut spent = PROVING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut wanted: Vec<KernelFamily> = families.iter().flat_map(|&f| needs(f).iter().copied()).collect();
+    wanted.sort_unstable_by_key(|f| KernelFamily::ALL.iter().position(|x| x == f));
+    wanted.dedup();
+    let jobs: Vec<(Int8Tier, KernelFamily)> = Int8Tier::ALL
+        .into_iter()
+        .filter(|t| t.table().is_ok())
+        .flat_map(|t| wanted.iter().map(move |&f| (t, f)))
+        .filter(|&(t, f)| cell(t, f).get().is_none())
+        .collect();
+    if jobs.is_empty() {
+        return;
+    }
+    let start = Instant::now();
+    for (tier, proof) in prove_jobs(jobs, ks) {
+        // the lock is held, so no other prover set it
+        let _ = cell(tier, proof.family).set(proof);
+    }
+    *spent += start.elapsed();
+}
+
+/// Why `tier` may not run `family` here, if it may not: absent, or it failed
+/// the proof of `family` or of a family it needs. Proves them first if this
+/// process has not; after that, a few atomic loads.
+pub(crate) fn refusal(tier: Int8Tier, family: KernelFamily) -> Option<String> {
+    for &f in needs(family) {
+        if cell(tier, f).get().is_none() {
+            if let Err(why) = tier.table() {
+                return Some(why);
+            }
+            prove_process(&[family]);
+        }
+        match cell(tier, f).get() {
+            Some(FamilyProof { mismatch: None, .. }) => {}
+            Some(FamilyProof { mismatch: Some(m), .. }) => {
+                return Some(format!("its {f} kernels failed their selftest proof ({m})"))
+            }
+            None => return Some(format!("its {f} kernels were not proven")),
+        }
+    }
+    None
+}
+
+/// The tiers that may run `family` here, in [`Int8Tier::ALL`] order
+/// (proving it first if this process has not).
+pub(crate) fn proven_for(family: KernelFamily) -> Vec<Int8Tier> {
+    Int8Tier::ALL
+        .into_iter()
+        .filter(|&t| t.table().is_ok() && refusal(t, family).is_none())
+        .collect()
+}
+
+/// The process's proofs so far: the families proven in it, on every
+/// present tier, with the time spent proving.
+fn process_report() -> SelftestReport {
+    let elapsed = *PROVING.lock().unwrap_or_else(|e| e.into_inner());
+    report_of(process_ks(None).to_vec(), |t, f| cell(t, f).get(), elapsed)
+}
+
+/// The report of the process's selftest with every family proven (over
+/// [`default_census`] unless a census was given first), proving now what
+/// has not been proven. Dispatch itself proves one family at a time, when
+/// it is first used (`docs/NUMERICS.md` §8); this is the whole table.
+pub fn selftest_report() -> &'static SelftestReport {
+    REPORT.get_or_init(|| {
+        prove_process(&KernelFamily::ALL);
+        process_report()
+    })
+}
+
+/// [`selftest_report`] with the process's census K values taken from
+/// `census` if no proof has run yet (plus the tails 1..=67 and each integer
+/// family's largest supported K, which every run proves); otherwise the
+/// census of the first proof stays. A runtime that knows its layers' K
+/// values (e.g. from the model file) proves exactly those, which is cheaper
+/// than [`default_census`]; a K outside the census is still computed by
+/// proven kernels, and its overflow bound is still proven by the
+/// largest-K rows.
+pub fn selftest_report_for(census: &[usize]) -> &'static SelftestReport {
+    process_ks(Some(census));
+    selftest_report()
+}
+
+/// Proves `census`'s families (and those they need) now, at its K values if
+/// no proof has run yet in this process (as [`selftest_report_for`]), and
+/// returns the process's proofs so far: the families proven, including any
+/// proven before. The families not named are proven when first used.
+pub fn selftest_for(census: &Census) -> SelftestReport {
+    process_ks(Some(&census.ks));
+    prove_process(&census.families);
+    process_report()
+}
 
 /// Proves one kernel table at the given K values: every family, all-extreme
 /// rows against exact arithmetic, random rows against the scalar table.

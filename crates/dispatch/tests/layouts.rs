@@ -101,7 +101,7 @@ fn bare(
     }
     let mut y = vec![f32::NAN; m * n];
     let t = &mut OutputTile::new(&mut y, n);
-    match (route.table().gemm(family).unwrap(), w) {
+    match (route.table().unwrap().gemm(family).unwrap(), w) {
         (Gemm::Q8Q8(f), Weight::Q8(w)) => f(&aq, w, 0..n, t),
         (Gemm::F32Q8(f), Weight::Q8(w)) => f(&af, w, 0..n, t),
         (Gemm::Q8Q4(f), Weight::Q4(w)) => f(&aq, w, 0..n, t),

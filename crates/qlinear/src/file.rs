@@ -1,6 +1,7 @@
 use std::path::Path;
 
-use qlinear_formats::{FormatError, QuantizedFile, QuantizedWeight};
+use qlinear_dispatch::{quant_mode_from_environment, Census, KernelFamily, QuantLinearMode};
+use qlinear_formats::{qscheme_key, FormatError, QScheme, QuantizedFile, QuantizedWeight};
 
 use crate::{Error, Linear, Result};
 
@@ -123,21 +124,42 @@ impl ModelFile {
         self.file.quantized_prefixes().to_vec()
     }
 
-    /// The K values (input features, `P.in_features`) of the file's quantized
-    /// layers, sorted and without repeats: the census for [`crate::init_for`].
-    /// Read from the metadata alone; a value that is not a number is left out
-    /// (loading that layer reports it).
-    pub fn census(&self) -> Vec<usize> {
-        let mut ks: Vec<usize> = self
-            .file
-            .metadata_map()
+    /// What the file's quantized layers need from the selftest and the
+    /// plan, for [`crate::init_for`]: their K values (`P.in_features`),
+    /// sorted and without repeats, and the kernel families they run in the
+    /// mode a [`Linear`] takes by default (`QLINEAR_QUANT_MODE` where it is
+    /// set and takes the layer's scheme, else
+    /// [`QuantLinearMode::default_for`](crate::QuantLinearMode::default_for)),
+    /// in [`KernelFamily::ALL`](crate::tiers::KernelFamily::ALL) order.
+    /// Read from the metadata alone; a value that does not parse is left
+    /// out (loading that layer reports it). A layer run in another mode
+    /// ([`Linear::with_mode`]) has its family proven when it is built.
+    pub fn census(&self) -> Census {
+        let meta = self.file.metadata_map();
+        let mut ks: Vec<usize> = meta
             .iter()
             .filter(|(key, _)| key.ends_with(".in_features"))
             .filter_map(|(_, v)| v.parse().ok())
             .collect();
         ks.sort_unstable();
         ks.dedup();
-        ks
+        let forced = quant_mode_from_environment().ok().flatten();
+        let families = self
+            .file
+            .quantized_prefixes()
+            .iter()
+            .filter_map(|p| meta.get(&qscheme_key(p))?.parse::<QScheme>().ok())
+            .filter_map(|scheme| {
+                let mode = forced
+                    .filter(|m| m.accepts(scheme))
+                    .unwrap_or(QuantLinearMode::default_for(scheme));
+                mode.family_for(scheme).ok()
+            })
+            .collect::<Vec<_>>();
+        Census {
+            ks,
+            families: KernelFamily::ALL.into_iter().filter(|f| families.contains(f)).collect(),
+        }
     }
 
     /// The underlying reader, for raw tensors and metadata.

@@ -43,8 +43,8 @@ pub use linear::Linear;
 
 pub use qlinear_dispatch::{
     autotuned_plan, dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16,
-    linear_w8a16, quant_linear, quant_mode_from_environment, run_selftest, selftest_report, DispatchError, Int8Tier,
-    KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
+    linear_w8a16, quant_linear, quant_mode_from_environment, run_selftest, selftest_report, Census, DispatchError,
+    Int8Tier, KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
 };
 #[cfg(feature = "formats")]
 pub use qlinear_formats::{FormatError, QuantizedFile};
@@ -72,13 +72,17 @@ pub fn wasm_simd128_available() -> bool {
     Int8Tier::WasmSimd128.is_available()
 }
 
-/// What [`init`] did: the selftest's proof of each tier and the plan.
-#[derive(Debug, Clone, Copy)]
+/// What [`init`] or [`init_for`] did: the selftest's proofs and the plan,
+/// as they stand in this process when it returns.
+#[derive(Debug, Clone)]
 pub struct InitReport {
-    /// The once-per-process selftest (the same as [`selftest_report`]).
-    pub selftest: &'static SelftestReport,
-    /// The once-per-process plan (the same as [`autotuned_plan`]).
-    pub plan: &'static KernelPlanV0,
+    /// The process's selftest: from [`init`] every family (the same as
+    /// [`selftest_report`]), from [`init_for`] the census's families and any
+    /// proven before.
+    pub selftest: SelftestReport,
+    /// The process's plan: from [`init`] every family (the same as
+    /// [`autotuned_plan`]), from [`init_for`] the families decided so far.
+    pub plan: KernelPlanV0,
 }
 
 impl std::fmt::Display for InitReport {
@@ -87,32 +91,35 @@ impl std::fmt::Display for InitReport {
     }
 }
 
-/// Runs the selftest and the plan now, once per process, and returns what
-/// they found. Without it the first layer built (or kernel called) pays for
-/// both (see `docs/BENCHMARKS.md` for the measured first-call latency); a
-/// runtime calls this at start-up to pay on purpose and to log which tier
-/// runs.
+/// Proves and plans every kernel family now, once per process, and returns
+/// what was found. Without it each family is proven and planned when it is
+/// first used (a layer built or a kernel called: `docs/NUMERICS.md` §8,
+/// and `docs/BENCHMARKS.md` for the measured cost); a runtime calls this,
+/// or [`init_for`] with its model's census, at start-up to pay on purpose
+/// and to log which tier runs.
 ///
-/// Errors: `QLINEAR_INT8_TIER` names an unknown tier, or one that is absent or
-/// failed its proof here. A tier that fails its proof is not an error: it is
-/// reported and never used.
+/// Errors: `QLINEAR_INT8_TIER` names an unknown tier, or one that is absent
+/// or failed a proof here. A tier that fails a proof is not an error: it is
+/// reported and never used for that family.
 pub fn init() -> Result<InitReport> {
-    let plan = autotuned_plan()?;
+    let plan = autotuned_plan()?.clone();
     Ok(InitReport {
-        selftest: selftest_report(),
+        selftest: selftest_report().clone(),
         plan,
     })
 }
 
-/// [`init`] with the selftest's census taken from the caller: the K values
-/// the model's layers use (see `ModelFile::census`), plus the tails and
-/// bounds every selftest proves. Cheaper than the default census; if the
-/// selftest already ran, its report is returned as it is.
-pub fn init_for(census: &[usize]) -> Result<InitReport> {
-    let selftest = qlinear_dispatch::selftest_report_for(census);
+/// [`init`] for the layers of a model: proves the `census`'s kernel
+/// families at its K values (see `ModelFile::census`; plus the tails and
+/// bounds every proof covers) and plans them. Cheaper than [`init`]: a
+/// family the model does not run is proven only if it is used later. The
+/// census's K values count if no proof has run yet in this process; after
+/// one, its K values stay.
+pub fn init_for(census: &Census) -> Result<InitReport> {
+    let plan = qlinear_dispatch::plan_for(census)?;
     Ok(InitReport {
-        selftest,
-        plan: autotuned_plan()?,
+        selftest: qlinear_dispatch::selftest_for(census),
+        plan,
     })
 }
 
@@ -120,8 +127,8 @@ pub fn init_for(census: &[usize]) -> Result<InitReport> {
 /// the kernel families, the selftest's parts and the CPU probes.
 pub mod tiers {
     pub use qlinear_dispatch::{
-        cpu_features, cpu_model, default_census, prove_kernel_table, FamilyProof, KernelFamily, KernelTable,
-        LayerRoute, Mismatch, PanelsQ4, PlanTiming, Route, TierReport, TierStatus,
+        cpu_features, cpu_model, default_census, plan_for, prove_kernel_table, selftest_for, FamilyProof, KernelFamily,
+        KernelTable, LayerRoute, Mismatch, PanelsQ4, PlanTiming, Route, TierReport, TierStatus,
     };
 }
 

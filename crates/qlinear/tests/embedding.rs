@@ -53,9 +53,13 @@ fn a_mixed_file_loads_every_scheme_and_reads_tables_by_row() {
     .unwrap();
     let model = ModelFile::open(&path).unwrap();
     assert_eq!(model.linears(), ["blk.0.attn_q", "token_embd"]);
-    assert_eq!(model.census(), [dim]);
     // each layer with its own scheme; the table is also the tied LM head
     let head = model.linear("token_embd").unwrap();
+    let proj_family = model.linear("blk.0.attn_q").unwrap().route().family();
+    // the census: the one K, and each layer's family in the mode it took
+    let census = model.census();
+    assert_eq!(census.ks, [dim]);
+    assert_eq!(census.families, [head.route().family(), proj_family]);
     assert_eq!((head.out_features(), head.in_features()), (vocab, dim));
     assert_eq!(model.linear("blk.0.attn_q").unwrap().out_features(), 8);
     // rows of the quantized table are its dequantized rows, bit for bit

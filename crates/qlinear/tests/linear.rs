@@ -408,7 +408,13 @@ fn a_file_layer_loads_in_one_line() {
     assert_eq!(layer.name(), "enc.0.q");
     assert_eq!(model.tensor_f32("norm.weight").unwrap(), vec![1.5, -2.0]);
     assert_eq!(model.linears(), vec!["enc.0.q".to_string()]);
-    assert_eq!(model.census(), vec![k]);
+    assert_eq!(
+        model.census(),
+        Census {
+            ks: vec![k],
+            families: vec![tiers::KernelFamily::W4A8Grouped]
+        }
+    );
     let e = model.tensor_f32("ids").unwrap_err();
     assert!(e.to_string().starts_with("ids: dtype I64"), "{e}");
     let e = model.linear("enc.1.q").unwrap_err();
@@ -472,8 +478,8 @@ fn a_model_opened_in_place_shares_its_codes_and_outlives_the_file_value() {
 #[test]
 fn init_returns_the_process_reports() {
     let report = init().unwrap();
-    assert!(std::ptr::eq(report.selftest, selftest_report()));
-    assert!(std::ptr::eq(report.plan, autotuned_plan().unwrap()));
+    assert_eq!(&report.selftest, selftest_report());
+    assert_eq!(&report.plan, autotuned_plan().unwrap());
     assert!(report.selftest.is_proven(Int8Tier::Scalar));
     assert!(report.to_string().contains("selftest:"));
 }

@@ -200,18 +200,27 @@ fn run() -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    // The start-up cost, paid on purpose, with the census of the model's K values.
+    // The start-up cost, paid on purpose, with the census of the q8 model:
+    // its K values and the family its layers run by default (the other
+    // configurations' families are proven and planned as their layers are
+    // built, below).
     let open = |name: &str| ModelFile::open(dir.join(name)).map_err(|e| e.to_string());
     let census = open("q8-canonical.safetensors")?.census();
     let t = Instant::now();
     let init = qlinear::init_for(&census).map_err(|e| e.to_string())?;
     let init_ms = t.elapsed().as_secs_f64() * 1e3;
+    let routes: Vec<String> = census
+        .families
+        .iter()
+        .map(|&f| format!("{f} on {} / {}", init.plan.tier_for(f, 1), init.plan.tier_for(f, 2)))
+        .collect();
     println!(
-        "init_for(census {census:?}): {init_ms:.1} ms (selftest {:.1} ms, plan {:.1} ms); W8A8 and W4A8 run on {} / {}",
+        "init_for(census K {:?}, families {:?}): {init_ms:.1} ms (selftest {:.1} ms, plan {:.1} ms); {}",
+        census.ks,
+        census.families.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
         init.selftest.elapsed.as_secs_f64() * 1e3,
         init.plan.elapsed.as_secs_f64() * 1e3,
-        init.plan.tier_for(qlinear::tiers::KernelFamily::W8A8, 2),
-        init.plan.tier_for(qlinear::tiers::KernelFamily::W4A8, 2),
+        routes.join(", "),
     );
 
     let f32_file = open("model/model.safetensors")?;

@@ -814,19 +814,8 @@ impl Model {
         let Some(Dense::Q(l)) = self.layers.first().map(|l| &l.q) else {
             return "f32".into();
         };
-        use qlinear::tiers::KernelFamily as F;
-        let family = match (l.mode(), l.scheme()) {
-            (QuantLinearMode::W8A8, _) => F::W8A8,
-            (QuantLinearMode::W8A16, _) => F::W8A16,
-            (QuantLinearMode::W4A8, QScheme::Q4Grouped(_)) => F::W4A8Grouped,
-            (QuantLinearMode::W4A8, _) => F::W4A8,
-            (QuantLinearMode::W4A16, QScheme::Q4Grouped(_)) => F::W4A16Grouped,
-            (QuantLinearMode::W4A16, _) => F::W4A16,
-        };
-        match qlinear::autotuned_plan() {
-            Ok(plan) => plan.tier_for(family, 1).to_string(),
-            Err(e) => format!("(no plan: {e})"),
-        }
+        // the route the layer resolved when it was built
+        l.route().route(1).tier().to_string()
     }
 
     /// Every linear layer by its weight's prefix, the head last.
