@@ -14,7 +14,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use rayon::prelude::*;
 
-use crate::selftest::{proven_for, refusal, Census, Rng};
+use crate::selftest::{lock_beside_pool, proven_for, refusal, Census, Rng};
 use crate::tier::tier_list;
 use crate::{DispatchError, Int8Tier, KernelFamily};
 
@@ -157,7 +157,7 @@ impl KernelPlanV0 {
             batch: vec![],
             forced,
             timings: vec![],
-            elapsed: *PLANNING.lock().unwrap_or_else(|e| e.into_inner()),
+            elapsed: *lock_beside_pool(&PLANNING),
         };
         for (family, cell) in KernelFamily::GEMM.into_iter().zip(&PLANNED) {
             if let Some(p) = cell.get() {
@@ -259,7 +259,7 @@ fn forced_tier() -> Result<Option<Int8Tier>, DispatchError> {
 /// the forced tier, which must have passed each family's proof.
 fn plan_process(families: &[KernelFamily]) -> Result<(), DispatchError> {
     let forced = forced_tier()?;
-    let mut spent = PLANNING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spent = lock_beside_pool(&PLANNING);
     let mut todo: Vec<KernelFamily> = KernelFamily::GEMM
         .into_iter()
         .filter(|&g| families.iter().any(|&f| plan_key(f) == g) && planned_cell(g).get().is_none())
@@ -509,13 +509,19 @@ impl PlanWeights {
             ),
         ];
         let q4_rows = 2 * PLAN_DECODE_COPY_BYTES / PLAN_K;
-        PlanWeights {
-            // filled on the pool's threads: faulting in 4 MiB was a fifth of
-            // the plan's time on one thread
-            pool: (0..PLAN_DECODE_COPIES)
+        // filled on the pool's threads: faulting in 4 MiB was a fifth of
+        // the plan's time on one thread; on this thread alone where it is a
+        // pool thread (a planner never waits for the pool: `lock_beside_pool`)
+        let pool = if rayon::current_thread_index().is_some() {
+            (0..PLAN_DECODE_COPIES).map(|_| fill(PLAN_DECODE_COPY_BYTES)).collect()
+        } else {
+            (0..PLAN_DECODE_COPIES)
                 .into_par_iter()
                 .map(|_| fill(PLAN_DECODE_COPY_BYTES))
-                .collect(),
+                .collect()
+        };
+        PlanWeights {
+            pool,
             group_scales: (0..PLAN_DECODE_COPIES).map(|_| group_scales(q4_rows, PLAN_K)).collect(),
             batch,
         }
@@ -853,12 +859,12 @@ fn pool_copy(cursor: &Cell<usize>, copies: usize, probe: bool) -> usize {
 /// the valid choices — never a silent fallback.
 pub fn autotuned_plan() -> Result<&'static KernelPlanV0, DispatchError> {
     static PLAN: OnceLock<Result<KernelPlanV0, DispatchError>> = OnceLock::new();
-    PLAN.get_or_init(|| {
-        plan_process(&KernelFamily::GEMM)?;
-        Ok(KernelPlanV0::of_process(forced_tier()?))
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    if let Some(plan) = PLAN.get() {
+        return plan.as_ref().map_err(Clone::clone);
+    }
+    // decided outside the cell, whose waiters would block (see `lock_beside_pool`)
+    let plan = plan_process(&KernelFamily::GEMM).and_then(|()| Ok(KernelPlanV0::of_process(forced_tier()?)));
+    PLAN.get_or_init(|| plan).as_ref().map_err(Clone::clone)
 }
 
 impl fmt::Display for KernelPlanV0 {

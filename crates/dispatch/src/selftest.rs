@@ -13,7 +13,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
 use crate::clock::Instant;
@@ -228,15 +228,21 @@ fn prove_jobs(jobs: Vec<(Int8Tier, KernelFamily)>, ks: &[usize]) -> Vec<(Int8Tie
     // and which the test suite proves on every target
     // (`prove_kernel_table(&SCALAR, …)`); at run time it is proven up to there.
     let reference_ks: Vec<usize> = ks.iter().copied().filter(|&k| k <= RANDOM_PROOF_MAX_K).collect();
+    let prove = |(t, f): (Int8Tier, KernelFamily)| {
+        let ks = if t == Int8Tier::Scalar { &reference_ks[..] } else { ks };
+        Some((t, prove_family(t.table().ok()?, f, ks)))
+    };
     // Every (tier, family) proof is independent: spread them all over the
-    // pool, so the slow scalar proofs do not serialise behind one worker.
-    let proofs = jobs
-        .into_par_iter()
-        .filter_map(|(t, f)| {
-            let ks = if t == Int8Tier::Scalar { &reference_ks[..] } else { ks };
-            Some((t, prove_family(t.table().ok()?, f, ks)))
-        })
-        .collect();
+    // pool, so the slow scalar proofs do not serialise behind one worker;
+    // but on a pool thread (a layer built inside the runtime's own parallel
+    // loop) one after another: waiting for the pool there, the thread would
+    // take another of the loop's tasks, which would wait for the proof this
+    // thread holds (see `lock_beside_pool`).
+    let proofs = if rayon::current_thread_index().is_some() {
+        jobs.into_iter().filter_map(prove).collect()
+    } else {
+        jobs.into_par_iter().filter_map(prove).collect()
+    };
     // the shared inputs are for this run only; free them
     *MEMO.lock().unwrap_or_else(|e| e.into_inner()) = None;
     proofs
@@ -344,7 +350,7 @@ fn process_ks(census: Option<&[usize]>) -> &'static [usize] {
 /// One prover at a time: the time and the shared inputs are one run's.
 pub(crate) fn prove_process(families: &[KernelFamily]) {
     let ks = process_ks(None);
-    let mut spent = PROVING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spent = lock_beside_pool(&PROVING);
     let mut wanted: Vec<KernelFamily> = families.iter().flat_map(|&f| needs(f).iter().copied()).collect();
     wanted.sort_unstable_by_key(|f| KernelFamily::ALL.iter().position(|x| x == f));
     wanted.dedup();
@@ -363,6 +369,31 @@ pub(crate) fn prove_process(families: &[KernelFamily]) {
         let _ = cell(tier, proof.family).set(proof);
     }
     *spent += start.elapsed();
+}
+
+/// Locks `m` without stalling the rayon pool: a pool thread that finds it
+/// held runs the pool's other tasks meanwhile (among them the holder's
+/// proof jobs, when the holder is a thread outside the pool that spread
+/// them over it), and sleeps briefly when there are none, so that a
+/// holder timing kernels for the plan is not slowed by spinning threads.
+/// A holder on a pool thread never waits for the pool (its proofs and the
+/// plan's fill run on it alone), so it never waits for a thread that
+/// waits for it.
+pub(crate) fn lock_beside_pool<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    if rayon::current_thread_index().is_none() {
+        return m.lock().unwrap_or_else(|e| e.into_inner());
+    }
+    loop {
+        match m.try_lock() {
+            Ok(guard) => return guard,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+    }
 }
 
 /// Why `tier` may not run `family` here, if it may not: absent, or it failed
@@ -399,7 +430,7 @@ pub(crate) fn proven_for(family: KernelFamily) -> Vec<Int8Tier> {
 /// The process's proofs so far: the families proven in it, on every
 /// present tier, with the time spent proving.
 fn process_report() -> SelftestReport {
-    let elapsed = *PROVING.lock().unwrap_or_else(|e| e.into_inner());
+    let elapsed = *lock_beside_pool(&PROVING);
     report_of(process_ks(None).to_vec(), |t, f| cell(t, f).get(), elapsed)
 }
 
@@ -408,10 +439,13 @@ fn process_report() -> SelftestReport {
 /// has not been proven. Dispatch itself proves one family at a time, when
 /// it is first used (`docs/NUMERICS.md` §8); this is the whole table.
 pub fn selftest_report() -> &'static SelftestReport {
-    REPORT.get_or_init(|| {
-        prove_process(&KernelFamily::ALL);
-        process_report()
-    })
+    if let Some(report) = REPORT.get() {
+        return report;
+    }
+    // proven outside the cell, whose waiters would block (see `lock_beside_pool`)
+    prove_process(&KernelFamily::ALL);
+    let report = process_report();
+    REPORT.get_or_init(|| report)
 }
 
 /// [`selftest_report`] with the process's census K values taken from
