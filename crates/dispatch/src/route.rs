@@ -358,7 +358,9 @@ impl Route {
         w: impl Into<QuantizedWeightRef<'w>>,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        self.quant_linear_biased(mode, x, m, w.into(), &[], y)
+        let w = w.into();
+        self.proven(mode.family_for(w.scheme())?)?;
+        self.quant_linear_biased(mode, x, m, w, &[], y)
     }
 
     /// [`Route::quant_linear`], adding `bias` (`[n]`, or empty for none) to
@@ -434,6 +436,7 @@ impl Route {
         w: &QuantizedMatrix,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W8A8)?;
         self.q8_dynamic(x, m, w, &[], y)
     }
 
@@ -445,7 +448,6 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        self.proven(KernelFamily::W8A8)?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
@@ -521,6 +523,7 @@ impl Route {
         w: &QuantizedMatrixQ4,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
+        self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
         self.q4_dynamic(x, m, w, &[], y)
     }
 
@@ -532,7 +535,6 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
         Self::check_k_q4(w)?;
         self.quantized(x, m, w.n(), w.k(), y, |codes, y, sums| {
             self.run_w4a8_with(codes, m, w, bias, y, sums)
@@ -566,6 +568,7 @@ impl Route {
     /// matrix. Errors: the lengths and activations as there, and
     /// [`DispatchError::NoPanelTiles`] on a tier without panel tiles.
     pub fn linear_q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W4A8Grouped)?;
         self.q4_panels(x, m, w, &[], y)
     }
 
@@ -575,7 +578,6 @@ impl Route {
     }
 
     fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
-        self.proven(KernelFamily::W4A8Grouped)?;
         let f = self
             .table
             .gemm_w4a8_grouped_panels
@@ -596,6 +598,7 @@ impl Route {
     /// W8A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrix`], the
     /// weight dequantized in registers: `y = w_scale · (8-lane Σ x·q)`.
     pub fn linear_w8a16(&self, x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.proven(KernelFamily::W8A16)?;
         self.w8a16(x, m, w, &[], y)
     }
 
@@ -607,7 +610,6 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        self.proven(KernelFamily::W8A16)?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
@@ -625,6 +627,7 @@ impl Route {
     /// W4A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrixQ4`] (per
     /// channel or grouped): `y = Σ_g s_g · (8-lane Σ_{k∈g} x·q)`.
     pub fn linear_w4a16(&self, x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        self.proven(q4_family(w, KernelFamily::W4A16, KernelFamily::W4A16Grouped))?;
         self.w4a16(x, m, w, &[], y)
     }
 
@@ -636,7 +639,6 @@ impl Route {
         bias: &[f32],
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        self.proven(q4_family(w, KernelFamily::W4A16, KernelFamily::W4A16Grouped))?;
         let (n, k) = (w.n(), w.k());
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
