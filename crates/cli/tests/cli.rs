@@ -215,27 +215,17 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
     assert_eq!(count(&census), 67 + 2 + 1, "K = 96 beside 1..=67 and the two bounds");
     // and its families alone (W4A8 grouped by default, with the activation
     // quantizer it needs): the others are proven and planned at first use
-    let text = String::from_utf8_lossy(&census.stdout);
-    let scalar = text
-        .lines()
-        .find(|l| l.starts_with("scalar "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(scalar.matches("ok (").count(), 2, "{text}");
-    assert_eq!(scalar.matches(" -").count(), 7, "{text}");
-    let plan_row = |family: &str| {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{family} ")))
-            .unwrap_or_else(|| panic!("{text}"))
+    let row = |o: &std::process::Output, start: &str| -> String {
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let line = text.lines().find(|l| l.starts_with(&format!("{start} ")));
+        line.unwrap_or_else(|| panic!("no {start} row in\n{text}")).to_string()
     };
-    assert!(!plan_row("w4a8_grouped").contains(" -"), "{text}");
-    assert!(plan_row("w8a16").trim_end().ends_with(" -"), "{text}");
+    assert_eq!(row(&census, "scalar").matches("ok (").count(), 2);
+    assert_eq!(row(&census, "scalar").matches(" -").count(), 7);
+    assert!(!row(&census, "w4a8_grouped").contains(" -"));
+    assert!(row(&census, "w8a16").trim_end().ends_with(" -"));
     // the default run proves every family
-    let text = String::from_utf8_lossy(&default.stdout);
-    let scalar = text
-        .lines()
-        .find(|l| l.starts_with("scalar "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(scalar.matches("ok (").count(), 9, "{text}");
+    assert_eq!(row(&default, "scalar").matches("ok (").count(), 9);
 
     // a model's census is its layers' K alone: not a grouped layer's packed
     // bytes (128 a row at K = 256), nor a float table's width (200)
