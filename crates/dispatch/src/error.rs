@@ -83,7 +83,8 @@ pub enum DispatchError {
         /// Every tier name, comma separated.
         valid: String,
     },
-    /// A tier that is not compiled in, whose CPU feature is absent, or that failed its proof.
+    /// A tier that is not compiled in, whose CPU feature is absent, or that
+    /// failed the proof of a kernel family asked of it.
     #[error("int8 tier {tier} is not dispatchable: {reason}; dispatchable tiers here: {valid}")]
     TierUnavailable {
         /// The tier asked for.
