@@ -34,6 +34,15 @@ impl QuantLinearMode {
         }
     }
 
+    /// The mode a new layer of `scheme` runs: `QLINEAR_QUANT_MODE` where it
+    /// is set ([`quant_mode_from_environment`]), else
+    /// [`QuantLinearMode::default_for`]. Errors: the variable is not a mode.
+    /// (A set mode that cannot run `scheme` is returned as it is; building
+    /// the layer reports the mismatch.)
+    pub fn for_new_layer(scheme: QScheme) -> Result<Self, DispatchError> {
+        Ok(quant_mode_from_environment()?.unwrap_or(Self::default_for(scheme)))
+    }
+
     /// Whether this mode runs weights of `scheme`: W8A8 and W8A16 take Q8,
     /// W4A8 and W4A16 take Q4 (per channel or grouped).
     pub fn accepts(self, scheme: QScheme) -> bool {

@@ -14,7 +14,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use rayon::prelude::*;
 
-use crate::selftest::{lock_beside_pool, proven_for, refusal, Census, Rng};
+use crate::selftest::{lock_beside_pool, prove_census, prove_process, proven_for, refusal, Census, Rng};
 use crate::tier::tier_list;
 use crate::{DispatchError, Int8Tier, KernelFamily};
 
@@ -84,7 +84,6 @@ impl KernelPlanV0 {
     /// timings behind them. The families share one decode pool and one
     /// cursor over it.
     fn decide(families: &[KernelFamily]) -> Vec<(KernelFamily, FamilyPlan)> {
-        crate::selftest::prove_process(families);
         let tables_for = |family: KernelFamily| -> Vec<(Int8Tier, &'static KernelTable)> {
             proven_for(family)
                 .into_iter()
@@ -259,6 +258,9 @@ fn forced_tier() -> Result<Option<Int8Tier>, DispatchError> {
 /// the forced tier, which must have passed each family's proof.
 fn plan_process(families: &[KernelFamily]) -> Result<(), DispatchError> {
     let forced = forced_tier()?;
+    // proven first, outside the planning time (the selftest counts it)
+    let keys: Vec<KernelFamily> = families.iter().map(|&f| plan_key(f)).collect();
+    prove_process(&keys);
     let mut spent = lock_beside_pool(&PLANNING);
     let mut todo: Vec<KernelFamily> = KernelFamily::GEMM
         .into_iter()
@@ -307,7 +309,7 @@ pub(crate) fn planned_tier(family: KernelFamily, m: usize) -> Result<Int8Tier, D
 /// every family decided in this process so far. The families not named are
 /// decided when first used. Errors as [`autotuned_plan`].
 pub fn plan_for(census: &Census) -> Result<KernelPlanV0, DispatchError> {
-    crate::selftest_for(census);
+    prove_census(census);
     plan_process(&census.families)?;
     Ok(KernelPlanV0::of_process(forced_tier()?))
 }

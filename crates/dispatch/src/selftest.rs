@@ -466,9 +466,16 @@ pub fn selftest_report_for(census: &[usize]) -> &'static SelftestReport {
 /// returns the process's proofs so far: the families proven, including any
 /// proven before. The families not named are proven when first used.
 pub fn selftest_for(census: &Census) -> SelftestReport {
+    prove_census(census);
+    process_report()
+}
+
+/// Fixes the process's census K values from `census` if no proof has run
+/// yet, and proves its families (what [`selftest_for`] and
+/// [`crate::plan_for`] both start with).
+pub(crate) fn prove_census(census: &Census) {
     process_ks(Some(&census.ks));
     prove_process(&census.families);
-    process_report()
 }
 
 /// Proves one kernel table at the given K values: every family, all-extreme

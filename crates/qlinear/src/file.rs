@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use qlinear_dispatch::{quant_mode_from_environment, Census, KernelFamily, QuantLinearMode};
+use qlinear_dispatch::{Census, KernelFamily, QuantLinearMode};
 use qlinear_formats::{qscheme_key, FormatError, QScheme, QuantizedFile, QuantizedWeight};
 
 use crate::{Error, Linear, Result};
@@ -127,9 +127,8 @@ impl ModelFile {
     /// What the file's quantized layers need from the selftest and the
     /// plan, for [`crate::init_for`]: their K values (`P.in_features`),
     /// sorted and without repeats, and the kernel families they run in the
-    /// mode a [`Linear`] takes by default (`QLINEAR_QUANT_MODE` where it is
-    /// set and takes the layer's scheme, else
-    /// [`QuantLinearMode::default_for`](crate::QuantLinearMode::default_for)),
+    /// mode a [`Linear`] takes by default
+    /// ([`QuantLinearMode::for_new_layer`](crate::QuantLinearMode::for_new_layer)),
     /// in [`KernelFamily::ALL`](crate::tiers::KernelFamily::ALL) order.
     /// Read from the metadata alone; a value that does not parse is left
     /// out (loading that layer reports it). A layer run in another mode
@@ -143,18 +142,13 @@ impl ModelFile {
             .collect();
         ks.sort_unstable();
         ks.dedup();
-        let forced = quant_mode_from_environment().ok().flatten();
+        // a layer whose mode cannot run it fails to build: no family
         let families = self
             .file
             .quantized_prefixes()
             .iter()
             .filter_map(|p| meta.get(&qscheme_key(p))?.parse::<QScheme>().ok())
-            .filter_map(|scheme| {
-                let mode = forced
-                    .filter(|m| m.accepts(scheme))
-                    .unwrap_or(QuantLinearMode::default_for(scheme));
-                mode.family_for(scheme).ok()
-            })
+            .filter_map(|scheme| QuantLinearMode::for_new_layer(scheme).ok()?.family_for(scheme).ok())
             .collect::<Vec<_>>();
         Census {
             ks,

@@ -1,6 +1,6 @@
 use std::sync::OnceLock;
 
-use qlinear_dispatch::{quant_mode_from_environment, Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};
+use qlinear_dispatch::{Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};
 use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 
 use crate::{Error, Result};
@@ -114,10 +114,7 @@ impl Linear {
         if let Some(b) = &bias {
             check_bias(&name, weight.n(), b)?;
         }
-        let mode = match quant_mode_from_environment()? {
-            Some(m) => m,
-            None => QuantLinearMode::default_for(weight.scheme()),
-        };
+        let mode = QuantLinearMode::for_new_layer(weight.scheme())?;
         let route = resolve(&name, mode, weight.scheme(), None)?;
         Ok(Linear {
             name,
