@@ -2,7 +2,14 @@
 """Renders target/qlinear-bench.json (written by `cargo xtask bench`) as the
 Markdown tables of docs/BENCHMARKS.md, so no figure there is copied by hand.
 
-Usage: bench_table.py [JSON] [--goals | --candle | --plan | --vnni]
+Usage: bench_table.py [JSON] [--goals | --candle | --plan | --vnni | --summary [--ggml GGML_JSON]]
+
+--summary prints the one table a user reads first: for each family at
+11008 × 4096 (the plan's rows), decode cold at two threads against the
+probe, decode hot at one thread, a batch of 16 and a prefill of 256
+against the f32 GEMM, and the plan's tiers; with `--ggml`, the JSON of
+`cargo xtask bench --ggml`, each ggml row against qlinear's plan row of
+the same bytes class, both from that run.
 
 --candle prints, instead of the tables, each candle row against the plan's
 row of the same bytes class in the same run (W4A8 grouped 32 against
@@ -27,7 +34,10 @@ against f32) for both shapes of a `--quick` run.
 import json
 import sys
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
+# `--ggml FILE` takes a value; every other flag stands alone
+argv = sys.argv[1:]
+ggml_path = argv[argv.index("--ggml") + 1] if "--ggml" in argv and argv.index("--ggml") + 1 < len(argv) else None
+args = [a for i, a in enumerate(argv) if not a.startswith("--") and not (i > 0 and argv[i - 1] == "--ggml")]
 path = args[0] if args else "target/qlinear-bench.json"
 data = json.load(open(path))
 rows = data["rows"]
@@ -46,6 +56,9 @@ else:
         each = ", ".join(f"{probes[(t, i)]:.2f}" for i in sorted(i for tt, i in probes if tt == t))
         print(f"Memory-bandwidth probe, {t} thread{'s' if t > 1 else ''}, per repeat: {each} GB/s.  ")
     print(f"CPU: {data.get('cpu', '?')}; {data.get('repeat', 1)} repeats; median (min–max) over the repeats.\n")
+if "revision" in data:
+    # a run kept under docs/benchmarks/runs/ says what produced it
+    print(f"Run: `{data.get('command', '?')}` on `{data['revision']}`, {data.get('date', '?')}.\n")
 
 
 def fmt(v, spec):
@@ -219,7 +232,58 @@ def candle():
                   f"{span(q)} | {span(c)} | {c['median_us'] / q['median_us']:.2f} |")
 
 
-if "--goals" in sys.argv:
+def summary():
+    n, k = 11008, 4096
+    names = {"f32": "f32 (`gemm` crate)", "w8a8": "W8A8", "w4a8": "W4A8", "w4a8_g32": "W4A8 g32",
+             "w8a16": "W8A16", "w4a16": "W4A16", "w4a16_g32": "W4A16 g32"}
+    print(f"{n} × {k} (one FFN matrix of a 7B model), the plan's tier; median µs over the repeats, "
+          "each repeat a median of repeated calls.\n")
+    print("| family | bits a weight | decode (M = 1), cold, 2 threads | decode, hot, 1 thread | "
+          "M = 16, cold, 2 threads | M = 256, hot, 2 threads | plan's tier, M = 1 / 16 |")
+    print("|---|--:|--:|--:|--:|--:|---|")
+    f256 = row("f32", "gemm", 256, n, 2, "hot", k)
+    for fam, name in names.items():
+        tier = "gemm" if fam == "f32" else "plan:"
+        d = row(fam, tier, 1, n, 2, "cold", k)
+        if d is None:
+            continue
+        bits = d["gbps"] * d["median_us"] * 1e3 * 8 / (n * k)
+        cells = [f"{d['median_us']:.0f} µs ({d['pct_bw']:.0f} % of the probe)"]
+        h = row(fam, tier, 1, n, 1, "hot", k)
+        cells.append(f"{h['median_us']:.0f} µs" if h else "–")
+        b = row(fam, tier, 16, n, 2, "cold", k)
+        cells.append(f"{b['median_us']:.0f} µs" if b else "–")
+        p = row(fam, tier, 256, n, 2, "hot", k)
+        if p and f256 and fam != "f32":
+            cells.append(f"{p['median_us'] / 1e3:.1f} ms ({f256['median_us'] / p['median_us']:.1f}× f32)")
+        else:
+            cells.append(f"{p['median_us'] / 1e3:.1f} ms" if p else "–")
+        if fam == "f32":
+            tiers = "–"
+        else:
+            t1 = row(fam, "plan:", 1, n, 2, "cold", k)["tier"].split(":", 1)[1]
+            t16 = b["tier"].split(":", 1)[1] if b else "–"
+            tiers = t1 if t1 == t16 else f"{t1} / {t16}"
+        bits_s = "32" if fam == "f32" else f"{bits:.2f}"
+        print(f"| {name} | {bits_s} | " + " | ".join(cells) + f" | {tiers} |")
+    if ggml_path:
+        g = json.load(open(ggml_path))
+        print("\nBeside ggml (llama.cpp's CPU matrix multiply, `cargo xtask bench --ggml`), the same bytes class, "
+              "alternated in one run; medians (min–max) of its rounds:\n")
+        print("| qlinear | ggml | M | threads | cache | qlinear µs | ggml µs | qlinear's speed × ggml |")
+        print("|---|---|--:|--:|---|--:|--:|--:|")
+        for a in g.get("against", []):
+            q, gg = sorted(a["qlinear_us"]), sorted(a["ggml_us"])
+            med = lambda v: v[len(v) // 2]
+            print(f"| {names.get(a['family'], a['family'])} ({a['qlinear_tier'].split(':', 1)[1]}) | "
+                  f"{a['ggml_tier'].split(':', 1)[1]} | {a['m']} | {a['threads']} | {a['cache']} | "
+                  f"{med(q):.0f} ({q[0]:.0f}–{q[-1]:.0f}) | {med(gg):.0f} ({gg[0]:.0f}–{gg[-1]:.0f}) | "
+                  f"{a['ggml_over_qlinear']:.2f}× |")
+
+
+if "--summary" in sys.argv:
+    summary()
+elif "--goals" in sys.argv:
     goals()
 elif "--plan" in sys.argv:
     plan_table()
