@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ARM estimates for BENCHMARKS.md: the hot loops of the aarch64 micro-kernels,
+"""ARM estimates for docs/benchmarks/history.md: the hot loops of the aarch64 micro-kernels,
 read from the release assembly, with instructions per weight counted and
 cycles per loop iteration estimated by llvm-mca for named cores.
 

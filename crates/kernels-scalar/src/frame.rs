@@ -201,7 +201,8 @@ impl Shapes {
         // a step's tiles depend only on the activation rows left, capped at
         // the tallest tile: the same in every chunk, so each is picked once
         // per sweep (picking per chunk cost 14 instructions a weight row of
-        // a decode call at 576 × 576 on the Zen 3 EPYC of BENCHMARKS.md)
+        // a decode call at 576 × 576 on the Zen 3 EPYC, family 25 model 1,
+        // before `75abfa8`: docs/benchmarks/history.md)
         let cap = self.max_xr().min(MAX_SIDE);
         let mut steps: [Option<(usize, usize, Tile)>; MAX_SIDE + 1] = [None; MAX_SIDE + 1];
         let mut c0 = rows.start;
@@ -244,7 +245,8 @@ pub enum Layout {
     /// Integer codes as they are, copied so that every row starts on a
     /// 64-byte boundary: a 512-bit load of an activation row then never
     /// straddles two cache lines (worth about 15 % to a batch tile of the
-    /// AVX-512 VNNI tier on the Intel Xeon of `docs/BENCHMARKS.md`). Every
+    /// AVX-512 VNNI tier on the first sessions' Intel Xeon, before
+    /// `a6b869c`: `docs/benchmarks/history.md`). Every
     /// copied layout is aligned the same way; this one copies only for it.
     Aligned,
     /// Integer codes with each block's even columns, then its odd columns

@@ -243,7 +243,9 @@ impl<'a> OutputTile<'a> {
             None => {
                 // a run is a tile's width (at most 16 values): copied four at
                 // a time, a length the compiler sees, so no call to memmove,
-                // which cost more than the copy (3 % of SmolLM2's prefill)
+                // which cost more than the copy (3 % of SmolLM2's prefill on
+                // the Intel Xeon, family 6 model 207, before `f062aa0`:
+                // docs/benchmarks/history.md)
                 let (mut o4, mut v4) = (out.chunks_exact_mut(4), values.chunks_exact(4));
                 for (o, v) in (&mut o4).zip(&mut v4) {
                     o.copy_from_slice(v);

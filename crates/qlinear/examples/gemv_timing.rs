@@ -1,7 +1,7 @@
 //! One-thread W8A8 and W4A8 GEMV timings (M = 1, hot weights, activations
 //! quantized per call) on every proven tier, for comparing a WebAssembly
 //! build under Node.js with the native build on the same machine
-//! (`cargo xtask wasm-bench`, `docs/BENCHMARKS.md`). The weights and inputs
+//! (`cargo xtask wasm-bench`, `docs/benchmarks/history.md`). The weights and inputs
 //! are the browser page's (`web/src/lib.rs`), so the three agree.
 //!
 //! Prints one line per case: `family tier n k median_us min_us max_us`.

@@ -100,7 +100,7 @@ const CALIBRATION: [&str; 32] = [
 /// the short run (the first 8 sentences). Measured there (the kernels' bits
 /// are the same on every tier, so on every machine): 0.997637, 0.999613,
 /// 0.912363, 0.913782, 0.955529, 0.958749, and for the named recipes
-/// 0.942277, 0.967778, 0.999637, 0.946099, 0.975896 (`docs/BENCHMARKS.md`);
+/// 0.942277, 0.967778, 0.999637, 0.946099, 0.975896 (`docs/benchmarks/history.md`);
 /// each floor leaves a margin below its measurement.
 const FLOORS: [(&str, f64); 11] = [
     ("q8 canonical w8a8", 0.996),

@@ -8,7 +8,7 @@
 //! same bits (tested below). It matters for prefill: at 128 tokens the
 //! portable code's attention (baseline SSE2, whose 8-lane sums LLVM spreads
 //! over shuffles) took 14 % of the samples of SmolLM2's one-thread prefill
-//! bench beside `expf`'s 3 %, and this path 5 % (BENCHMARKS.md).
+//! bench beside `expf`'s 3 %, and this path 5 % (docs/benchmarks/history.md).
 
 /// `Σ a·b` in eight lanes (lane `i` sums elements `i, i + 8, …` in order),
 /// the lanes added pairwise, then the elements past the last 8 in order.

@@ -1,5 +1,5 @@
 //! Accuracy floors on the real model, measured and asserted with a margin
-//! (`docs/BENCHMARKS.md` has the full table from `cargo xtask smollm`):
+//! (`docs/benchmarks/history.md`, "Perplexity", has the full table from `cargo xtask smollm`):
 //! SmolLM2-135M-Instruct converted by the converter's own code, scored on
 //! the first 1024 tokens of Debian's GPL-3 text (`/usr/share/common-
 //! licenses/GPL-3`, base-files) in windows of 512 against the f32 path.

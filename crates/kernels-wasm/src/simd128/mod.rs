@@ -58,7 +58,8 @@ const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::
 /// W4A8 also takes 16 weight rows per call at M = 1, one after another:
 /// 1.19–1.21× the 4-row tile on SIMD128 under Node.js (level on relaxed
 /// SIMD, 0.95–1.02×; W8A8 level, 0.93–1.06×, so it keeps the 4-row tile),
-/// `docs/BENCHMARKS.md`.
+/// on a Zen 3 EPYC (family 25 model 1), `3b2c1bc`:
+/// `docs/benchmarks/history.md`.
 const DECODE_TILES: &[Tile] = &[
     Tile::ONE,
     Tile::new(4, 1),

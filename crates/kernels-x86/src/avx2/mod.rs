@@ -75,7 +75,8 @@ pub(crate) use entry::scales_to_f32;
 /// another, so that the weights stream as one sequential run: 4 rows read
 /// in lockstep (sharing each activation load) left the hardware prefetcher
 /// behind: 55–70 % of the bandwidth probe against 58–110 % per repeat for
-/// one row at a time on a Zen 3 EPYC (BENCHMARKS.md). W8A8 batches run each 4-row
+/// one row at a time on a Zen 3 EPYC (family 25 model 1, `267923e`:
+/// docs/benchmarks/history.md). W8A8 batches run each 4-row
 /// block over 8 activation rows while it is in L1 (16-row chunks: the
 /// matrix streams once); W4A8 batches in 2 × 4 tiles within 64-row chunks
 /// (64 rows of K = 4096 are 128 KiB, in L2 while every tile passes over

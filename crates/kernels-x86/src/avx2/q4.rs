@@ -213,7 +213,8 @@ fn eight_groups_of_32(v: [__m256i; 4]) -> __m256i {
 /// a time), then their products eight at a time,
 /// added one by one. Every whole block counts (without the last odd block
 /// K = 576 left 2 of its 18 groups to the frame's scalar tail, which cost
-/// more than the other 16 on a Zen 3 EPYC at 576 × 576). Each output's
+/// more than the other 16 on a Zen 3 EPYC at 576 × 576 before `1fe33e4`).
+/// Each output's
 /// arithmetic is exactly the scalar form's: `acc_g` the exact i32, one
 /// conversion, one product, added in increasing `g` from +0. Returns the
 /// sum and the first group not yet added.
@@ -333,7 +334,7 @@ fn group_sums32(xs: &[i8], sums: &[i32], w: &[u8], blocks: usize, acc: &mut [i32
 /// sums and scales transposed once, and each group converted, scaled and
 /// added to the 8 outputs' chains with one vector operation each. One
 /// output at a time ([`grouped32_steps`]) spent a third of its 247
-/// instructions a row (576 × 576, the Zen 3 EPYC of BENCHMARKS.md,
+/// instructions a row (576 × 576, the Zen 3 EPYC of docs/benchmarks/history.md,
 /// `fa0119e`) reducing and adding groups one by one in scalar registers;
 /// reading the 8 rows in lockstep instead (the rows in the lanes from the
 /// first instruction) ran SmolLM2's decode and cold 576 × 1536 calls at
@@ -494,7 +495,9 @@ fn grouped32_rows<const WR: usize>(
     // that each weight row is read start to end in one visit: the tile's 16
     // rows then stream as one sequential run of memory, which the hardware
     // prefetcher follows (16 rows read in lockstep, 128 bytes each per
-    // step, ran at 0.63–0.96× of this at 11008 × 4096, BENCHMARKS.md)
+    // step, ran at 0.63–0.96× of this at 11008 × 4096 on the Zen 3 EPYC,
+    // family 25 model 1, in issue 17 before `1d8e7c0`:
+    // docs/benchmarks/history.md)
     let corr: Vec<[__m256i; 8]> = (0..eights)
         .map(|e| {
             transpose8(std::array::from_fn(|i| {

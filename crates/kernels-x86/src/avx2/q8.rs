@@ -47,7 +47,7 @@ fn dot_rows<const R: usize>(x: &[i8], w: [&[i8]; R]) -> [i32; R] {
 /// against 11 for [`dot_rows`] at `R = 1` (a prefetch per 32 columns, the
 /// loop's own count and test per 32). With the frame's changes of
 /// `75abfa8`, a 576 × 576 call's callgrind count fell 21 % (`f8180df`, Zen
-/// 3 EPYC, BENCHMARKS.md). Integer sums: any order is exact.
+/// 3 EPYC, docs/benchmarks/history.md). Integer sums: any order is exact.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn dot_row(x: &[i8], w: &[i8]) -> i32 {

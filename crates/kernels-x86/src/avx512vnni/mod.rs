@@ -183,8 +183,8 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 /// AMD EPYC Zen 4 (family 25 model 17), where the hardware prefetcher keeps
 /// up with one sequential stream, the same hint made cold W4A8 decode
 /// 15–30 % slower than none, and slower than the AVX2 tier's (768 bytes
-/// ahead for W4A8, none for W8A8; BENCHMARKS.md, issue 20). A prefetch is a hint: the sums are the
-/// same either way.
+/// ahead for W4A8, none for W8A8; `b2a821e`, docs/benchmarks/history.md).
+/// A prefetch is a hint: the sums are the same either way.
 fn far_prefetch() -> bool {
     static FAR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FAR.get_or_init(|| !crate::vendor_is_amd())
@@ -201,7 +201,8 @@ fn hsum_epi32(v: __m512i) -> i32 {
 /// 16 rows at a time as one transposing tree: a decode tile's 16 rows are
 /// reduced by 15 unpack-and-add steps instead of 16 reductions of 4 steps
 /// each, whose latency chains ended every row (45 % of W8A8's decode tile
-/// at 384 × 384 on the Intel Xeon of BENCHMARKS.md, `624df7b`).
+/// at 384 × 384 on the Intel Xeon, family 6 model 207, `624df7b`:
+/// docs/benchmarks/history.md).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn hsum_rows(v: &[__m512i], out: &mut [i32]) {

@@ -17,7 +17,7 @@ use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, PANEL_ROWS};
 /// Bytes ahead of the current load that each step prefetches: a panel is
 /// one sequential run. Streaming 16 matrices of 256 × 4096 in turn (8 MiB,
 /// each call's weights evicted from L2) on the Intel Xeon (family 6 model
-/// 207) of BENCHMARKS.md, at `c771c4d`'s parent, with a throw-away harness
+/// 207; docs/benchmarks/history.md), at `c771c4d`'s parent, with a throw-away harness
 /// around the table entries (not committed; `qlinear-bench --quick --shape
 /// 11008x4096 --only w4a8_g32 --m 1` times the same regime less directly):
 /// 4 KiB ahead took 22.9 µs a call, 1 KiB 25.4, 8 KiB 22.8 and 16 KiB 23.7

@@ -14,8 +14,9 @@ use std::arch::x86_64::*;
 use super::{far_prefetch, hsum_epi32, hsum_rows};
 
 /// Bytes ahead of the current load that each weight row is prefetched: 4 KiB
-/// reached 1.3× the throughput of 1 KiB for decode on the Intel Xeon of
-/// BENCHMARKS.md (cold, W4A8), 8 KiB no further.
+/// reached 1.3× the throughput of 1 KiB for decode on the Intel Xeon
+/// (family 6 model 207; cold, W4A8), 8 KiB no further (`a6b869c`,
+/// `docs/benchmarks/history.md`). AMD CPUs issue none ([`far_prefetch`]).
 const PREFETCH: usize = 4096;
 /// Columns per load.
 pub(crate) const BLOCK: usize = 64;
