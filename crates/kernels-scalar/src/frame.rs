@@ -663,9 +663,12 @@ impl<'a, T> Views<'a, T> {
             return v;
         };
         let start = r0.checked_mul(stride);
-        let end = (r0 + last).checked_mul(stride).and_then(|e| e.checked_add(len));
+        let end = r0
+            .checked_add(last)
+            .and_then(|r| r.checked_mul(stride))
+            .and_then(|e| e.checked_add(len));
         let (Some(start), Some(end)) = (start, end) else {
-            panic!("rows {r0}..{} of stride {stride} overflow", r0 + n)
+            panic!("{n} rows from row {r0} of stride {stride} overflow usize")
         };
         let span = &base[start..end];
         for (q, v) in v.iter_mut().enumerate() {
@@ -1068,6 +1071,37 @@ mod tests {
     use super::*;
 
     const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+
+    #[test]
+    fn a_tiles_row_views_are_its_rows_and_may_reach_into_the_next() {
+        let base: Vec<u8> = (0..40).collect();
+        let mut views = Views::new();
+        // rows 2..5 of stride 8, cut to 6 elements
+        let v = views.set_rows(&base, 2, 3, 8, 6);
+        assert_eq!(v, [&base[16..22], &base[24..30], &base[32..38]]);
+        // cut past the stride: each view runs on into the next row
+        let v = views.set_rows(&base, 1, 2, 8, 12);
+        assert_eq!(v, [&base[8..20], &base[16..28]]);
+        assert!(views.set_rows(&base, 4, 0, 8, 8).is_empty());
+        // the last view may end exactly at the end
+        assert_eq!(views.set_rows(&base, 3, 2, 8, 8)[1], &base[32..40]);
+    }
+
+    // WASI builds abort on a panic, so the refusals run natively only
+    #[test]
+    #[should_panic(expected = "out of range")]
+    #[cfg_attr(target_os = "wasi", ignore)]
+    fn a_view_past_the_base_panics() {
+        let base = [0u8; 40];
+        Views::new().set_rows(&base, 3, 2, 8, 9);
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow")]
+    #[cfg_attr(target_os = "wasi", ignore)]
+    fn an_overflowing_span_panics() {
+        Views::<u8>::new().set_rows(&[], usize::MAX, 2, 8, 1);
+    }
 
     #[test]
     fn sweep_covers_every_pair_once() {
