@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use qlinear::QuantLinearMode;
-use qlinear_smollm::{DecodeSplit, KvCache, Model, Sampler, Tokenizer};
+use qlinear_smollm::{DecodeSplit, KvCache, Model, Phase, Sampler, StepTimes, Tokenizer};
 
 #[derive(Parser)]
 #[command(
@@ -117,6 +117,12 @@ struct Args {
     /// Rounds of --bench.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// With --bench: time the phases of every decode step, per thread
+    /// (projections, attention, waits, the LM head, the rest), and print
+    /// where a token's time goes. A profiled step runs as a team, of one
+    /// thread at one thread, and reads the clock 12 times a layer.
+    #[arg(long, requires = "bench")]
+    profile_step: bool,
     /// Read a converted file's codes in place from its memory
     /// (`ModelFile::open_in_place`: no copy, each weight byte resident once)
     /// instead of copying them when loading.
@@ -193,9 +199,12 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         .iter()
         .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
         .collect::<Result<_, _>>()?;
-    // [model][split][threads] -> (prefill tok/s, decode tok/s) per round
+    // [model][split][threads] -> (prefill tok/s, decode tok/s) per round,
+    // and the decode steps' phases (--profile-step) summed over the rounds
     let splits = &args.decode_split;
     let mut runs = vec![vec![vec![(vec![], vec![]); args.bench_threads.len()]; splits.len()]; models.len()];
+    let mut phases: Vec<Vec<Vec<Option<StepTimes>>>> =
+        vec![vec![vec![None; args.bench_threads.len()]; splits.len()]; models.len()];
     for _ in 0..args.repeat.max(1) {
         for (ti, &threads) in args.bench_threads.iter().enumerate() {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -206,23 +215,14 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
                 let (spec, model, _, _) = &mut models[mi];
                 model.set_decode_split(splits[si].of());
                 let (spec, model) = (&*spec, &*model);
-                let (p, d) = pool.install(|| -> Result<(f64, f64), String> {
-                    let mut cache =
-                        KvCache::new(&model.config, prompt.len() + args.bench_tokens + 1).map_err(|e| e.to_string())?;
-                    let t = Instant::now();
-                    let logits = model
-                        .forward(&mut cache, &prompt, false)
-                        .map_err(|e| format!("{spec}: {e}"))?;
-                    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
-                    let mut next = Sampler::argmax(logits);
-                    let t = Instant::now();
-                    for _ in 0..args.bench_tokens {
-                        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
-                    }
-                    Ok((prefill, args.bench_tokens as f64 / t.elapsed().as_secs_f64()))
-                })?;
+                let (p, d, times) =
+                    pool.install(|| time_model(spec, model, &prompt, args.bench_tokens, args.profile_step))?;
                 runs[mi][si][ti].0.push(p);
                 runs[mi][si][ti].1.push(d);
+                if let Some(t) = times {
+                    let sum = &mut phases[mi][si][ti];
+                    *sum = Some(sum.take().map_or(t.clone(), |s| add_times(s, &t)));
+                }
             }
         }
     }
@@ -271,6 +271,9 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
             }
         }
     }
+    if args.profile_step {
+        print_step_phases(&models, splits, &args.bench_threads, &phases);
+    }
     if let Some(path) = &args.json {
         let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
         std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -280,6 +283,83 @@ fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         std::fs::write(&side, ids.join(",")).map_err(|e| format!("{}: {e}", side.display()))?;
     }
     Ok(())
+}
+
+/// One round of `model`: prefill of `prompt` as one batch, then `tokens`
+/// greedy decode steps (profiled with `profile`): prefill and decode tok/s,
+/// and the steps' phases.
+fn time_model(
+    spec: &str,
+    model: &Model,
+    prompt: &[u32],
+    tokens: usize,
+    profile: bool,
+) -> Result<(f64, f64, Option<StepTimes>), String> {
+    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let logits = model
+        .forward(&mut cache, prompt, false)
+        .map_err(|e| format!("{spec}: {e}"))?;
+    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
+    let mut next = Sampler::argmax(logits);
+    if profile {
+        cache.profile_steps();
+    }
+    let t = Instant::now();
+    for _ in 0..tokens {
+        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
+    }
+    let decode = tokens as f64 / t.elapsed().as_secs_f64();
+    Ok((prefill, decode, cache.take_step_times()))
+}
+
+/// Two rounds' phase times added (the same team size in both).
+fn add_times(mut a: StepTimes, b: &StepTimes) -> StepTimes {
+    a.steps += b.steps;
+    for (x, y) in a.threads.iter_mut().zip(&b.threads) {
+        for (x, y) in x.iter_mut().zip(y) {
+            *x += y;
+        }
+    }
+    a
+}
+
+/// `--profile-step`'s table: per model, split, thread count and thread,
+/// milliseconds a decode step in each phase (the mean over every round's
+/// steps) and the step.
+fn print_step_phases(
+    models: &[(String, Model, qlinear_smollm::Meta, f64)],
+    splits: &[Split],
+    threads: &[usize],
+    phases: &[Vec<Vec<Option<StepTimes>>>],
+) {
+    println!();
+    println!("where a decode step's time goes (--profile-step): ms a token, the mean over every round's steps");
+    let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+    println!(
+        "| model | decode split | threads | thread | {} | step |",
+        names.join(" | ")
+    );
+    println!("|---|---|--:|--:|{}--:|", "--:|".repeat(names.len()));
+    for ((spec, ..), per_split) in models.iter().zip(phases) {
+        for (split, per_threads) in splits.iter().zip(per_split) {
+            for (&n, times) in threads.iter().zip(per_threads) {
+                let Some(times) = times else { continue };
+                for (t, ms) in times.ms_per_step().iter().enumerate() {
+                    let total: f64 = ms.iter().sum();
+                    let cells: Vec<String> = ms
+                        .iter()
+                        .map(|v| format!("{v:.3} ({:.0} %)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
+                        .collect();
+                    println!(
+                        "| {spec} | {} | {n} | {t} | {} | {total:.3} |",
+                        split.name(),
+                        cells.join(" | ")
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// `PATH[@MODE]`.

@@ -7,6 +7,7 @@ use qlinear::{Embedding, Linear, ModelFile, QScheme, QuantLinearMode, QuantizedW
 use rayon::prelude::*;
 
 use crate::attend::dot;
+use crate::profile::{counters, take, Clock, Counters, Phase, StepTimes};
 use crate::team::{share, share_items, AbortUnlessDone, Exchange};
 use crate::{Error, Meta, Result};
 
@@ -546,7 +547,8 @@ impl Model {
                 m, cache.capacity
             )));
         }
-        if m == 1 && self.split == DecodeSplit::Team && rayon::current_num_threads() > 1 && !self.calibrating() {
+        let team = (self.split == DecodeSplit::Team && rayon::current_num_threads() > 1) || cache.profile.is_some();
+        if m == 1 && team && !self.calibrating() {
             return self.step_team(cache, tokens[0]);
         }
         let (h, hd) = (c.hidden, c.head_dim);
@@ -614,7 +616,9 @@ impl Model {
     /// of each other layer's output features; the shares are gathered
     /// between layers. Every output is computed by one thread with the
     /// arithmetic of [`Model::forward`]'s own path, so the logits are
-    /// bit-identical to it. The caller has checked the token and the room.
+    /// bit-identical to it. On a profiled cache each thread charges its
+    /// time to the step's phases as it passes their boundaries
+    /// ([`crate::profile`]). The caller has checked the token and the room.
     fn step_team<'c>(&self, cache: &'c mut KvCache, token: u32) -> Result<&'c [f32]> {
         let c = &self.config;
         let threads = rayon::current_num_threads();
@@ -623,6 +627,11 @@ impl Model {
         if cache.team.len() != threads {
             cache.team = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
             cache.exchange = Exchange::new(threads);
+        }
+        if let Some(p) = cache.profile.as_mut().filter(|p| p.len() != threads) {
+            // a new team size starts the count again
+            *p = counters(threads);
+            cache.profiled_steps = 0;
         }
         cache.exchange.reset();
         for local in &mut cache.team {
@@ -636,9 +645,11 @@ impl Model {
             v: v_cache,
             team,
             exchange,
+            profile,
             ..
         } = &*cache;
         let step = |t: usize| -> Result<()> {
+            let mut clock = Clock::new(profile.as_ref().map(|p| &p[t]));
             let running = AbortUnlessDone::new(exchange.barrier());
             let mut local = team[t].lock().unwrap_or_else(PoisonError::into_inner);
             let s = &mut *local;
@@ -651,6 +662,7 @@ impl Model {
             self.embed_row(token, &mut s.x)?;
             for (l, layer) in self.layers.iter().enumerate() {
                 rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
+                clock.lap(Phase::Other);
                 layer
                     .q
                     .forward_rows(&s.h[..h], q_rows.clone(), &mut s.q[q_rows.clone()])?;
@@ -660,6 +672,7 @@ impl Model {
                 layer
                     .v
                     .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
+                clock.lap(Phase::Projections);
                 self.rotate(&mut s.q, q_rows.clone(), pos);
                 self.rotate(&mut s.k, kv_rows.clone(), pos);
                 {
@@ -669,8 +682,10 @@ impl Model {
                     let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
                     store_kv(&mut vc, &s.v, kv_rows.clone(), hd, capacity, pos);
                 }
+                clock.lap(Phase::Other);
                 // every thread's keys and values of this position are held
                 exchange.barrier().wait()?;
+                clock.lap(Phase::Waits);
                 {
                     let kc = k_cache[l].read().unwrap_or_else(PoisonError::into_inner);
                     let vc = v_cache[l].read().unwrap_or_else(PoisonError::into_inner);
@@ -685,29 +700,41 @@ impl Model {
                         attend(hd, pos, qh, &held, head / group, o, &mut s.scores);
                     }
                 }
+                clock.lap(Phase::Attention);
                 exchange.all_gather(t, &mut round, q_rows.clone(), &mut s.att)?;
+                clock.lap(Phase::Waits);
                 layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+                clock.lap(Phase::Projections);
                 exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
+                clock.lap(Phase::Waits);
                 s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
                 rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
+                clock.lap(Phase::Other);
                 layer
                     .gate
                     .forward_rows(&s.h[..h], f_rows.clone(), &mut s.g[f_rows.clone()])?;
                 layer
                     .up
                     .forward_rows(&s.h[..h], f_rows.clone(), &mut s.u[f_rows.clone()])?;
+                clock.lap(Phase::Projections);
                 swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
+                clock.lap(Phase::Other);
                 exchange.all_gather(t, &mut round, f_rows.clone(), &mut s.g)?;
+                clock.lap(Phase::Waits);
                 layer
                     .down
                     .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+                clock.lap(Phase::Projections);
                 exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
+                clock.lap(Phase::Waits);
                 s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
             }
             rms_norm(&s.x, &self.norm, c.eps, &mut s.h[..h]);
+            clock.lap(Phase::Other);
             let v_rows = share(c.vocab, t, threads);
             self.head
                 .forward_rows(&s.h[..h], v_rows.clone(), &mut s.logits[v_rows])?;
+            clock.lap(Phase::Head);
             running.done();
             Ok(())
         };
@@ -740,6 +767,9 @@ impl Model {
             scratch.logits[rows.clone()].copy_from_slice(&local.logits[rows]);
         }
         cache.len += 1;
+        if cache.profile.is_some() {
+            cache.profiled_steps += 1;
+        }
         Ok(&cache.scratch.logits)
     }
 
@@ -1140,6 +1170,11 @@ pub struct KvCache {
     team: Vec<Mutex<Scratch>>,
     /// A team step's meeting place.
     exchange: Exchange,
+    /// Per thread of a profiled team step, its phases' nanoseconds
+    /// ([`KvCache::profile_steps`]).
+    profile: Option<Vec<Counters>>,
+    /// Team steps profiled since the counters were last taken.
+    profiled_steps: u64,
 }
 
 impl KvCache {
@@ -1160,6 +1195,8 @@ impl KvCache {
             scratch: Scratch::default(),
             team: vec![],
             exchange: Exchange::new(0),
+            profile: None,
+            profiled_steps: 0,
         })
     }
 
@@ -1181,6 +1218,26 @@ impl KvCache {
     /// Forgets every position (the buffers stay).
     pub fn clear(&mut self) {
         self.len = 0;
+    }
+
+    /// Times the phases of every decode step run on this cache from now on,
+    /// per thread ([`crate::profile`]), until [`KvCache::take_step_times`].
+    /// A profiled decode step always runs as a team ([`DecodeSplit::Team`]),
+    /// of one thread on a pool of one, whatever the model's split, so that
+    /// one thread's step is measured the same way; the logits keep their
+    /// bits (each output is the same arithmetic on any split).
+    pub fn profile_steps(&mut self) {
+        self.profile.get_or_insert_with(Vec::new);
+    }
+
+    /// The phases' times of the decode steps profiled since
+    /// [`KvCache::profile_steps`] or the last take, zeroing them; `None`
+    /// when this cache is not profiling. Profiling goes on.
+    pub fn take_step_times(&mut self) -> Option<StepTimes> {
+        let counters = self.profile.as_ref()?;
+        let times = take(counters, self.profiled_steps);
+        self.profiled_steps = 0;
+        Some(times)
     }
 }
 

@@ -1,4 +1,5 @@
-//! `qlinear-smollm --calibrate`'s argument checks: each refusal is one line
+//! `qlinear-smollm`'s argument checks (`--calibrate`'s outputs, `--profile-step`
+//! without `--bench`): each refusal is one line
 //! on stderr and a failing exit, made before any model is read, with no
 //! output written and the input untouched.
 
@@ -75,4 +76,14 @@ fn calibrate_refuses_bad_outputs_and_alpha_before_reading_the_model() {
     // --smooth-out without --calibrate is a usage error
     let (ok, err) = run(&[m, "--smooth-out".as_ref(), o]);
     assert!(!ok && err.contains("--calibrate"), "{err}");
+}
+
+/// `--profile-step` profiles `--bench`'s rounds and means nothing without
+/// them: refused by the argument parser, before any model is read.
+#[test]
+fn profile_step_needs_bench() {
+    let (ok, err) = run(&["missing.gguf".as_ref(), "--profile-step".as_ref()]);
+    assert!(!ok);
+    assert!(err.contains("--bench"), "{err}");
+    assert!(!err.contains("missing.gguf"), "the model was read: {err}");
 }

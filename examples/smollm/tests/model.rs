@@ -3,14 +3,14 @@
 //! vocabulary 6, one block) runs, a cached decode step equals the same
 //! position run in one batch, and every bad input is one error naming the
 //! key, tensor or limit; a small one (hidden 96, two blocks) gives a team
-//! decode step the bits of one thread.
+//! decode step the bits of one thread, profiled or not.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use qlinear::format::{write_file, Dtype, OutputTensor};
 use qlinear::{ModelFile, QScheme, QuantizedWeight};
-use qlinear_smollm::{Config, DecodeSplit, Error, KvCache, Meta, Model};
+use qlinear_smollm::{Config, DecodeSplit, Error, KvCache, Meta, Model, Phase};
 
 fn meta(arch: &str) -> HashMap<String, String> {
     [
@@ -490,4 +490,52 @@ fn an_untied_head_is_the_files_output_weight() {
     let path = dir.path().join("written.safetensors");
     model.write_f32(&path, &meta).unwrap();
     assert_eq!(logits(&ModelFile::open(&path).unwrap()), logits(&file));
+}
+
+/// A profiled cache (`KvCache::profile_steps`) runs every decode step as a
+/// team, at one thread too, with the logits' bits of an unprofiled one; it
+/// counts each step once and times every thread's phases, and taking the
+/// times zeroes them.
+#[test]
+fn profiled_steps_keep_the_bits_and_time_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [3u32, 61, 7, 0, 42];
+    let file = small(dir.path(), Some(QScheme::Q8), 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let (mut plain, mut profiled) = (
+                KvCache::new(&model.config, 32).unwrap(),
+                KvCache::new(&model.config, 32).unwrap(),
+            );
+            assert_eq!(plain.take_step_times(), None);
+            // the prompt as one batch is not a decode step
+            model.forward(&mut plain, &ids[..2], false).unwrap();
+            profiled.profile_steps();
+            model.forward(&mut profiled, &ids[..2], false).unwrap();
+            for &t in &ids[2..] {
+                let want = bits(model.forward(&mut plain, &[t], false).unwrap());
+                assert_eq!(
+                    bits(model.forward(&mut profiled, &[t], false).unwrap()),
+                    want,
+                    "{threads} threads"
+                );
+            }
+            let times = profiled.take_step_times().unwrap();
+            assert_eq!(times.steps, 3, "{threads} threads");
+            assert_eq!(times.threads.len(), threads);
+            for (t, phases) in times.threads.iter().enumerate() {
+                assert!(
+                    phases[Phase::Projections as usize] > 0,
+                    "thread {t} of {threads}: {phases:?}"
+                );
+                assert!(phases[Phase::Head as usize] > 0, "thread {t} of {threads}: {phases:?}");
+            }
+            let again = profiled.take_step_times().unwrap();
+            assert_eq!((again.steps, again.threads), (0, vec![[0; 5]; threads]));
+        });
+    }
 }
