@@ -231,7 +231,7 @@ mod tests {
     #[test]
     fn the_wide_path_has_the_bits_of_the_portable_one() {
         for hd in [8, 16, 24, 32, 64, 128] {
-            for n in [1, 2, 3, 4, 5, 7, 8, 9, 31, 64, 130] {
+            for n in [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 64, 130, 203] {
                 let seed = (hd * 1000 + n) as u64;
                 let (q, k, v) = (values(seed, hd), values(seed + 1, n * hd), values(seed + 2, n * hd));
                 let (mut o1, mut o2, mut s1, mut s2) = (vec![0f32; hd], vec![0f32; hd], vec![0f32; n], vec![0f32; n]);
