@@ -16,8 +16,6 @@ pub(crate) fn test() -> Result {
             "-p",
             "qlinear-kernels-neon",
             "-p",
-            "qlinear-kernel-mutants",
-            "-p",
             "qlinear-dispatch",
             "--all-targets",
         ])
@@ -26,14 +24,7 @@ pub(crate) fn test() -> Result {
         run(cargo()
             .args(["clippy", "--target", WASI, "--target-dir"])
             .arg(format!("target/{tier}"))
-            .args([
-                "-p",
-                "qlinear-kernels-wasm",
-                "-p",
-                "qlinear-dispatch",
-                "-p",
-                "qlinear-kernel-mutants",
-            ])
+            .args(["-p", "qlinear-kernels-wasm", "-p", "qlinear-dispatch"])
             .args(["--all-targets", "--", "-D", "warnings"])
             .env(
                 "CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS",
@@ -143,8 +134,6 @@ pub(crate) fn aarch64_tests() -> Result {
         "-p",
         "qlinear-kernels-neon",
         "-p",
-        "qlinear-kernel-mutants",
-        "-p",
         "qlinear-dispatch",
         "-p",
         "qlinear",
@@ -207,7 +196,7 @@ pub(crate) fn wasm_tests() -> Result {
         "-p",
         "qlinear-kernels-scalar",
         "-p",
-        "qlinear-kernel-mutants",
+        "qlinear-kernels-wasm",
         "-p",
         "qlinear-dispatch",
         "-p",

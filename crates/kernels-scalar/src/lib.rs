@@ -21,6 +21,7 @@ pub mod frame;
 mod int;
 pub mod layout;
 pub mod panels;
+pub mod proof;
 mod table;
 
 pub use dot::{dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, quantize_row_q8_finite};

@@ -7,9 +7,10 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
-use qlinear_kernel_mutants::{evenodd_dot, failing};
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8};
+use qlinear_kernels_scalar::proof::mutants::{evenodd_dot, failing};
+use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_i8, GemmShapes, KernelTable, SCALAR};
 
 fn portable(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
@@ -103,7 +104,7 @@ fn seq_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 }
 
 const DECODE_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
-qlinear_kernel_mutants::w4a8_on_frame! {
+qlinear_kernels_scalar::w4a8_on_frame! {
     tiles: DECODE_TILES,
     chunk: 64,
     block: 32,
@@ -191,7 +192,7 @@ mod relaxed {
         relaxed_tile(x, w, acc, 0, true)
     }
 
-    qlinear_kernel_mutants::w4a8_on_frame! {
+    qlinear_kernels_scalar::w4a8_on_frame! {
         tiles: &[Tile::ONE],
         chunk: 0,
         block: 32,

@@ -1,14 +1,14 @@
-//! Deliberately wrong SIMD kernels live in this crate's tests (`tests/x86.rs`,
-//! `tests/vnni.rs`, `tests/neon.rs`, `tests/wasm.rs`, `tests/frame.rs`): each is a plausible
-//! mistake of a real tier, and each must fail
-//! `qlinear_dispatch::prove_kernel_table`. The crate is never published; its
-//! library holds only what the test files share: [`failing`], [`first_failure`],
-//! [`evenodd_dot`], [`w4a8_on_frame!`] and [`panel_table!`].
+//! What a tier's tests share to show that its proof can fail: the families
+//! a table fails ([`failing`], [`first_failure`]), a plain-Rust reference a
+//! mutant tile may compute with ([`evenodd_dot`]), and tables built on the
+//! frame around a test's own tiles ([`crate::w4a8_on_frame!`],
+//! [`crate::panel_table!`]). Each kernel crate's `tests/` holds its tiers'
+//! mutants: deliberately wrong kernels, each a plausible mistake of a real
+//! tier, each of which must fail [`prove_kernel_table`].
 
-#![forbid(unsafe_code)]
-
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
-use qlinear_kernels_scalar::KernelTable;
+use super::Mismatch;
+use super::{default_census, prove_kernel_table};
+use crate::{KernelFamily, KernelTable};
 
 /// The families whose proof fails for `table` over the default census, in
 /// the proof's order.

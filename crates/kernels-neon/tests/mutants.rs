@@ -10,9 +10,10 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
-use qlinear_kernel_mutants::{evenodd_dot, failing};
 use qlinear_kernels_scalar::frame::Tile;
+use qlinear_kernels_scalar::proof::mutants::{evenodd_dot, failing};
+use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_q4_biased, KernelTable, SCALAR};
 
 #[target_feature(enable = "neon,dotprod")]
@@ -313,7 +314,7 @@ fn decode_128_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { sdot_decode_128(x, w, acc, false) }
 }
 
-qlinear_kernel_mutants::w4a8_on_frame! {
+qlinear_kernels_scalar::w4a8_on_frame! {
     tiles: &[Tile::ONE, Tile::new(4, 1)],
     chunk: 64,
     block: 32,
@@ -384,7 +385,7 @@ fn i8mm_evenodd_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { i8mm_evenodd_tile(x, w, acc, false) }
 }
 
-qlinear_kernel_mutants::w4a8_on_frame! {
+qlinear_kernels_scalar::w4a8_on_frame! {
     tiles: mutants::PAIR_TILES,
     chunk: 0,
     block: 32,

@@ -4,9 +4,10 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily, Mismatch};
-use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Shapes, Tile};
+use qlinear_kernels_scalar::proof::mutants::first_failure;
+use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table, Mismatch};
+use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
@@ -785,7 +786,7 @@ mod seq_w8a8 {
     qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
 }
 
-qlinear_kernel_mutants::w4a8_on_frame! {
+qlinear_kernels_scalar::w4a8_on_frame! {
     tiles: DECODE_TILES,
     chunk: 64,
     block: 64,
@@ -890,25 +891,25 @@ fn avx2_panel_checked(
     unsafe { avx2_panel_with(x, sums, panel, s, out, slip) }
 }
 
-qlinear_kernel_mutants::panel_table!(
+qlinear_kernels_scalar::panel_table!(
     avx2_panel_operands_swapped,
     avx2_panel_checked,
     Avx2PanelSlip::OperandsSwapped,
     [4, 1]
 );
-qlinear_kernel_mutants::panel_table!(
+qlinear_kernels_scalar::panel_table!(
     avx2_panel_first_half_scales,
     avx2_panel_checked,
     Avx2PanelSlip::FirstHalfScales,
     [4, 1]
 );
-qlinear_kernel_mutants::panel_table!(
+qlinear_kernels_scalar::panel_table!(
     avx2_panel_pairs_carried,
     avx2_panel_checked,
     Avx2PanelSlip::PairsCarried,
     [4, 1]
 );
-qlinear_kernel_mutants::panel_table!(avx2_panel_right, avx2_panel_checked, Avx2PanelSlip::None, [4, 1]);
+qlinear_kernels_scalar::panel_table!(avx2_panel_right, avx2_panel_checked, Avx2PanelSlip::None, [4, 1]);
 
 #[test]
 fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {

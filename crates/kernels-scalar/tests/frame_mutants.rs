@@ -5,9 +5,10 @@
 //! exercised — its leftovers and chunk boundaries too — as soon as it is
 //! registered.
 
-use qlinear_dispatch::{default_census, prove_kernel_table, KernelFamily};
-use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4};
+use qlinear_kernels_scalar::proof::mutants::first_failure;
+use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_i8, dot_i8_q4_biased, lane_tree, GemmShapes, KernelTable, SCALAR};
 
 /// 3 weight rows × 5 activation rows, 6 × 1 for M = 1, in chunks of 7 rows.

@@ -5,9 +5,9 @@
 //! CPU and on every other architecture too: what they prove is that the
 //! proof's rows and K reach each tile of the real tier's shapes.
 
-use qlinear_dispatch::KernelFamily;
-use qlinear_kernel_mutants::first_failure;
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile};
+use qlinear_kernels_scalar::proof::mutants::first_failure;
+use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
 
 /// `mod $module` with `TABLE`: the scalar tier with its `$family` GEMM on
@@ -216,7 +216,7 @@ fn w4a8_quads_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     }
 }
 
-qlinear_kernel_mutants::w4a8_on_frame! {
+qlinear_kernels_scalar::w4a8_on_frame! {
     tiles: Q4_TILES,
     chunk: 64,
     block: 128,
@@ -524,11 +524,11 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
     }
 }
 
-qlinear_kernel_mutants::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
-qlinear_kernel_mutants::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
-qlinear_kernel_mutants::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
-qlinear_kernel_mutants::panel_table!(panel_next_group_sums, panel_with, PanelSlip::SumsOfNextGroup, [8, 4, 1]);
-qlinear_kernel_mutants::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(panel_next_group_sums, panel_with, PanelSlip::SumsOfNextGroup, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
 
 #[test]
 fn the_panel_tiles_fail_the_proof_on_their_slips() {

@@ -1,0 +1,514 @@
+//! The proof rows of each family, run through a table's entries.
+
+use std::fmt;
+use std::sync::Arc;
+
+use half::f16;
+use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+
+use super::inputs::*;
+use super::*;
+use crate::panels::PANEL_GROUP;
+use crate::{activation_group_sums, ActivationsF32, ActivationsQ8, GemmQ8Panels, KernelError, LayoutCache, OutputTile};
+
+impl Prover<'_> {
+    fn check<T: PartialEq + fmt::Debug>(&mut self, case: &str, k: usize, expected: T, got: T) {
+        self.checks += 1;
+        if self.mismatch.is_none() && expected != got {
+            self.mismatch = Some(Mismatch {
+                case: case.to_string(),
+                k,
+                expected: format!("{expected:?}"),
+                got: format!("{got:?}"),
+            });
+        }
+    }
+
+    /// The layout cache for the all-extreme activation rows of pattern
+    /// `x_sig`, `m` rows of `k`: past [`RANDOM_PROOF_MAX_K`] one per tier,
+    /// shared by its families and proof rows that lay the same rows out
+    /// alike (the cache checks the rows and the layout, and lays them out
+    /// anew for any other). At the integer bounds each layout is a fresh
+    /// megabyte, and its page faults were half of the selftest's in a VM.
+    fn layouts(&self, x_sig: i64, k: usize, m: usize) -> Arc<LayoutCache> {
+        memo((self.table.name, x_sig, k, m), LayoutCache::default)
+    }
+
+    /// Activation rows a proof builds, or a recorded failure when the
+    /// builder refuses them (a defect of the prover's own shapes).
+    fn built<T>(&mut self, case: &str, k: usize, rows: Result<T, KernelError>) -> Option<T> {
+        match rows {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                self.check(case, k, "activation rows accepted".to_string(), e.to_string());
+                None
+            }
+        }
+    }
+
+    pub(super) fn prove_at(&mut self, k: usize) {
+        use KernelFamily as F;
+        if self.family.max_k().is_none() && k > FLOAT_PROOF_MAX_K {
+            return;
+        }
+        match self.family {
+            F::DotI8I8 => {
+                for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
+                    let (xa, wa) = (periodic_memo(x, k), periodic_memo(w, k));
+                    let exact = exact_dot(k, x, |i| i64::from(w(i)));
+                    self.check(case, k, exact, i64::from((self.table.dot_i8_i8)(&xa, &wa)));
+                }
+            }
+            F::DotI8Q4 => {
+                for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
+                    let xa = periodic_memo(x, k);
+                    // the packed row of the W4A8 proof's matrix
+                    let w = q4_pattern_memo(nib, k, 0);
+                    let Ok(w) = w.as_ref() else {
+                        continue;
+                    };
+                    let exact = exact_dot(k, x, |i| i64::from(nib(i)) - 8);
+                    let got = (self.table.dot_i8_q4)(&xa, w.packed());
+                    self.check(case, k, exact, i64::from(got));
+                }
+            }
+            F::QuantizeActivations => self.prove_quantizer(k),
+            F::W8A8 | F::W8A16 => {
+                for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
+                    let wm = memo(("w, -w", sig(w), k, 0), || {
+                        let mut codes = periodic(w, k);
+                        codes.extend(periodic(w, k).iter().map(|&c| -c));
+                        QuantizedMatrix::from_parts(2, k, codes, vec![1.0, 1.0])
+                    });
+                    let Ok(wm) = wm.as_ref() else {
+                        continue;
+                    };
+                    let exact = exact_dot(k, x, |i| i64::from(w(i)));
+                    self.prove_gemm_q8(case, k, x, sig(w), wm, [exact, -exact]);
+                }
+            }
+            F::W4A8 | F::W4A16 | F::W4A8Grouped | F::W4A16Grouped => {
+                for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
+                    self.prove_q4_pattern(case, k, x, nib);
+                }
+            }
+        }
+        if self.random && k <= RANDOM_PROOF_MAX_K {
+            self.prove_random(k);
+        }
+        if let (F::W4A8Grouped, Some(panels)) = (self.family, self.table.gemm_w4a8_grouped_panels) {
+            if k <= RANDOM_PROOF_MAX_K && k.is_multiple_of(PANEL_GROUP) {
+                self.prove_panels(panels, k);
+            }
+        }
+    }
+
+    /// A table's W4A8 grouped entry on the panel form ([`PanelsQ4`])
+    /// against the scalar entry on the natural matrix, every table the
+    /// scalar one included (its panel entry is other code): random rows
+    /// with scales of both signs, then all-extreme rows; over 1 to 3 panels,
+    /// M = 1 to 9 (the 4-row and 1-row tiles and their mixes), and ranges
+    /// that start and end inside a panel (the driver splits by 8 rows). The
+    /// cases and their reference outputs are built once per K and shared by
+    /// every table ([`panel_cases`]).
+    fn prove_panels(&mut self, panels: GemmQ8Panels, k: usize) {
+        for case in panel_cases(k).iter() {
+            let PanelCase {
+                name,
+                m,
+                rows,
+                xc,
+                xs,
+                sums,
+                panels: p,
+                want,
+            } = case;
+            let Some(p) = p else {
+                self.check(name, k, "a panel form".to_string(), "none".to_string());
+                return;
+            };
+            let layouts = LayoutCache::default();
+            let Some(act) = self.built(name, k, ActivationsQ8::new(*m, k, xc, xs, sums, PANEL_GROUP)) else {
+                return;
+            };
+            let act = act.with_layouts(&layouts);
+            let width = rows.len();
+            let mut got = vec![f32::NAN; m * width];
+            panels(&act, p, rows.clone(), &mut OutputTile::new(&mut got, width));
+            self.check(name, k, want.clone(), bits(&got));
+        }
+    }
+
+    fn prove_quantizer(&mut self, k: usize) {
+        let mut rng = Rng::new(k as u64);
+        let rows: [Vec<f32>; 4] = [
+            (0..k).map(|i| f32::from(alt(i)) * 0.5).collect(),
+            (0..k).map(|i| (i % 255) as f32 - 127.0 + 0.5).collect(), // ties at .5 with scale 1
+            (0..k).map(|_| rng.unit() * 1e-3).collect(),
+            (0..k).map(|i| if i == 0 { 0.0 } else { rng.unit() * 3e38 }).collect(),
+        ];
+        for (n, row) in rows.iter().enumerate() {
+            let (mut want, mut got) = (vec![0i8; k], vec![0i8; k]);
+            let sw = (SCALAR.quantize_row_q8)(row, &mut want);
+            let sg = (self.table.quantize_row_q8)(row, &mut got);
+            self.check(
+                &format!("activation row {n}"),
+                k,
+                (sw.to_bits(), want),
+                (sg.to_bits(), got),
+            );
+        }
+    }
+
+    /// Runs a 2-row Q8 matrix (pattern row, negated row) against the pattern
+    /// activation (and its negation) through the W8A8 or W8A16 kernel.
+    fn prove_gemm_q8(
+        &mut self,
+        case: &'static str,
+        k: usize,
+        x: fn(usize) -> i8,
+        w_sig: i64,
+        w: &QuantizedMatrix,
+        exact: [i64; 2],
+    ) {
+        let xc = periodic_memo(x, k);
+        let mut y = vec![f32::NAN; 2];
+        if self.family == KernelFamily::W8A8 {
+            let sums = activation_group_sums(&xc, 1, k, k);
+            let layouts = self.layouts(sig(x), k, 1);
+            let Some(act) = self.built(case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, k)) else {
+                return;
+            };
+            let act = act.with_layouts(&layouts);
+            (self.table.gemm_w8a8)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
+            self.check(
+                case,
+                k,
+                exact.map(|e| (e as f32).to_bits()),
+                [y[0].to_bits(), y[1].to_bits()],
+            );
+            // a table with no batch tile (the scalar one) would only
+            // repeat the rows above, 16 times over at the largest K
+            if self.table.shapes(KernelFamily::W8A8).max_xr() > 1 {
+                self.prove_w8a8_tile(case, &xc, (sig(x), w_sig), w, exact);
+            }
+        } else {
+            let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
+            let layouts = LayoutCache::default();
+            let Some(act) = self.built(case, k, ActivationsF32::new(1, k, &xf)) else {
+                return;
+            };
+            let act = act.with_layouts(&layouts);
+            let mut want = vec![f32::NAN; 2];
+            (SCALAR.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut want, 2));
+            (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
+            self.check(case, k, bits(&want), bits(&y));
+        }
+    }
+
+    /// The batch regime at the same K: 4 activation rows `x, -x, x, -x`
+    /// against 4 weight rows `w, -w, w, -w` (the pattern matrix's two rows
+    /// twice), which SIMD tiers run through a 4 × 4 register tile with its own
+    /// arithmetic (biased operands, wrapping partial sums).
+    fn prove_w8a8_tile(
+        &mut self,
+        case: &'static str,
+        xc: &[i8],
+        sigs: (i64, i64),
+        w: &QuantizedMatrix,
+        exact: [i64; 2],
+    ) {
+        let k = xc.len();
+        let w4 = memo(("w, -w, w, -w", sigs.1, k, 0), || {
+            let mut codes = Vec::with_capacity(4 * k);
+            (0..4).for_each(|q| codes.extend_from_slice(w.row(q % 2)));
+            QuantizedMatrix::from_parts(4, k, codes, vec![1.0; 4])
+        });
+        let Ok(w4) = w4.as_ref() else {
+            return;
+        };
+        let sign = [1i8, -1, 1, -1];
+        let x4 = memo(("x, -x, x, -x", sigs.0, k, 0), || {
+            let mut x4 = Vec::with_capacity(4 * k);
+            for s in sign {
+                x4.extend(xc.iter().map(|&v| s * v));
+            }
+            x4
+        });
+        let sums = memo(("sums of x, -x, x, -x", sigs.0, k, 0), || {
+            activation_group_sums(&x4, 4, k, k)
+        });
+        let layouts = self.layouts(sigs.0, k, 4);
+        let Some(act) = self.built(case, k, ActivationsQ8::new(4, k, &x4, &[1.0; 4], &sums, k)) else {
+            return;
+        };
+        let act = act.with_layouts(&layouts);
+        let mut y = vec![f32::NAN; 16];
+        (self.table.gemm_w8a8)(&act, w4, 0..4, &mut OutputTile::new(&mut y, 4));
+        let want: Vec<u32> = (0..16)
+            .map(|t| ((i64::from(sign[t / 4]) * exact[t % 2]) as f32).to_bits())
+            .collect();
+        self.check(&format!("{case}, 4 x 4 tile"), k, want, bits(&y));
+    }
+
+    fn prove_q4_pattern(&mut self, case: &'static str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
+        use KernelFamily as F;
+        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        if grouped && k % 2 == 1 {
+            return;
+        }
+        let xc = periodic_memo(x, k);
+        // Grouped: the smallest group (2) and the largest (one group of K); at
+        // large K only the largest, which carries the i32 bound.
+        let groups: &[usize] = if !grouped {
+            &[0]
+        } else if k == 0 {
+            &[2]
+        } else if k > FLOAT_PROOF_MAX_K {
+            &[k]
+        } else {
+            &[2, k]
+        };
+        for &g in groups {
+            let w = q4_pattern_memo(nib, k, if grouped { g } else { 0 });
+            let Ok(w) = w.as_ref() else {
+                continue;
+            };
+            let sum_group = if grouped { g } else { k };
+            let sums = memo(("sums of x", sig(x), k, sum_group), || {
+                activation_group_sums(&xc, 1, k, sum_group)
+            });
+            let mut y = [f32::NAN];
+            let mut want = [f32::NAN];
+            let case = format!("{case} group {g}");
+            match self.family {
+                F::W4A8 | F::W4A8Grouped => {
+                    let layouts = self.layouts(sig(x), k, 1);
+                    let Some(act) = self.built(&case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, sum_group))
+                    else {
+                        continue;
+                    };
+                    let act = act.with_layouts(&layouts);
+                    let kernel = if grouped {
+                        self.table.gemm_w4a8_grouped
+                    } else {
+                        self.table.gemm_w4a8
+                    };
+                    kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
+                    // exact per-group i64 sums, accumulated in f32 in increasing g as docs/NUMERICS.md §6
+                    let g_len = if grouped { g } else { k.max(1) };
+                    let mut sum = 0f32;
+                    for start in (0..k).step_by(g_len) {
+                        let acc = exact_dot(
+                            g_len.min(k - start),
+                            |i| x(start + i),
+                            |i| i64::from(nib(start + i)) - 8,
+                        );
+                        sum += acc as f32 * 1.0;
+                    }
+                    want[0] = if grouped {
+                        sum * 1.0
+                    } else {
+                        (exact_dot(k, x, |i| i64::from(nib(i)) - 8) as f32) * 1.0
+                    };
+                }
+                _ => {
+                    let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
+                    let layouts = LayoutCache::default();
+                    let Some(act) = self.built(&case, k, ActivationsF32::new(1, k, &xf)) else {
+                        continue;
+                    };
+                    let act = act.with_layouts(&layouts);
+                    let (kernel, reference) = if grouped {
+                        (self.table.gemm_w4a16_grouped, SCALAR.gemm_w4a16_grouped)
+                    } else {
+                        (self.table.gemm_w4a16, SCALAR.gemm_w4a16)
+                    };
+                    reference(&act, w, 0..1, &mut OutputTile::new(&mut want, 1));
+                    kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
+                }
+            }
+            self.check(&case, k, bits(&want), bits(&y));
+        }
+    }
+
+    /// Random rows (random codes and scales) against the scalar table, in
+    /// calls shaped by the tiles the table declares for the family
+    /// ([`Shapes::proof_calls`](qlinear_kernels_scalar::frame::Shapes::proof_calls)):
+    /// M runs the largest activation-row tile twice and then its largest
+    /// leftover, N likewise for weight rows (with a call of its own for a
+    /// smaller activation tile that needs more weight rows), and at
+    /// [`CHUNK_PROOF_K`] N first fills one whole weight-row chunk; below
+    /// [`TAIL_PROOF_BELOW`] every tile once
+    /// ([`Shapes::tail_proof_calls`](qlinear_kernels_scalar::frame::Shapes::tail_proof_calls)).
+    /// A new tile is covered the moment it is declared.
+    fn prove_random(&mut self, k: usize) {
+        let shapes = self.table.shapes(self.family);
+        let calls = if k < TAIL_PROOF_BELOW {
+            shapes.tail_proof_calls()
+        } else {
+            shapes.proof_calls(CHUNK_PROOF_K.contains(&k))
+        };
+        let mut rng = Rng::new(0xC0FFEE ^ k as u64 ^ ((self.family as u64) << 32));
+        for (m, n) in calls {
+            self.prove_random_rows(&mut rng, m, n, k);
+        }
+    }
+
+    /// One call of the random rows: `m` activation rows against `n` weight rows.
+    fn prove_random_rows(&mut self, rng: &mut Rng, m: usize, n: usize, k: usize) {
+        use KernelFamily as F;
+        let float = self.family.float_activations();
+        let xc: Vec<i8> = rng.codes(m * k);
+        let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
+        // f32 activations only where a float family reads them
+        let xf: Vec<f32> = if float {
+            (0..m * k).map(|_| rng.unit() * 4.0).collect()
+        } else {
+            Vec::new()
+        };
+        let case = "random rows";
+        let layouts_f = LayoutCache::default();
+        // no rows where no float family reads them
+        let Some(act_f) = self.built(case, k, ActivationsF32::new(if float { m } else { 0 }, k, &xf)) else {
+            return;
+        };
+        let act_f = act_f.with_layouts(&layouts_f);
+        let run = |kernel: &dyn Fn(&mut OutputTile<'_>)| {
+            let mut y = vec![f32::NAN; m * n];
+            kernel(&mut OutputTile::new(&mut y, n));
+            y
+        };
+        match self.family {
+            F::DotI8I8 => {
+                let w: Vec<i8> = rng.codes(k);
+                self.check(
+                    case,
+                    k,
+                    (SCALAR.dot_i8_i8)(&xc[..k], &w),
+                    (self.table.dot_i8_i8)(&xc[..k], &w),
+                );
+            }
+            F::DotI8Q4 => {
+                let p = rng.packed(k);
+                self.check(
+                    case,
+                    k,
+                    (SCALAR.dot_i8_q4)(&xc[..k], &p),
+                    (self.table.dot_i8_q4)(&xc[..k], &p),
+                );
+            }
+            F::QuantizeActivations => {}
+            F::W8A8 | F::W8A16 => {
+                let codes: Vec<i8> = rng.codes(n * k);
+                let scales: Vec<f32> = (0..n).map(|_| rng.unit().abs() * 0.01).collect();
+                let Ok(w) = QuantizedMatrix::from_parts(n, k, codes, scales) else {
+                    return;
+                };
+                let sums = activation_group_sums(&xc, m, k, k);
+                let layouts = LayoutCache::default();
+                let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, &xc, &xs, &sums, k)) else {
+                    return;
+                };
+                let act = act.with_layouts(&layouts);
+                let (want, got) = if self.family == F::W8A8 {
+                    (
+                        run(&|t| (SCALAR.gemm_w8a8)(&act, &w, 0..n, t)),
+                        run(&|t| (self.table.gemm_w8a8)(&act, &w, 0..n, t)),
+                    )
+                } else {
+                    (
+                        run(&|t| (SCALAR.gemm_w8a16)(&act_f, &w, 0..n, t)),
+                        run(&|t| (self.table.gemm_w8a16)(&act_f, &w, 0..n, t)),
+                    )
+                };
+                self.check(case, k, bits(&want), bits(&got));
+            }
+            F::W4A8 | F::W4A8Grouped | F::W4A16 | F::W4A16Grouped => {
+                let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+                let g = [64, 32, 8, 2].into_iter().find(|g| k.is_multiple_of(*g)).unwrap_or(0);
+                if grouped && g == 0 {
+                    return;
+                }
+                // groups of 32 as well once there are 8 of them: the SIMD
+                // tiers' fast path for q4g32, which a group of 64 never takes
+                // (K 256, 384 and 1024 reach its 8-group steps, the groups
+                // after them and the 8-row batch tile; its code does not
+                // change with K beyond that)
+                if grouped && g == 64 && (256..=1024).contains(&k) {
+                    self.prove_random_q4(rng, m, n, k, 32, &xc, &xs, &act_f, &run, case);
+                }
+                self.prove_random_q4(rng, m, n, k, g, &xc, &xs, &act_f, &run, case);
+            }
+        }
+    }
+
+    /// The random rows of the Q4 families with group `g` (grouped families).
+    #[allow(clippy::too_many_arguments)]
+    fn prove_random_q4(
+        &mut self,
+        rng: &mut Rng,
+        m: usize,
+        n: usize,
+        k: usize,
+        g: usize,
+        xc: &[i8],
+        xs: &[f32],
+        act_f: &ActivationsF32<'_>,
+        run: &RunTile<'_>,
+        case: &'static str,
+    ) {
+        use KernelFamily as F;
+        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        let packed: Vec<u8> = (0..n).flat_map(|_| rng.packed(k)).collect();
+        let scales = if grouped {
+            Q4Scales::Grouped {
+                group: g,
+                // both signs: a group scale may be negative (NUMERICS §4)
+                scales: (0..n * k / g).map(|_| f16::from_f32(rng.unit())).collect(),
+            }
+        } else {
+            Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs() * 0.01).collect())
+        };
+        let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales) else {
+            return;
+        };
+        let sum_group = if grouped { g } else { k };
+        let sums = activation_group_sums(xc, m, k, sum_group);
+        let layouts = LayoutCache::default();
+        let Some(act) = self.built(case, k, ActivationsQ8::new(m, k, xc, xs, &sums, sum_group)) else {
+            return;
+        };
+        let act = act.with_layouts(&layouts);
+        let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
+            (
+                SCALAR.gemm_w4a8_grouped,
+                self.table.gemm_w4a8_grouped,
+                SCALAR.gemm_w4a16_grouped,
+                self.table.gemm_w4a16_grouped,
+            )
+        } else {
+            (
+                SCALAR.gemm_w4a8,
+                self.table.gemm_w4a8,
+                SCALAR.gemm_w4a16,
+                self.table.gemm_w4a16,
+            )
+        };
+        let (want, got) = if matches!(self.family, F::W4A8 | F::W4A8Grouped) {
+            (
+                run(&|t| reference(&act, &w, 0..n, t)),
+                run(&|t| kernel_q8(&act, &w, 0..n, t)),
+            )
+        } else {
+            (
+                run(&|t| reference_f(act_f, &w, 0..n, t)),
+                run(&|t| kernel_f(act_f, &w, 0..n, t)),
+            )
+        };
+        self.check(case, k, bits(&want), bits(&got));
+    }
+}
+
+/// Runs a kernel on a fresh NaN-filled output and returns the output.
+type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
