@@ -1,0 +1,301 @@
+//! The activation rows as a family's micro-kernels read them: laid out once
+//! per call (or borrowed), cached between calls, and the views a tile gets.
+
+use super::*;
+
+/// Integer activation rows in a family's layout: row `i` is
+/// `buf[start + i · stride ..][.. len]`, cut to the `kb` columns of whole
+/// blocks. A copied layout starts every row on a 64-byte boundary and holds
+/// `kp` columns: the columns past the last whole block, then zeros up to a
+/// whole block (`kp = kb` when `k` is whole blocks, and for the borrowed
+/// natural layout). A tile may read that padded block against weight rows
+/// that run on into the next row's codes: the zeros make those products
+/// vanish, so the integer sums are the K tail's exactly (`gemm_w4a8`).
+pub(crate) struct IntRows<'a> {
+    pub(super) buf: std::borrow::Cow<'a, [i8]>,
+    pub(super) kb: usize,
+    pub(super) kp: usize,
+    pub(super) len: usize,
+    pub(super) start: usize,
+    pub(super) stride: usize,
+    /// [`Layout::EvenOddQuads16`]'s blocks, aligned like the rows.
+    pub(super) quads: Vec<i8>,
+    pub(super) quads_start: usize,
+}
+
+/// The alignment of every copied activation row, in bytes.
+pub(super) const ROW_ALIGN: usize = 64;
+
+impl<'a> IntRows<'a> {
+    /// The natural layout borrows the caller's codes (a GEMV is called per
+    /// range of rows: a copy per call would cost more than the kernel's
+    /// bookkeeping); the others are written once per call.
+    pub(super) fn new(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
+        let kb = x.k / block * block;
+        if layout == Layout::Natural {
+            return IntRows {
+                buf: std::borrow::Cow::Borrowed(x.codes),
+                kb,
+                kp: kb,
+                len: kb,
+                start: 0,
+                stride: x.k,
+                quads: Vec::new(),
+                quads_start: 0,
+            };
+        }
+        IntRows::copied(x, block, layout)
+    }
+}
+
+impl IntRows<'static> {
+    /// The rows of `x` written out in `layout` (any but the natural one).
+    pub(super) fn copied(x: &ActivationsQ8<'_>, block: usize, layout: Layout) -> Self {
+        let kb = x.k / block * block;
+        let kp = x.k.div_ceil(block) * block;
+        assert!(
+            layout != Layout::Pairs8 || block.is_multiple_of(8),
+            "Pairs8 needs blocks of 8"
+        );
+        assert!(
+            layout != Layout::Pairs8EvenOdd || block.is_multiple_of(16),
+            "Pairs8EvenOdd needs blocks of 16"
+        );
+        let paired = matches!(layout, Layout::Pairs8 | Layout::Pairs8EvenOdd);
+        let len = if paired { 2 * kp } else { kp };
+        let stride = len.div_ceil(ROW_ALIGN) * ROW_ALIGN;
+        // room to move the first row to an aligned address
+        let mut out = vec![0i8; x.m * stride + ROW_ALIGN];
+        let start = out.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
+        // the row, and for the paired layouts the next row, each with its
+        // zero padding to a whole block (copied only when there is a tail)
+        let (mut padded, mut next_padded) = (vec![0i8; kp], vec![0i8; kp]);
+        for i in 0..x.m {
+            let row = if kp == x.k {
+                x.row(i)
+            } else {
+                padded[..x.k].copy_from_slice(x.row(i));
+                &padded[..]
+            };
+            let dst = &mut out[start + i * stride..start + i * stride + len];
+            match layout {
+                Layout::Aligned => dst.copy_from_slice(row),
+                Layout::EvenOdd | Layout::EvenOddQuads16 => split_even_odd_into(row, block, dst),
+                Layout::Pairs8 | Layout::Pairs8EvenOdd => {
+                    let next = (i + 1 < x.m).then(|| {
+                        next_padded[..x.k].copy_from_slice(x.row(i + 1));
+                        &next_padded[..]
+                    });
+                    // each 8-column chunk of the row, then the next row's
+                    // same columns: natural chunks, or per 16 columns the
+                    // even then the odd ones
+                    let chunk = |r: &[i8], c: usize| -> [i8; 8] {
+                        match layout {
+                            Layout::Pairs8 => std::array::from_fn(|j| r[c + j]),
+                            _ => {
+                                let (c16, odd) = (c / 16 * 16, c / 8 % 2);
+                                std::array::from_fn(|j| r[c16 + 2 * j + odd])
+                            }
+                        }
+                    };
+                    for (c, pair) in (0..kp).step_by(8).zip(dst.chunks_exact_mut(16)) {
+                        pair[..8].copy_from_slice(&chunk(row, c));
+                        pair[8..].copy_from_slice(&next.map_or([0; 8], |n| chunk(n, c)));
+                    }
+                }
+                _ => panic!("an integer family needs an integer layout"),
+            }
+        }
+        let (mut quads, mut quads_start) = (Vec::new(), 0);
+        if layout == Layout::EvenOddQuads16 {
+            let blocks = x.m / 16;
+            quads = vec![0i8; blocks * 16 * kp + ROW_ALIGN];
+            quads_start = quads.as_ptr().align_offset(ROW_ALIGN).min(ROW_ALIGN);
+            for b in 0..blocks {
+                let block = &mut quads[quads_start + b * 16 * kp..quads_start + (b + 1) * 16 * kp];
+                for (l, i) in (16 * b..16 * b + 16).enumerate() {
+                    let row = &out[start + i * stride..start + i * stride + kp];
+                    for (d, quad) in row.chunks_exact(4).enumerate() {
+                        for (dst, &v) in block[64 * d + 4 * l..64 * d + 4 * l + 4].iter_mut().zip(quad) {
+                            *dst = v ^ i8::MIN;
+                        }
+                    }
+                }
+            }
+        }
+        IntRows {
+            buf: std::borrow::Cow::Owned(out),
+            kb,
+            kp,
+            len,
+            start,
+            stride,
+            quads,
+            quads_start,
+        }
+    }
+}
+
+impl IntRows<'_> {
+    #[inline]
+    pub(super) fn row(&self, i: usize) -> &[i8] {
+        let at = self.start + i * self.stride;
+        &self.buf[at..at + self.len]
+    }
+
+    /// View `d` of a tile `xr` activation rows tall from row `i0`, over the
+    /// whole blocks (`kb` columns) or with `padded` over the padded block
+    /// too (`kp`): the interleaved block for a 16-row tile on
+    /// [`Layout::EvenOddQuads16`], else row `i0 + d`. Every layout keeps a
+    /// column prefix in a prefix of the bytes, so both are prefixes.
+    #[inline]
+    pub(crate) fn view(&self, xr: usize, i0: usize, d: usize, padded: bool) -> &[i8] {
+        let cols = if padded { self.kp } else { self.kb };
+        if xr == 16 && !self.quads.is_empty() {
+            let at = self.quads_start + i0 / 16 * 16 * self.kp;
+            &self.quads[at..at + 16 * cols]
+        } else {
+            // bytes per column: 1, or 2 for the paired layouts
+            let per = self.len.checked_div(self.kp).unwrap_or(1);
+            &self.row(i0 + d)[..per * cols]
+        }
+    }
+}
+
+/// What a cached layout was made from: the rows (by address and shape) and
+/// the layout, so that a cache is never read for other rows or another
+/// family's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LayoutKey {
+    pub(super) rows_at: usize,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    pub(super) block: usize,
+    pub(super) layout: Layout,
+}
+
+impl LayoutKey {
+    pub(super) fn of<T>(rows: &[T], m: usize, k: usize, block: usize, layout: Layout) -> Self {
+        LayoutKey {
+            rows_at: rows.as_ptr() as usize,
+            m,
+            k,
+            block,
+            layout,
+        }
+    }
+}
+
+/// The layout `key` names from `cell`, written by `make` on first use; `None`
+/// when the cell holds the layout of other rows or of another family.
+pub(super) fn cached<R>(cell: &OnceLock<(LayoutKey, R)>, key: LayoutKey, make: impl FnOnce() -> R) -> Option<&R> {
+    let (k, rows) = cell.get_or_init(|| (key, make()));
+    (*k == key).then_some(rows)
+}
+
+/// The activation rows of one call laid out for a family's tiles, written
+/// once by the first task that needs them and read by every other task of
+/// the call (the driver splits a call's output features over several tasks,
+/// each of which would otherwise lay the same rows out again). Create one per
+/// call (it holds that call's rows) and attach it with
+/// [`ActivationsQ8::with_layouts`] or [`ActivationsF32::with_layouts`]; the
+/// natural layout is borrowed and never cached. Reading from the cache or
+/// laying the rows out anew gives the same bytes, so it never changes bits.
+#[derive(Debug, Default)]
+pub struct LayoutCache {
+    pub(super) int: OnceLock<(LayoutKey, IntRows<'static>)>,
+    pub(super) float: OnceLock<(LayoutKey, FloatRows)>,
+}
+
+impl std::fmt::Debug for IntRows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntRows")
+            .field("len", &self.len)
+            .field("kb", &self.kb)
+            .field("kp", &self.kp)
+            .finish()
+    }
+}
+
+/// Integer rows for a family: borrowed (natural), from the call's cache, or
+/// laid out here when the call has none.
+pub(crate) enum IntView<'a> {
+    Ready(&'a IntRows<'static>),
+    Own(IntRows<'a>),
+}
+
+impl<'a> IntView<'a> {
+    pub(crate) fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
+        let key = LayoutKey::of(x.codes, x.m, x.k, block, layout);
+        let cache = x.layouts().filter(|_| layout != Layout::Natural);
+        match cache.and_then(|c| cached(&c.int, key, || IntRows::copied(x, block, layout))) {
+            Some(rows) => IntView::Ready(rows),
+            None => IntView::Own(IntRows::new(x, block, layout)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn rows(&self) -> &IntRows<'a> {
+        match self {
+            IntView::Ready(r) => r,
+            IntView::Own(r) => r,
+        }
+    }
+}
+
+/// f32 rows laid out per group, `len` values a row.
+#[derive(Debug)]
+pub(super) struct FloatRows {
+    pub(super) values: Vec<f32>,
+    pub(super) len: usize,
+}
+
+impl FloatRows {
+    #[inline]
+    pub(super) fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.len..(i + 1) * self.len]
+    }
+}
+
+/// f32 rows for a family, from the call's cache or laid out here.
+pub(super) enum FloatView<'a> {
+    Ready(&'a FloatRows),
+    Own(FloatRows),
+}
+
+impl<'a> FloatView<'a> {
+    pub(super) fn of(x: &ActivationsF32<'a>, group: usize, layout: Layout) -> Self {
+        let key = LayoutKey::of(x.x, x.m, x.k, group, layout);
+        match x
+            .layouts()
+            .and_then(|c| cached(&c.float, key, || float_rows(x, group, layout)))
+        {
+            Some(rows) => FloatView::Ready(rows),
+            None => FloatView::Own(float_rows(x, group, layout)),
+        }
+    }
+
+    #[inline]
+    pub(super) fn rows(&self) -> &FloatRows {
+        match self {
+            FloatView::Ready(r) => r,
+            FloatView::Own(r) => r,
+        }
+    }
+}
+
+/// f32 activation rows laid out per group of `group` columns.
+pub(super) fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -> FloatRows {
+    // a table's registration, fixed at compile time, not an input
+    let q4_order = match layout {
+        Layout::Chunked => false,
+        Layout::ChunkedQ4 => true,
+        _ => panic!("a float family needs a chunked layout"),
+    };
+    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4_order)).collect();
+    let len = rows.first().map_or(0, Vec::len);
+    FloatRows {
+        values: rows.concat(),
+        len,
+    }
+}

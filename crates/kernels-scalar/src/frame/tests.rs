@@ -1,0 +1,265 @@
+use super::*;
+
+const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+
+#[test]
+fn a_tiles_row_views_are_its_rows_and_may_reach_into_the_next() {
+    let base: Vec<u8> = (0..40).collect();
+    let mut views = Views::new();
+    // rows 2..5 of stride 8, cut to 6 elements
+    let v = views.set_rows(&base, 2, 3, 8, 6);
+    assert_eq!(v, [&base[16..22], &base[24..30], &base[32..38]]);
+    // cut past the stride: each view runs on into the next row
+    let v = views.set_rows(&base, 1, 2, 8, 12);
+    assert_eq!(v, [&base[8..20], &base[16..28]]);
+    assert!(views.set_rows(&base, 4, 0, 8, 8).is_empty());
+    // the last view may end exactly at the end
+    assert_eq!(views.set_rows(&base, 3, 2, 8, 8)[1], &base[32..40]);
+}
+
+// WASI builds abort on a panic, so the refusals run natively only
+#[test]
+#[should_panic(expected = "out of range")]
+#[cfg_attr(target_os = "wasi", ignore)]
+fn a_view_past_the_base_panics() {
+    let base = [0u8; 40];
+    Views::new().set_rows(&base, 3, 2, 8, 9);
+}
+
+#[test]
+#[should_panic(expected = "overflow")]
+#[cfg_attr(target_os = "wasi", ignore)]
+fn an_overflowing_span_panics() {
+    Views::<u8>::new().set_rows(&[], usize::MAX, 2, 8, 1);
+}
+
+#[test]
+fn sweep_covers_every_pair_once() {
+    let shapes = Shapes { tiles: TILES, chunk: 8 };
+    shapes.validate().unwrap();
+    for m in 0..11 {
+        for (start, end) in [(0, 0), (0, 1), (3, 22), (5, 9)] {
+            let mut seen = vec![0u32; m * 30];
+            shapes.sweep(m, start..end, |t, r0, i0| {
+                assert!(TILES.contains(&t));
+                assert!(r0 + t.wr <= end && i0 + t.xr <= m);
+                // a tile never straddles a chunk
+                assert_eq!((r0 - start) / 8, (r0 + t.wr - 1 - start) / 8);
+                for d in 0..t.xr {
+                    for q in 0..t.wr {
+                        seen[(i0 + d) * 30 + r0 + q] += 1;
+                    }
+                }
+            });
+            for i in 0..m {
+                for r in 0..30 {
+                    assert_eq!(seen[i * 30 + r], u32::from((start..end).contains(&r)), "m {m} row {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sweep_prefers_the_largest_tiles() {
+    let shapes = Shapes { tiles: TILES, chunk: 0 };
+    let mut used = Vec::new();
+    shapes.sweep(5, 0..5, |t, r0, i0| used.push((t, r0, i0)));
+    assert_eq!(
+        used,
+        [
+            (Tile::new(2, 4), 0, 0),
+            (Tile::new(2, 4), 2, 0),
+            (Tile::new(1, 4), 4, 0),
+            (Tile::new(4, 1), 0, 4),
+            (Tile::ONE, 4, 4),
+        ]
+    );
+}
+
+#[test]
+fn validation_names_what_is_missing() {
+    const NO_ONE: &[Tile] = &[Tile::new(4, 1)];
+    const NO_LEFTOVER: &[Tile] = &[Tile::ONE, Tile::new(2, 4)];
+    const TOO_BIG: &[Tile] = &[Tile::ONE, Tile::new(17, 1)];
+    let shapes = |tiles| Shapes { tiles, chunk: 0 };
+    assert_eq!(shapes(NO_ONE).validate().unwrap_err(), "no 1×1 tile");
+    assert!(shapes(NO_LEFTOVER).validate().unwrap_err().contains("no 1×4 tile"));
+    assert!(shapes(TOO_BIG).validate().unwrap_err().contains("17×1"));
+}
+
+/// The (activation, weight) lengths each call of [`tile_q4_recorded`]
+/// received (one test uses it).
+static TILE_LENS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// `Σ x·b` per pair of rows in natural order (the `Aligned` layout),
+/// recording the lengths it was handed.
+fn tile_q4_recorded(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    TILE_LENS.lock().unwrap().push((x[0].len(), w[0].len()));
+    for (i, xr) in x.iter().enumerate() {
+        for (q, wr) in w.iter().enumerate() {
+            acc[i * w.len() + q] = dot_i8_q4_biased(xr, wr);
+        }
+    }
+}
+
+#[test]
+fn q4_tiles_read_the_padded_block_where_the_weight_rows_reach_it() {
+    // K = 40 in blocks of 32: kb = 32, kp = 64; rows of 20 packed bytes,
+    // so a row cut to 32 bytes runs 12 into the next row's codes
+    let (n, k) = (9, 40);
+    let wf: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 29) as f32 - 14.0) / 7.0).collect();
+    let w = QuantizedMatrixQ4::quantize(n, k, qlinear_quant_recipe::GroupSize::PerChannel, &wf).unwrap();
+    let codes: Vec<i8> = (0..k).map(|c| ((c * 53 % 255) as i32 - 127) as i8).collect();
+    let sum = codes.iter().map(|&c| i32::from(c)).sum::<i32>();
+    let sums = [sum];
+    let x = ActivationsQ8::new(1, k, &codes, &[0.5], &sums, k).unwrap();
+    const FAMILY: Family<TileI8Q4> = Family {
+        shapes: Shapes {
+            tiles: &[Tile::ONE, Tile::new(4, 1)],
+            chunk: 4,
+        },
+        kernels: &[tile_q4_recorded, tile_q4_recorded],
+        block: 32,
+        layout: Layout::Aligned,
+        scales_to_f32,
+    };
+    let (mut got, mut want) = (vec![0f32; n], vec![0f32; n]);
+    let mut y = OutputTile::new(&mut got, n);
+    gemm_w4a8(&FAMILY, &x, &w, 0..n, &mut y);
+    let mut y = OutputTile::new(&mut want, n);
+    crate::int::gemm_w4a8(&x, &w, 0..n, &mut y);
+    assert_eq!(
+        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+    // rows 0..4 and 4..8 end inside the codes (7 · 20 + 32 <= 180); the
+    // tile holding row 8 takes the whole block and the frame the tail
+    assert_eq!(*TILE_LENS.lock().unwrap(), [(64, 32), (64, 32), (32, 16)]);
+}
+
+#[test]
+fn paired_layouts_put_each_row_beside_the_next() {
+    // two rows of 40 codes (k = 40, blocks of 16: kb = 32), code = 50·row + column
+    let codes: Vec<i8> = (0..2).flat_map(|r| (0..40).map(move |c| (r * 50 + c) as i8)).collect();
+    let x = ActivationsQ8::new(2, 40, &codes, &[1.0, 1.0], &[0, 0], 40).unwrap();
+    let v = |r: i8, cols: &[i8]| -> Vec<i8> { cols.iter().map(|&c| r * 50 + c).collect() };
+    let seq = |from: i8, step: i8| -> Vec<i8> { (0..8).map(|j| from + step * j).collect() };
+    let natural = IntRows::new(&x, 16, Layout::Pairs8);
+    let even_odd = IntRows::new(&x, 16, Layout::Pairs8EvenOdd);
+    let mut want_natural = Vec::new();
+    let mut want_even_odd = Vec::new();
+    for c in [0i8, 16] {
+        for (cols_n, cols_e) in [(seq(c, 1), seq(c, 2)), (seq(c + 8, 1), seq(c + 1, 2))] {
+            want_natural.extend(v(0, &cols_n));
+            want_natural.extend(v(1, &cols_n));
+            want_even_odd.extend(v(0, &cols_e));
+            want_even_odd.extend(v(1, &cols_e));
+        }
+    }
+    assert_eq!(natural.view(1, 0, 0, false), &want_natural[..]);
+    assert_eq!(even_odd.view(1, 0, 0, false), &want_even_odd[..]);
+    // the padded block: columns 32..40, then zeros to 48, beside the next row's
+    let padded = natural.view(1, 0, 0, true);
+    assert_eq!(padded.len(), 96);
+    assert_eq!(&padded[..64], &want_natural[..]);
+    assert_eq!(&padded[64..72], &v(0, &seq(32, 1))[..]);
+    assert_eq!(&padded[72..80], &v(1, &seq(32, 1))[..]);
+    assert!(padded[80..].iter().all(|&b| b == 0));
+    // the last row is paired with zeros
+    let last: Vec<i8> = even_odd
+        .view(1, 1, 0, false)
+        .chunks(8)
+        .skip(1)
+        .step_by(2)
+        .flatten()
+        .copied()
+        .collect();
+    assert!(last.iter().all(|&b| b == 0) && last.len() == 32);
+    assert_eq!(&even_odd.view(1, 1, 0, false)[..8], &v(1, &seq(0, 2))[..]);
+}
+
+#[test]
+fn quads16_interleave_16_rows_per_4_bytes_with_the_sign_flipped() {
+    // 17 rows of 130 codes (blocks of 128: kb = 128), code = row + 3·column
+    let (m, k) = (17, 130);
+    let code = |r: usize, c: usize| ((r + 3 * c) % 251) as i8;
+    let codes: Vec<i8> = (0..m).flat_map(|r| (0..k).map(move |c| code(r, c))).collect();
+    let x = ActivationsQ8::new(m, k, &codes, &[1.0; 17], &[0; 17], k).unwrap();
+    let xs = IntRows::new(&x, 128, Layout::EvenOddQuads16);
+    // the even/odd rows, 64-byte aligned, for tiles under 16 rows
+    for i in [0, 16] {
+        let row = xs.view(4, i.min(13), i - i.min(13), false);
+        assert_eq!(row.as_ptr().align_offset(64), 0);
+        let want: Vec<i8> = (0..64)
+            .map(|j| code(i, 2 * j))
+            .chain((0..64).map(|j| code(i, 2 * j + 1)))
+            .collect();
+        assert_eq!(row, &want[..]);
+        // the padded block: columns 128 and 129 split even/odd, zeros elsewhere
+        let padded = xs.view(4, i.min(13), i - i.min(13), true);
+        assert_eq!(padded.len(), 256);
+        assert_eq!(&padded[..128], &want[..]);
+        for (j, &b) in padded[128..].iter().enumerate() {
+            let want = match j {
+                0 => code(i, 128),
+                64 => code(i, 129),
+                _ => 0,
+            };
+            assert_eq!(b, want, "row {i} padded byte {j}");
+        }
+    }
+    // a 16-row tile: every view is the block of rows 0..16
+    let block = xs.view(16, 0, 5, false);
+    assert_eq!(block.len(), 16 * 128);
+    assert_eq!(xs.view(16, 0, 5, true).len(), 16 * 256);
+    assert_eq!(block.as_ptr().align_offset(64), 0);
+    for l in 0..16 {
+        for j in 0..128 {
+            let even_odd = if j < 64 {
+                code(l, 2 * j)
+            } else {
+                code(l, 2 * (j - 64) + 1)
+            };
+            assert_eq!(
+                block[64 * (j / 4) + 4 * l + j % 4],
+                even_odd ^ i8::MIN,
+                "row {l} byte {j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn proof_calls_reach_every_tile_and_leftover() {
+    // TILES: 1×1, 4×1, 2×4, 1×4; the 4-row tiles' 2 × 2 + 1 weight rows
+    // do not reach the 4 × 1 tile twice, so xr = 1 has a call of its own
+    let shapes = Shapes { tiles: TILES, chunk: 8 };
+    assert_eq!(shapes.proof_calls(false), [(11, 5), (1, 11)]);
+    assert_eq!(shapes.proof_calls(true), [(11, 13), (1, 19)]);
+    assert_eq!(Shapes::SINGLE.proof_calls(true), [(3, 3)]);
+    const WIDE: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
+    let wide = Shapes { tiles: WIDE, chunk: 16 };
+    assert_eq!(wide.proof_calls(false), [(11, 47)]);
+    // every tile runs at least twice
+    let mut used = std::collections::HashMap::new();
+    for (m, n) in shapes.proof_calls(false) {
+        shapes.sweep(m, 0..n, |t, _, _| *used.entry(t).or_insert(0) += 1);
+    }
+    assert!(TILES.iter().all(|t| used.get(t).copied().unwrap_or(0) >= 2), "{used:?}");
+}
+
+#[test]
+fn tail_proof_calls_run_every_tile_once() {
+    // TILES: 1×1, 4×1, 2×4, 1×4
+    let shapes = Shapes { tiles: TILES, chunk: 8 };
+    assert_eq!(shapes.tail_proof_calls(), [(1, 7), (4, 3)]);
+    assert_eq!(Shapes::SINGLE.tail_proof_calls(), [(1, 1)]);
+    let mut used = std::collections::HashSet::new();
+    for (m, n) in shapes.tail_proof_calls() {
+        shapes.sweep(m, 0..n, |t, _, _| {
+            used.insert(t);
+        });
+    }
+    assert_eq!(used.len(), TILES.len(), "{used:?}");
+}

@@ -1,0 +1,64 @@
+//! The weight-row views a tile receives.
+
+use super::*;
+
+/// Row `r` of a weight's codes, `stride` a row: the codes are looked up once
+/// per call, not per row (a weight read in place from a file's map finds
+/// them through an indirect call).
+#[inline]
+pub(super) fn rows_of<'w, T>(codes: &'w [T], stride: usize) -> impl Fn(usize) -> &'w [T] + 'w {
+    move |r| &codes[r * stride..(r + 1) * stride]
+}
+
+/// The row views a micro-kernel receives, kept across the tiles of one call
+/// so that each tile writes only the entries it uses.
+pub(super) struct Views<'a, T> {
+    pub(super) v: [&'a [T]; MAX_SIDE],
+}
+
+impl<'a, T> Views<'a, T> {
+    #[inline]
+    pub(super) fn new() -> Self {
+        Views { v: [&[]; MAX_SIDE] }
+    }
+
+    /// The first `n` views, the `d`-th being `at(d)`.
+    #[inline]
+    pub(super) fn set(&mut self, n: usize, at: impl Fn(usize) -> &'a [T]) -> &[&'a [T]] {
+        for (d, v) in self.v[..n].iter_mut().enumerate() {
+            *v = at(d);
+        }
+        &self.v[..n]
+    }
+
+    /// The first `n` views: rows `r0..r0 + n` of `base`, `stride` elements
+    /// a row, each view `len` long (a view may run on into the next rows'
+    /// elements: the padded reach of [`PaddedReach`]). The tile's span is
+    /// checked once, not each row: a decode call at 576 × 576 spent 15
+    /// instructions a weight row on two checks per view (callgrind, AVX2
+    /// W8A8, `323db81`, AMD EPYC Zen 4). Panics when the last view would
+    /// end past `base`.
+    #[inline]
+    pub(super) fn set_rows(&mut self, base: &'a [T], r0: usize, n: usize, stride: usize, len: usize) -> &[&'a [T]] {
+        let v = &mut self.v[..n];
+        let Some(last) = n.checked_sub(1) else {
+            return v;
+        };
+        let start = r0.checked_mul(stride);
+        let end = r0
+            .checked_add(last)
+            .and_then(|r| r.checked_mul(stride))
+            .and_then(|e| e.checked_add(len));
+        let (Some(start), Some(end)) = (start, end) else {
+            panic!("{n} rows from row {r0} of stride {stride} overflow usize")
+        };
+        let span = &base[start..end];
+        for (q, v) in v.iter_mut().enumerate() {
+            let at = q * stride;
+            // SAFETY: q ≤ last, so at + len ≤ last · stride + len = span.len()
+            // (computed above without overflow), and at ≤ at + len.
+            *v = unsafe { span.get_unchecked(at..at + len) };
+        }
+        v
+    }
+}
