@@ -1,0 +1,194 @@
+//! Building a [`Model`] from a GGUF file (the f32 path) or a converted
+//! qlinear file.
+
+use super::*;
+
+impl Model {
+    /// The f32 path: a GGUF file's weights dequantized exactly.
+    pub fn from_gguf(file: &GgufFile, meta: &Meta) -> Result<Model> {
+        let config = Config::from_meta(meta)?;
+        let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
+            let info = file.tensor(name).ok_or_else(|| Error::Tensor {
+                tensor: name.into(),
+                reason: "missing from the file".into(),
+            })?;
+            check_shape(name, &info.shape(), shape)?;
+            Ok(file.tensor_f32(name)?)
+        };
+        let dense = |name: &str, n: usize, k: usize| -> Result<Dense> {
+            Ok(Dense::f32(tensor(&format!("{name}.weight"), &[n, k])?, n, k))
+        };
+        let vocab = vocab_of(file.tensor("token_embd.weight").map(|t| t.shape()))?;
+        let embed = tensor("token_embd.weight", &[vocab, config.hidden])?;
+        let head = match file.tensor("output.weight") {
+            Some(_) => (dense("output", vocab, config.hidden)?, "output"),
+            None => (Dense::f32(embed.clone(), vocab, config.hidden), "token_embd"),
+        };
+        Model::assemble(
+            config,
+            vocab,
+            Table::F32(embed),
+            head,
+            "f32".into(),
+            |name, shape| tensor(name, shape),
+            dense,
+        )
+    }
+
+    /// The quantized path: every linear of a converted file as a
+    /// [`qlinear::Linear`] (in `mode`, or its weight's default), the tied
+    /// embedding as the LM head; a `token_embd` kept in float is quantized
+    /// to q8 for the head (the table itself stays f32 for the lookup). A
+    /// projection the file keeps in float runs in f32 (a `mode` is then an
+    /// error: it has none); a file with nothing quantized (as
+    /// [`Model::write_f32`] writes it) is the f32 path, head included.
+    pub fn from_converted(file: &ModelFile, meta: &Meta, mode: Option<QuantLinearMode>) -> Result<Model> {
+        let config = Config::from_meta(meta)?;
+        let quantized = file.linears();
+        let linear = |prefix: &str, n: usize, k: usize| -> Result<Dense> {
+            if !quantized.iter().any(|p| p == prefix) {
+                // a layer the converter kept in float (or an f32 file's)
+                let name = format!("{prefix}.weight");
+                let Some(shape) = file.shape(&name) else {
+                    return Err(Error::Tensor {
+                        tensor: format!("{prefix}.qweight"),
+                        reason: format!(
+                            "missing, and no float {name} either: every linear weight of the model must be there"
+                        ),
+                    });
+                };
+                check_shape(&name, &shape, &[n, k])?;
+                if let Some(mode) = mode {
+                    return Err(Error::Tensor {
+                        tensor: name,
+                        reason: format!("kept in float: a mode ({mode}) applies to quantized layers only"),
+                    });
+                }
+                return Ok(Dense::f32(file.tensor_f32(&name)?, n, k));
+            }
+            let mut l = file.linear(prefix)?;
+            check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
+            if let Some(mode) = mode {
+                let m = head_mode(prefix, &l, mode);
+                l = l.with_mode(m)?;
+            }
+            Ok(Dense::Q(Box::new(l)))
+        };
+        let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
+            let found = file.shape(name).ok_or_else(|| Error::Tensor {
+                tensor: name.into(),
+                reason: "missing from the file".into(),
+            })?;
+            check_shape(name, &found, shape)?;
+            Ok(file.tensor_f32(name)?)
+        };
+        let embed = file.embedding("token_embd.weight")?;
+        let vocab = embed.rows();
+        check_shape("token_embd.weight", &[vocab, embed.dim()], &[vocab, config.hidden])?;
+        if quantized.is_empty() {
+            // nothing quantized: the f32 path, from a safetensors file (as
+            // `Model::write_f32` writes it)
+            let w = tensor("token_embd.weight", &[vocab, config.hidden])?;
+            let head = match file.shape("output.weight") {
+                Some(_) => (linear("output", vocab, config.hidden)?, "output"),
+                None => (Dense::f32(w.clone(), vocab, config.hidden), "token_embd"),
+            };
+            let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
+            return Model::assemble(config, vocab, Table::F32(w), head, "f32".into(), tensor, dense);
+        }
+        // the head: `output` where the file has it, else the token table
+        let head_name = if quantized.iter().any(|p| p == "output") || file.shape("output.weight").is_some() {
+            "output"
+        } else {
+            "token_embd"
+        };
+        let head = if quantized.iter().any(|p| p == head_name) {
+            linear(head_name, vocab, config.hidden)?
+        } else {
+            // kept in float beside quantized projections: q8 for the head
+            let w = tensor(&format!("{head_name}.weight"), &[vocab, config.hidden])?;
+            let mut l = Linear::new(
+                head_name,
+                QuantizedWeight::quantize(QScheme::Q8, vocab, config.hidden, &w).map_err(qlinear::Error::from)?,
+                None,
+            )?;
+            if let Some(mode) = mode {
+                let m = head_mode(head_name, &l, mode);
+                l = l.with_mode(m)?;
+            }
+            Dense::Q(Box::new(l))
+        };
+        // named by the first quantized projection (a file may keep some
+        // layers in float: `qlinear convert --exclude`)
+        let first = quantized.iter().find(|p| p.starts_with("blk."));
+        let description = match (&head, first) {
+            (Dense::Q(l), Some(first)) => {
+                let first = file.linear(first)?;
+                let mode = mode.unwrap_or(first.mode());
+                let kept = if quantized.iter().filter(|p| p.starts_with("blk.")).count() < 7 * config.layers {
+                    ", some layers f32"
+                } else {
+                    ""
+                };
+                format!("{} {mode} (head {} {}{kept})", first.scheme(), l.scheme(), l.mode())
+            }
+            (Dense::Q(l), None) => format!("f32 (head {} {})", l.scheme(), l.mode()),
+            (Dense::F32 { .. }, _) => "f32".into(),
+        };
+        let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
+        Model::assemble(
+            config,
+            vocab,
+            Table::Q(embed),
+            (head, head_name),
+            description,
+            tensor,
+            dense,
+        )
+    }
+
+    pub(super) fn assemble(
+        mut config: Config,
+        vocab: usize,
+        embed: Table,
+        (head, head_name): (Dense, &'static str),
+        description: String,
+        tensor: impl Fn(&str, &[usize]) -> Result<Vec<f32>>,
+        dense: impl Fn(&str, usize, usize) -> Result<Dense>,
+    ) -> Result<Model> {
+        config.vocab = vocab;
+        let (h, q_dim, kv_dim) = (
+            config.hidden,
+            config.heads * config.head_dim,
+            config.kv_heads * config.head_dim,
+        );
+        let mut layers = Vec::with_capacity(config.layers);
+        for b in 0..config.layers {
+            let p = |n: &str| format!("blk.{b}.{n}");
+            layers.push(Layer {
+                attn_norm: tensor(&p("attn_norm.weight"), &[h])?,
+                q: dense(&p("attn_q"), q_dim, h)?,
+                k: dense(&p("attn_k"), kv_dim, h)?,
+                v: dense(&p("attn_v"), kv_dim, h)?,
+                o: dense(&p("attn_output"), h, q_dim)?,
+                ffn_norm: tensor(&p("ffn_norm.weight"), &[h])?,
+                gate: dense(&p("ffn_gate"), config.ffn, h)?,
+                up: dense(&p("ffn_up"), config.ffn, h)?,
+                down: dense(&p("ffn_down"), h, config.ffn)?,
+            });
+        }
+        let norm = tensor("output_norm.weight", &[h])?;
+        let rope = rope_table(&config);
+        Ok(Model {
+            config,
+            embed,
+            layers,
+            norm,
+            head,
+            head_name,
+            rope,
+            description,
+            split: DecodeSplit::default(),
+        })
+    }
+}
