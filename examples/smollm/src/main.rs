@@ -4,6 +4,9 @@
 //! head included, a `qlinear::Linear`).
 #![forbid(unsafe_code)]
 
+// `--bench` (the binary's, not the library's)
+mod bench;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +14,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use qlinear::QuantLinearMode;
-use qlinear_smollm::{DecodeSplit, KvCache, Model, Phase, Sampler, StepTimes, Tokenizer};
+use qlinear_smollm::{DecodeSplit, KvCache, Model, Sampler, Tokenizer};
 
 #[derive(Parser)]
 #[command(
@@ -149,215 +152,6 @@ impl Split {
         match self {
             Split::Team => "team",
             Split::Pool => "pool",
-        }
-    }
-}
-
-/// `(median, min, max)`.
-fn spread(v: &mut [f64]) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
-/// A sequential read of 1 GiB by `threads` threads (each its own slice,
-/// summed as u64 so nothing is skipped), median of 3: GB/s.
-fn probe(threads: usize) -> f64 {
-    let buf = vec![1u64; (1 << 30) / 8];
-    let mut runs: Vec<f64> = (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok();
-            let sum: u64 = match pool {
-                Some(p) => p.install(|| {
-                    use rayon::prelude::*;
-                    buf.par_chunks(buf.len() / threads).map(|c| c.iter().sum::<u64>()).sum()
-                }),
-                None => buf.iter().sum(),
-            };
-            std::hint::black_box(sum);
-            (1u64 << 30) as f64 / t.elapsed().as_secs_f64() / 1e9
-        })
-        .collect();
-    spread(&mut runs).0
-}
-
-fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let mut models = vec![];
-    for spec in &args.models {
-        let t = Instant::now();
-        let (model, meta) = load(spec, args.in_place)?;
-        models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
-    }
-    let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
-    let prompt = text_tokens(&tokenizer, text, args.bench_prompt)?;
-    let cpu = qlinear::tiers::cpu_model();
-    let probes: Vec<f64> = args.bench_threads.iter().map(|&t| probe(t)).collect();
-    // each model alone in a fresh process: start to first token, peak RSS
-    let threads_max = args.bench_threads.iter().copied().max().unwrap_or(1);
-    let fresh: Vec<(f64, f64)> = args
-        .models
-        .iter()
-        .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
-        .collect::<Result<_, _>>()?;
-    // [model][split][threads] -> (prefill tok/s, decode tok/s) per round,
-    // and the decode steps' phases (--profile-step) summed over the rounds
-    let splits = &args.decode_split;
-    let mut runs = vec![vec![vec![(vec![], vec![]); args.bench_threads.len()]; splits.len()]; models.len()];
-    let mut phases: Vec<Vec<Vec<Option<StepTimes>>>> =
-        vec![vec![vec![None; args.bench_threads.len()]; splits.len()]; models.len()];
-    for _ in 0..args.repeat.max(1) {
-        for (ti, &threads) in args.bench_threads.iter().enumerate() {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| e.to_string())?;
-            for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
-                let (spec, model, _, _) = &mut models[mi];
-                model.set_decode_split(splits[si].of());
-                let (spec, model) = (&*spec, &*model);
-                let (p, d, times) =
-                    pool.install(|| time_model(spec, model, &prompt, args.bench_tokens, args.profile_step))?;
-                runs[mi][si][ti].0.push(p);
-                runs[mi][si][ti].1.push(d);
-                if let Some(t) = times {
-                    let sum = &mut phases[mi][si][ti];
-                    *sum = Some(sum.take().map_or(t.clone(), |s| add_times(s, &t)));
-                }
-            }
-        }
-    }
-    println!(
-        "{cpu}, {} rounds alternated; prompt {} tokens, {} generated",
-        args.repeat,
-        prompt.len(),
-        args.bench_tokens
-    );
-    println!(
-        "first token and peak RSS: each model alone in a fresh process at {threads_max} threads (selftest, load and \
-         prefill of the prompt included)"
-    );
-    println!(
-        "| model | layers | tier | decode split | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | \
-         load s | first token s | peak RSS MiB |"
-    );
-    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
-    let mut rows = vec![];
-    for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
-        let tier = model.decode_tier();
-        let bytes = model.weight_bytes_per_token();
-        for (si, split) in splits.iter().enumerate() {
-            for (ti, &threads) in args.bench_threads.iter().enumerate() {
-                let run = &mut runs[mi][si][ti];
-                let (p, d) = (spread(&mut run.0), spread(&mut run.1));
-                let gbs = d.0 * bytes as f64 / 1e9;
-                println!(
-                    "| {spec} | {} | {tier} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {:.2} | {:.1} |",
-                    model.description,
-                    split.name(),
-                    p.0, p.1, p.2, d.0, d.1, d.2,
-                    100.0 * gbs / probes[ti],
-                    fresh[mi].0,
-                    fresh[mi].1
-                );
-                rows.push(serde_json::json!({
-                    "model": spec, "layers": model.description, "tier": tier, "split": split.name(),
-                    "threads": threads, "cpu": cpu,
-                    "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
-                    "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
-                    "weight_bytes_per_token": bytes, "probe_gb_s": probes[ti], "load_s": load_s,
-                    "first_token_s": fresh[mi].0, "peak_rss_mib": fresh[mi].1, "first_token_threads": threads_max,
-                    "prompt_tokens": prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
-                }));
-            }
-        }
-    }
-    if args.profile_step {
-        print_step_phases(&models, splits, &args.bench_threads, &phases);
-    }
-    if let Some(path) = &args.json {
-        let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
-        std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
-        // the prompt's ids, for a peer timed on the same tokens
-        let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
-        let side = path.with_extension("prompt");
-        std::fs::write(&side, ids.join(",")).map_err(|e| format!("{}: {e}", side.display()))?;
-    }
-    Ok(())
-}
-
-/// One round of `model`: prefill of `prompt` as one batch, then `tokens`
-/// greedy decode steps (profiled with `profile`): prefill and decode tok/s,
-/// and the steps' phases.
-fn time_model(
-    spec: &str,
-    model: &Model,
-    prompt: &[u32],
-    tokens: usize,
-    profile: bool,
-) -> Result<(f64, f64, Option<StepTimes>), String> {
-    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1).map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let logits = model
-        .forward(&mut cache, prompt, false)
-        .map_err(|e| format!("{spec}: {e}"))?;
-    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
-    let mut next = Sampler::argmax(logits);
-    if profile {
-        cache.profile_steps();
-    }
-    let t = Instant::now();
-    for _ in 0..tokens {
-        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
-    }
-    let decode = tokens as f64 / t.elapsed().as_secs_f64();
-    Ok((prefill, decode, cache.take_step_times()))
-}
-
-/// Two rounds' phase times added (the same team size in both).
-fn add_times(mut a: StepTimes, b: &StepTimes) -> StepTimes {
-    a.steps += b.steps;
-    for (x, y) in a.threads.iter_mut().zip(&b.threads) {
-        for (x, y) in x.iter_mut().zip(y) {
-            *x += y;
-        }
-    }
-    a
-}
-
-/// `--profile-step`'s table: per model, split, thread count and thread,
-/// milliseconds a decode step in each phase (the mean over every round's
-/// steps) and the step.
-fn print_step_phases(
-    models: &[(String, Model, qlinear_smollm::Meta, f64)],
-    splits: &[Split],
-    threads: &[usize],
-    phases: &[Vec<Vec<Option<StepTimes>>>],
-) {
-    println!();
-    println!("where a decode step's time goes (--profile-step): ms a token, the mean over every round's steps");
-    let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
-    println!(
-        "| model | decode split | threads | thread | {} | step |",
-        names.join(" | ")
-    );
-    println!("|---|---|--:|--:|{}--:|", "--:|".repeat(names.len()));
-    for ((spec, ..), per_split) in models.iter().zip(phases) {
-        for (split, per_threads) in splits.iter().zip(per_split) {
-            for (&n, times) in threads.iter().zip(per_threads) {
-                let Some(times) = times else { continue };
-                for (t, ms) in times.ms_per_step().iter().enumerate() {
-                    let total: f64 = ms.iter().sum();
-                    let cells: Vec<String> = ms
-                        .iter()
-                        .map(|v| format!("{v:.3} ({:.0} %)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
-                        .collect();
-                    println!(
-                        "| {spec} | {} | {n} | {t} | {} | {total:.3} |",
-                        split.name(),
-                        cells.join(" | ")
-                    );
-                }
-            }
         }
     }
 }
@@ -565,7 +359,7 @@ fn run(args: Args) -> Result<(), String> {
         return eval(&args, text);
     }
     if let Some(text) = &args.bench {
-        return bench(&args, text);
+        return bench::bench(&args, text);
     }
     if let Some(text) = &args.calibrate {
         return calibrate(&args, text);
@@ -670,39 +464,4 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
-}
-
-/// Runs this binary on `spec` alone for one generated token after
-/// `prompt`, with `threads`: its time from start to the first token
-/// (selftest, loading and prefill included) in seconds and its peak RSS in
-/// MiB, as it reports them.
-fn first_token(spec: &str, prompt: &[u32], threads: usize, in_place: bool) -> Result<(f64, f64), String> {
-    let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(exe)
-        .arg(spec)
-        .args(in_place.then_some("--in-place"))
-        .args([
-            "--ids",
-            &ids.join(","),
-            "--max-tokens",
-            "1",
-            "--threads",
-            &threads.to_string(),
-        ])
-        .output()
-        .map_err(|e| e.to_string())?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    let grab = |key: &str, unit: &str| -> Option<f64> {
-        let at = err.find(key)? + key.len();
-        err[at..].split(unit).next()?.trim().parse().ok()
-    };
-    match (
-        out.status.success(),
-        grab("first token after", "ms"),
-        grab("peak RSS", "MiB"),
-    ) {
-        (true, Some(ms), Some(rss)) => Ok((ms / 1e3, rss)),
-        _ => Err(format!("{spec}: the first-token run failed: {}", err.trim())),
-    }
 }

@@ -1,0 +1,297 @@
+//! `qlinear-smollm --bench`: prefill and decode speed of every model given,
+//! alternated in rounds, beside a same-run read probe, with each model's
+//! start-up in a fresh process (and `--profile-step`'s phases).
+
+use std::time::Instant;
+
+use qlinear_smollm::{KvCache, Model, Phase, Sampler, StepTimes, Tokenizer};
+
+use crate::{load, text_tokens, Args, Split};
+
+/// `(median, min, max)`.
+fn spread(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// A sequential read of 1 GiB by `threads` threads (each its own slice,
+/// summed as u64 so nothing is skipped), median of 3: GB/s.
+fn probe(threads: usize) -> f64 {
+    let buf = vec![1u64; (1 << 30) / 8];
+    let mut runs: Vec<f64> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok();
+            let sum: u64 = match pool {
+                Some(p) => p.install(|| {
+                    use rayon::prelude::*;
+                    buf.par_chunks(buf.len() / threads).map(|c| c.iter().sum::<u64>()).sum()
+                }),
+                None => buf.iter().sum(),
+            };
+            std::hint::black_box(sum);
+            (1u64 << 30) as f64 / t.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    spread(&mut runs).0
+}
+
+/// The models of a run as loaded: the argument, the model, its metadata
+/// and its load time in seconds.
+type Loaded = (String, Model, qlinear_smollm::Meta, f64);
+
+/// One configuration's prefill and decode tokens/s, a value a round.
+type Samples = (Vec<f64>, Vec<f64>);
+
+/// Per model, decode split and thread count (in that nesting): each round's
+/// prefill and decode tokens/s, and the decode steps' phases
+/// (`--profile-step`) summed over the rounds.
+struct Rounds {
+    runs: Vec<Vec<Vec<Samples>>>,
+    phases: Vec<Vec<Vec<Option<StepTimes>>>>,
+}
+
+/// What every row of the report shares: the CPU, the probe at each thread
+/// count, each model's fresh-process start-up (seconds to the first token,
+/// peak RSS MiB) and the thread count it ran at, and the prompt.
+struct Context {
+    cpu: String,
+    probes: Vec<f64>,
+    fresh: Vec<(f64, f64)>,
+    threads_max: usize,
+    prompt: Vec<u32>,
+}
+
+/// `--bench`: every model timed in `args.repeat` rounds, alternated within
+/// each round, then the table (and `--json`'s rows, `--profile-step`'s
+/// phases).
+pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
+    let mut models = vec![];
+    for spec in &args.models {
+        let t = Instant::now();
+        let (model, meta) = load(spec, args.in_place)?;
+        models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
+    }
+    let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
+    let prompt = text_tokens(&tokenizer, text, args.bench_prompt)?;
+    let probes: Vec<f64> = args.bench_threads.iter().map(|&t| probe(t)).collect();
+    // each model alone in a fresh process: start to first token, peak RSS
+    let threads_max = args.bench_threads.iter().copied().max().unwrap_or(1);
+    let fresh: Vec<(f64, f64)> = args
+        .models
+        .iter()
+        .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
+        .collect::<Result<_, _>>()?;
+    let mut rounds = run_rounds(args, &mut models, &prompt)?;
+    let context = Context {
+        cpu: qlinear::tiers::cpu_model(),
+        probes,
+        fresh,
+        threads_max,
+        prompt,
+    };
+    let rows = report(args, &models, &mut rounds, &context);
+    if args.profile_step {
+        print_step_phases(&models, &args.decode_split, &args.bench_threads, &rounds.phases);
+    }
+    if let Some(path) = &args.json {
+        let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        // the prompt's ids, for a peer timed on the same tokens
+        let ids: Vec<String> = context.prompt.iter().map(u32::to_string).collect();
+        let side = path.with_extension("prompt");
+        std::fs::write(&side, ids.join(",")).map_err(|e| format!("{}: {e}", side.display()))?;
+    }
+    Ok(())
+}
+
+/// The rounds: in each, every thread count's pool runs every model on every
+/// decode split in turn ([`time_model`]).
+fn run_rounds(args: &Args, models: &mut [Loaded], prompt: &[u32]) -> Result<Rounds, String> {
+    let (splits, threads) = (&args.decode_split, &args.bench_threads);
+    let mut r = Rounds {
+        runs: vec![vec![vec![(vec![], vec![]); threads.len()]; splits.len()]; models.len()],
+        phases: vec![vec![vec![None; threads.len()]; splits.len()]; models.len()],
+    };
+    for _ in 0..args.repeat.max(1) {
+        for (ti, &n) in threads.iter().enumerate() {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| e.to_string())?;
+            for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
+                let (spec, model, _, _) = &mut models[mi];
+                model.set_decode_split(splits[si].of());
+                let (spec, model) = (&*spec, &*model);
+                let (p, d, times) =
+                    pool.install(|| time_model(spec, model, prompt, args.bench_tokens, args.profile_step))?;
+                r.runs[mi][si][ti].0.push(p);
+                r.runs[mi][si][ti].1.push(d);
+                if let Some(t) = times {
+                    let sum = &mut r.phases[mi][si][ti];
+                    *sum = Some(sum.take().map_or(t.clone(), |s| add_times(s, &t)));
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Prints the table: one row per model, decode split and thread count, the
+/// medians and ranges of the rounds; returns the same rows as JSON.
+fn report(args: &Args, models: &[Loaded], rounds: &mut Rounds, c: &Context) -> Vec<serde_json::Value> {
+    println!(
+        "{}, {} rounds alternated; prompt {} tokens, {} generated",
+        c.cpu,
+        args.repeat,
+        c.prompt.len(),
+        args.bench_tokens
+    );
+    println!(
+        "first token and peak RSS: each model alone in a fresh process at {} threads (selftest, load and \
+         prefill of the prompt included)",
+        c.threads_max
+    );
+    println!(
+        "| model | layers | tier | decode split | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | \
+         load s | first token s | peak RSS MiB |"
+    );
+    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
+    let mut rows = vec![];
+    for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
+        let tier = model.decode_tier();
+        let bytes = model.weight_bytes_per_token();
+        for (si, split) in args.decode_split.iter().enumerate() {
+            for (ti, &threads) in args.bench_threads.iter().enumerate() {
+                let run = &mut rounds.runs[mi][si][ti];
+                let (p, d) = (spread(&mut run.0), spread(&mut run.1));
+                let gbs = d.0 * bytes as f64 / 1e9;
+                let (first_s, rss) = c.fresh[mi];
+                println!(
+                    "| {spec} | {} | {tier} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {first_s:.2} | {rss:.1} |",
+                    model.description,
+                    split.name(),
+                    p.0, p.1, p.2, d.0, d.1, d.2,
+                    100.0 * gbs / c.probes[ti],
+                );
+                rows.push(serde_json::json!({
+                    "model": spec, "layers": model.description, "tier": tier, "split": split.name(),
+                    "threads": threads, "cpu": c.cpu,
+                    "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
+                    "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
+                    "weight_bytes_per_token": bytes, "probe_gb_s": c.probes[ti], "load_s": load_s,
+                    "first_token_s": first_s, "peak_rss_mib": rss, "first_token_threads": c.threads_max,
+                    "prompt_tokens": c.prompt.len(), "generated_tokens": args.bench_tokens, "rounds": args.repeat,
+                }));
+            }
+        }
+    }
+    rows
+}
+
+/// One round of `model`: prefill of `prompt` as one batch, then `tokens`
+/// greedy decode steps (profiled with `profile`): prefill and decode tok/s,
+/// and the steps' phases.
+fn time_model(
+    spec: &str,
+    model: &Model,
+    prompt: &[u32],
+    tokens: usize,
+    profile: bool,
+) -> Result<(f64, f64, Option<StepTimes>), String> {
+    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let logits = model
+        .forward(&mut cache, prompt, false)
+        .map_err(|e| format!("{spec}: {e}"))?;
+    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
+    let mut next = Sampler::argmax(logits);
+    if profile {
+        cache.profile_steps();
+    }
+    let t = Instant::now();
+    for _ in 0..tokens {
+        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
+    }
+    let decode = tokens as f64 / t.elapsed().as_secs_f64();
+    Ok((prefill, decode, cache.take_step_times()))
+}
+
+/// Two rounds' phase times added (the same team size in both).
+fn add_times(mut a: StepTimes, b: &StepTimes) -> StepTimes {
+    a.steps += b.steps;
+    for (x, y) in a.threads.iter_mut().zip(&b.threads) {
+        for (x, y) in x.iter_mut().zip(y) {
+            *x += y;
+        }
+    }
+    a
+}
+
+/// `--profile-step`'s table: per model, split, thread count and thread,
+/// milliseconds a decode step in each phase (the mean over every round's
+/// steps) and the step.
+fn print_step_phases(models: &[Loaded], splits: &[Split], threads: &[usize], phases: &[Vec<Vec<Option<StepTimes>>>]) {
+    println!();
+    println!("where a decode step's time goes (--profile-step): ms a token, the mean over every round's steps");
+    let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+    println!(
+        "| model | decode split | threads | thread | {} | step |",
+        names.join(" | ")
+    );
+    println!("|---|---|--:|--:|{}--:|", "--:|".repeat(names.len()));
+    for ((spec, ..), per_split) in models.iter().zip(phases) {
+        for (split, per_threads) in splits.iter().zip(per_split) {
+            for (&n, times) in threads.iter().zip(per_threads) {
+                let Some(times) = times else { continue };
+                for (t, ms) in times.ms_per_step().iter().enumerate() {
+                    let total: f64 = ms.iter().sum();
+                    let cells: Vec<String> = ms
+                        .iter()
+                        .map(|v| format!("{v:.3} ({:.0} %)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
+                        .collect();
+                    println!(
+                        "| {spec} | {} | {n} | {t} | {} | {total:.3} |",
+                        split.name(),
+                        cells.join(" | ")
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Runs this binary on `spec` alone for one generated token after
+/// `prompt`, with `threads`: its time from start to the first token
+/// (selftest, loading and prefill included) in seconds and its peak RSS in
+/// MiB, as it reports them.
+fn first_token(spec: &str, prompt: &[u32], threads: usize, in_place: bool) -> Result<(f64, f64), String> {
+    let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .arg(spec)
+        .args(in_place.then_some("--in-place"))
+        .args([
+            "--ids",
+            &ids.join(","),
+            "--max-tokens",
+            "1",
+            "--threads",
+            &threads.to_string(),
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let grab = |key: &str, unit: &str| -> Option<f64> {
+        let at = err.find(key)? + key.len();
+        err[at..].split(unit).next()?.trim().parse().ok()
+    };
+    match (
+        out.status.success(),
+        grab("first token after", "ms"),
+        grab("peak RSS", "MiB"),
+    ) {
+        (true, Some(ms), Some(rss)) => Ok((ms / 1e3, rss)),
+        _ => Err(format!("{spec}: the first-token run failed: {}", err.trim())),
+    }
+}
