@@ -22,7 +22,8 @@ use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
 use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
-use crate::{cache_read_probe, data, median, median_time};
+use crate::probe::cache_read_probe;
+use crate::{data, median, median_time};
 
 /// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (192,
 /// 576 and 1536, with K = 576 or 1536) and a 7B-class square.
