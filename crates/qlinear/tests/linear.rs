@@ -1,25 +1,9 @@
-//! The runtime API: `Linear`, `ModelFile`, `Error`, `init`.
+//! The runtime API: `Linear`, `Error`, `init` (`ModelFile`: `model_file.rs`).
 
-use std::borrow::Cow;
-use std::collections::HashMap;
-
-use half::f16;
-use qlinear::format::{write_file, Dtype, OutputTensor};
 use qlinear::*;
 
-fn weights(n: usize, k: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed;
-    (0..n * k)
-        .map(|_| {
-            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (s >> 8) as f32 / (1 << 24) as f32 - 0.5
-        })
-        .collect()
-}
-
-fn bits(y: &[f32]) -> Vec<u32> {
-    y.iter().map(|v| v.to_bits()).collect()
-}
+mod support;
+use support::{bits, weights};
 
 /// A layer equals the kernel plus the bias added after it, in every mode and
 /// scheme, and its default mode follows the weight.
@@ -352,125 +336,6 @@ fn errors_name_the_layer_and_leave_y_alone() {
     let e = layer.forward(&x, 2, &mut y).unwrap_err();
     assert!(e.to_string().contains("row 1, column 1"), "{e}");
     assert!(y.iter().all(|&v| v == 7.0), "y was written on error");
-}
-
-/// A converted layer loads in one line, with its bias widened exactly from
-/// F16; plain tensors come back as f32; `linears` and `census` list the file.
-#[test]
-fn a_file_layer_loads_in_one_line() {
-    let (n, k) = (6, 64);
-    let w = weights(n, k, 9);
-    let q = QuantizedWeight::quantize(QScheme::Q4Grouped(32), n, k, &w).unwrap();
-    let bias: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.25 - 0.5)).collect();
-    let bias_bytes: Vec<u8> = bias.iter().flat_map(|b| b.to_bits().to_le_bytes()).collect();
-    let norm: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-    // std::env::temp_dir() is unavailable on WASI, where this test also runs
-    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
-    let dir = tempfile::tempdir_in(base).unwrap();
-    let path = dir.path().join("m.safetensors");
-    write_file(
-        &path,
-        &HashMap::new(),
-        vec![
-            OutputTensor::Quantized {
-                prefix: "enc.0.q".into(),
-                tensor: q.clone(),
-            },
-            OutputTensor::Raw {
-                name: "enc.0.q.bias".into(),
-                dtype: Dtype::F16,
-                shape: vec![n],
-                data: Cow::Owned(bias_bytes),
-            },
-            OutputTensor::Raw {
-                name: "norm.weight".into(),
-                dtype: Dtype::F32,
-                shape: vec![2],
-                data: Cow::Owned(norm),
-            },
-            OutputTensor::Raw {
-                name: "ids".into(),
-                dtype: Dtype::I64,
-                shape: vec![1],
-                data: Cow::Owned(vec![0; 8]),
-            },
-        ],
-    )
-    .unwrap();
-    let model = ModelFile::open(&path).unwrap();
-    let layer = model.linear("enc.0.q").unwrap();
-    assert_eq!(layer.weight(), &q);
-    assert_eq!(
-        layer.bias().unwrap(),
-        bias.iter().map(|b| b.to_f32()).collect::<Vec<_>>()
-    );
-    assert_eq!(layer.mode(), QuantLinearMode::W4A8);
-    assert_eq!(layer.name(), "enc.0.q");
-    assert_eq!(model.tensor_f32("norm.weight").unwrap(), vec![1.5, -2.0]);
-    assert_eq!(model.linears(), vec!["enc.0.q".to_string()]);
-    assert_eq!(
-        model.census(),
-        Census {
-            ks: vec![k],
-            families: vec![tiers::KernelFamily::W4A8Grouped]
-        }
-    );
-    let e = model.tensor_f32("ids").unwrap_err();
-    assert!(e.to_string().starts_with("ids: dtype I64"), "{e}");
-    let e = model.linear("enc.1.q").unwrap_err();
-    assert!(
-        matches!(e, Error::Format(_)) && e.to_string().contains("enc.1.q"),
-        "{e}"
-    );
-    let e = model.tensor_f32("missing").unwrap_err();
-    assert!(e.to_string().contains("missing"), "{e}");
-}
-
-/// A model opened in place hands out layers and embeddings whose codes are
-/// the file's own memory, with the bits of the copying loader's, that keep
-/// working after the `ModelFile` is dropped.
-#[test]
-fn a_model_opened_in_place_shares_its_codes_and_outlives_the_file_value() {
-    let (n, k) = (40, 96);
-    let w = weights(n, k, 21);
-    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
-    let dir = tempfile::tempdir_in(base).unwrap();
-    let path = dir.path().join("m.safetensors");
-    let schemes = [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)];
-    let tensors = schemes
-        .iter()
-        .map(|&s| OutputTensor::Quantized {
-            prefix: format!("l.{s}"),
-            tensor: QuantizedWeight::quantize(s, n, k, &w).unwrap(),
-        })
-        .collect();
-    write_file(&path, &HashMap::new(), tensors).unwrap();
-    let copying = ModelFile::open(&path).unwrap();
-    let in_place = ModelFile::open_in_place(&path).unwrap();
-    let x = weights(3, k, 22);
-    let mut kept = vec![];
-    for s in schemes {
-        let name = format!("l.{s}");
-        let want = copying.linear(&name).unwrap();
-        let got = in_place.linear(&name).unwrap();
-        assert!(got.weight().codes_shared() && !want.weight().codes_shared(), "{s}");
-        assert_eq!(got.weight(), want.weight(), "{s}");
-        let e = in_place.embedding(&name).unwrap();
-        let (mut a, mut b) = (vec![0f32; k], vec![0f32; k]);
-        e.row(n - 1, &mut a).unwrap();
-        copying.embedding(&name).unwrap().row(n - 1, &mut b).unwrap();
-        assert_eq!(bits(&a), bits(&b), "{s}: embedding row");
-        kept.push((got, want));
-    }
-    drop((copying, in_place));
-    for (got, want) in kept {
-        for m in [1, 3] {
-            let (mut y1, mut y2) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
-            got.forward(&x[..m * k], m, &mut y1).unwrap();
-            want.forward(&x[..m * k], m, &mut y2).unwrap();
-            assert_eq!(bits(&y1), bits(&y2), "{} m={m}", got.name());
-        }
-    }
 }
 
 /// `init` proves and plans on purpose, and returns the same reports the
