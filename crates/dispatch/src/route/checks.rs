@@ -1,0 +1,114 @@
+//! The checks every entry runs before a kernel, and the per-thread buffers
+//! a dynamic call quantizes into.
+
+use super::*;
+
+/// The per-thread buffers a dynamic call quantizes its activations into, kept
+/// between calls so that a decode step (hundreds of small calls) allocates
+/// nothing for them. They grow to the largest `[m, k]` seen on the thread.
+#[derive(Default)]
+pub(super) struct Scratch {
+    pub(super) codes: Vec<i8>,
+    pub(super) scales: Vec<f32>,
+    pub(super) sums: Vec<i32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` on this thread's [`Scratch`], or on a fresh one when the thread's
+/// is in use: a call nested in another (a rayon worker that steals a second
+/// layer's call while the first waits) must not share its buffers.
+#[inline]
+pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+#[inline]
+pub(super) fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), DispatchError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(DispatchError::Shape { what, expected, actual })
+    }
+}
+
+#[inline]
+pub(super) fn mul(a: usize, b: usize, what: &'static str) -> Result<usize, DispatchError> {
+    a.checked_mul(b).ok_or(DispatchError::Shape {
+        what,
+        expected: usize::MAX,
+        actual: 0,
+    })
+}
+
+#[inline]
+pub(super) fn check_k(family: KernelFamily, k: usize) -> Result<(), DispatchError> {
+    match family.max_k() {
+        Some(max) if k > max => Err(DispatchError::KTooLarge { family, k, max }),
+        _ => Ok(()),
+    }
+}
+
+#[inline]
+pub(super) fn check_codes(codes: &[i8], k: usize) -> Result<(), DispatchError> {
+    match qlinear_quant_recipe::find_code_out_of_range(codes) {
+        Some(i) => Err(DispatchError::ActivationCodeOutOfRange {
+            row: i / k.max(1),
+            col: i % k.max(1),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[inline]
+pub(super) fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
+    // `v · 0` is 0 for a finite v and NaN for NaN or ±Inf, so eight lanes of
+    // `acc += v · 0` stay 0 exactly when every element is finite: a
+    // multiply and an add per 8 elements (a boolean fold did not vectorise:
+    // 14 instructions an element); the position is looked for on failure
+    let mut acc = [0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v * 0.0;
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(tail) {
+        *a += v * 0.0;
+    }
+    if acc.iter().all(|a| *a == 0.0) {
+        return Ok(());
+    }
+    let i = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Err(DispatchError::NonFiniteActivation {
+        row: i / k.max(1),
+        col: i % k.max(1),
+        value: x[i],
+    })
+}
+
+/// `per_channel` or `grouped`, as `w` is.
+#[inline]
+pub(super) fn q4_family(w: &QuantizedMatrixQ4, per_channel: KernelFamily, grouped: KernelFamily) -> KernelFamily {
+    match w.group_size() {
+        GroupSize::PerChannel => per_channel,
+        GroupSize::Group(_) => grouped,
+    }
+}
+
+#[inline]
+pub(super) fn check_scales(scales: &[f32]) -> Result<(), DispatchError> {
+    match scales.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+        Some(row) => Err(DispatchError::InvalidActivationScale {
+            row,
+            value: scales[row],
+        }),
+        None => Ok(()),
+    }
+}
