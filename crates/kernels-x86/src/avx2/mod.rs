@@ -13,6 +13,7 @@ use qlinear_kernels_scalar::{GemmShapes, KernelTable};
 
 pub(crate) mod float;
 pub(crate) mod q4;
+mod q4_grouped;
 mod q4_panels;
 pub(crate) mod q8;
 pub(crate) mod quantize;
@@ -41,10 +42,10 @@ mod entry {
         w4a8_16x1 => q4::tile_w4a8_seq::<16>: tile_q4,
         w4a8_2x4 => q4::tile_w4a8_batch::<2, 4>: tile_q4,
         w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
-        grouped_1x1 => q4::tile_w4a8_grouped: tile_grouped,
-        grouped_16x1 => q4::tile_w4a8_grouped_seq::<16>: tile_grouped,
-        grouped_1x8 => q4::tile_w4a8_grouped_rows::<1>: tile_grouped,
-        grouped_16x8 => q4::tile_w4a8_grouped_rows::<16>: tile_grouped,
+        grouped_1x1 => q4_grouped::tile_w4a8_grouped: tile_grouped,
+        grouped_16x1 => q4_grouped::tile_w4a8_grouped_seq::<16>: tile_grouped,
+        grouped_1x8 => q4_grouped::tile_w4a8_grouped_rows::<1>: tile_grouped,
+        grouped_16x8 => q4_grouped::tile_w4a8_grouped_rows::<16>: tile_grouped,
         panel_x1 => q4_panels::tile_w4a8_panel::<1>: tile_panel,
         panel_x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
         w8a16_1x1 => float::tile_w8a16::<1, 1>: tile_f32q8,
@@ -63,7 +64,7 @@ mod entry {
 
     pub(crate) fn scales_to_f32(src: &[half::f16], dst: &mut [f32]) {
         // SAFETY: as for the entries above: F16C detected before the table is handed out.
-        unsafe { q4::scales_into_f32(src, dst) }
+        unsafe { q4_grouped::scales_into_f32(src, dst) }
     }
 }
 
