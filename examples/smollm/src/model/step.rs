@@ -19,7 +19,7 @@ impl Model {
         let c = &self.config;
         let threads = rayon::current_num_threads();
         let (h, hd, pos, capacity) = (c.hidden, c.head_dim, cache.len, cache.capacity);
-        let (kv_dim, group) = (c.kv_heads * hd, c.heads / c.kv_heads);
+        let kv_dim = c.kv_heads * hd;
         if cache.team.len() != threads {
             cache.team = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
             cache.exchange = Exchange::new(threads);
@@ -45,92 +45,35 @@ impl Model {
             ..
         } = &*cache;
         let step = |t: usize| -> Result<()> {
-            let mut clock = Clock::new(profile.as_ref().map(|p| &p[t]));
             let running = AbortUnlessDone::new(exchange.barrier());
             let mut local = team[t].lock().unwrap_or_else(PoisonError::into_inner);
             let s = &mut *local;
-            let mut round = 0;
             let heads = share_items(c.heads, t, threads);
-            let q_rows = heads.start * hd..heads.end * hd;
-            let kv_rows = share(kv_dim, t, threads);
-            let h_rows = share(h, t, threads);
-            let f_rows = share(c.ffn, t, threads);
+            let mut m = Member {
+                t,
+                pos,
+                capacity,
+                q_rows: heads.start * hd..heads.end * hd,
+                heads,
+                kv_rows: share(kv_dim, t, threads),
+                h_rows: share(h, t, threads),
+                f_rows: share(c.ffn, t, threads),
+                caches: (k_cache, v_cache),
+                exchange,
+                round: 0,
+                clock: Clock::new(profile.as_ref().map(|p| &p[t])),
+            };
             self.embed_row(token, &mut s.x)?;
             for (l, layer) in self.layers.iter().enumerate() {
-                rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
-                clock.lap(Phase::Other);
-                layer
-                    .q
-                    .forward_rows(&s.h[..h], q_rows.clone(), &mut s.q[q_rows.clone()])?;
-                layer
-                    .k
-                    .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.k[kv_rows.clone()])?;
-                layer
-                    .v
-                    .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
-                clock.lap(Phase::Projections);
-                self.rotate(&mut s.q, q_rows.clone(), pos);
-                self.rotate(&mut s.k, kv_rows.clone(), pos);
-                {
-                    let mut kc = k_cache[l].write().unwrap_or_else(PoisonError::into_inner);
-                    store_kv(&mut kc, &s.k, kv_rows.clone(), hd, capacity, pos);
-                    drop(kc);
-                    let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
-                    store_kv(&mut vc, &s.v, kv_rows.clone(), hd, capacity, pos);
-                }
-                clock.lap(Phase::Other);
-                // every thread's keys and values of this position are held
-                exchange.barrier().wait()?;
-                clock.lap(Phase::Waits);
-                {
-                    let kc = k_cache[l].read().unwrap_or_else(PoisonError::into_inner);
-                    let vc = v_cache[l].read().unwrap_or_else(PoisonError::into_inner);
-                    let held = Held {
-                        k: &kc,
-                        v: &vc,
-                        capacity,
-                        span: pos + 1,
-                    };
-                    for head in heads.clone() {
-                        let (qh, o) = (&s.q[head * hd..(head + 1) * hd], &mut s.att[head * hd..(head + 1) * hd]);
-                        attend(hd, pos, qh, &held, head / group, o, &mut s.scores);
-                    }
-                }
-                clock.lap(Phase::Attention);
-                exchange.all_gather(t, &mut round, q_rows.clone(), &mut s.att)?;
-                clock.lap(Phase::Waits);
-                layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
-                clock.lap(Phase::Projections);
-                exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
-                clock.lap(Phase::Waits);
-                s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
-                rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
-                clock.lap(Phase::Other);
-                layer
-                    .gate
-                    .forward_rows(&s.h[..h], f_rows.clone(), &mut s.g[f_rows.clone()])?;
-                layer
-                    .up
-                    .forward_rows(&s.h[..h], f_rows.clone(), &mut s.u[f_rows.clone()])?;
-                clock.lap(Phase::Projections);
-                swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
-                clock.lap(Phase::Other);
-                exchange.all_gather(t, &mut round, f_rows.clone(), &mut s.g)?;
-                clock.lap(Phase::Waits);
-                layer
-                    .down
-                    .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
-                clock.lap(Phase::Projections);
-                exchange.all_gather(t, &mut round, h_rows.clone(), &mut s.o)?;
-                clock.lap(Phase::Waits);
-                s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
+                self.team_attention(&mut m, l, layer, s)?;
+                self.team_mlp(&mut m, layer, s)?;
             }
             rms_norm(&s.x, &self.norm, c.eps, &mut s.h[..h]);
-            clock.lap(Phase::Other);
+            m.clock.lap(Phase::Other);
             let v_rows = share(c.vocab, t, threads);
             self.head
                 .forward_rows(&s.h[..h], v_rows.clone(), &mut s.logits[v_rows])?;
-            clock.lap(Phase::Head);
+            m.clock.lap(Phase::Head);
             running.done();
             Ok(())
         };
@@ -168,4 +111,117 @@ impl Model {
         }
         Ok(&cache.scratch.logits)
     }
+
+    /// Thread `m.t`'s part of block `l`'s attention: the norm, its rows of
+    /// Q, K and V (the keys and values written into the cache), and, once
+    /// every thread's are held, its query heads attending; the heads'
+    /// outputs gathered, its share of the output projection, gathered and
+    /// added to the residual stream.
+    fn team_attention(&self, m: &mut Member<'_>, l: usize, layer: &Layer, s: &mut Scratch) -> Result<()> {
+        let c = &self.config;
+        let (h, hd, pos) = (c.hidden, c.head_dim, m.pos);
+        rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
+        m.clock.lap(Phase::Other);
+        let (q_rows, kv_rows) = (m.q_rows.clone(), m.kv_rows.clone());
+        layer
+            .q
+            .forward_rows(&s.h[..h], q_rows.clone(), &mut s.q[q_rows.clone()])?;
+        layer
+            .k
+            .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.k[kv_rows.clone()])?;
+        layer
+            .v
+            .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
+        m.clock.lap(Phase::Projections);
+        self.rotate(&mut s.q, q_rows.clone(), pos);
+        self.rotate(&mut s.k, kv_rows.clone(), pos);
+        let (k_cache, v_cache) = m.caches;
+        {
+            let mut kc = k_cache[l].write().unwrap_or_else(PoisonError::into_inner);
+            store_kv(&mut kc, &s.k, kv_rows.clone(), hd, m.capacity, pos);
+            drop(kc);
+            let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
+            store_kv(&mut vc, &s.v, kv_rows, hd, m.capacity, pos);
+        }
+        m.clock.lap(Phase::Other);
+        // every thread's keys and values of this position are held
+        m.exchange.barrier().wait()?;
+        m.clock.lap(Phase::Waits);
+        {
+            let kc = k_cache[l].read().unwrap_or_else(PoisonError::into_inner);
+            let vc = v_cache[l].read().unwrap_or_else(PoisonError::into_inner);
+            let held = Held {
+                k: &kc,
+                v: &vc,
+                capacity: m.capacity,
+                span: pos + 1,
+            };
+            let group = c.heads / c.kv_heads;
+            for head in m.heads.clone() {
+                let (qh, o) = (&s.q[head * hd..(head + 1) * hd], &mut s.att[head * hd..(head + 1) * hd]);
+                attend(hd, pos, qh, &held, head / group, o, &mut s.scores);
+            }
+        }
+        m.clock.lap(Phase::Attention);
+        m.exchange.all_gather(m.t, &mut m.round, q_rows, &mut s.att)?;
+        m.clock.lap(Phase::Waits);
+        let h_rows = m.h_rows.clone();
+        layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+        m.clock.lap(Phase::Projections);
+        m.exchange.all_gather(m.t, &mut m.round, h_rows, &mut s.o)?;
+        m.clock.lap(Phase::Waits);
+        s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
+        Ok(())
+    }
+
+    /// Thread `m.t`'s part of a block's MLP: the norm, its share of gate and
+    /// up and their SwiGLU, gathered; its share of down, gathered and added
+    /// to the residual stream.
+    fn team_mlp(&self, m: &mut Member<'_>, layer: &Layer, s: &mut Scratch) -> Result<()> {
+        let c = &self.config;
+        let h = c.hidden;
+        let (f_rows, h_rows) = (m.f_rows.clone(), m.h_rows.clone());
+        rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
+        m.clock.lap(Phase::Other);
+        layer
+            .gate
+            .forward_rows(&s.h[..h], f_rows.clone(), &mut s.g[f_rows.clone()])?;
+        layer
+            .up
+            .forward_rows(&s.h[..h], f_rows.clone(), &mut s.u[f_rows.clone()])?;
+        m.clock.lap(Phase::Projections);
+        swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
+        m.clock.lap(Phase::Other);
+        m.exchange.all_gather(m.t, &mut m.round, f_rows, &mut s.g)?;
+        m.clock.lap(Phase::Waits);
+        layer
+            .down
+            .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
+        m.clock.lap(Phase::Projections);
+        m.exchange.all_gather(m.t, &mut m.round, h_rows, &mut s.o)?;
+        m.clock.lap(Phase::Waits);
+        s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
+        Ok(())
+    }
+}
+
+/// One layer's cached keys or values, as the cache holds them.
+type LayerCache = RwLock<Vec<f32>>;
+
+/// One thread's part of a team step: its shares of every layer (query
+/// heads and their rows, K and V rows, hidden and FFN rows), the position,
+/// the cache and the meeting place, its exchange count and its clock.
+struct Member<'a> {
+    t: usize,
+    pos: usize,
+    capacity: usize,
+    heads: Range<usize>,
+    q_rows: Range<usize>,
+    kv_rows: Range<usize>,
+    h_rows: Range<usize>,
+    f_rows: Range<usize>,
+    caches: (&'a [LayerCache], &'a [LayerCache]),
+    exchange: &'a Exchange,
+    round: usize,
+    clock: Clock<'a>,
 }
