@@ -220,6 +220,24 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
         }
     }
     let probe_after = cache_read_probe(256 << 10);
+    print_table(&lines, probe_before, probe_after);
+    let out = json!({
+        "cpu": cpu,
+        "l2_probe_gbps": [probe_before, probe_after],
+        "rounds": rounds,
+        "budget_ms": budget.as_millis() as u64,
+        "rows": rows,
+    });
+    let path = std::path::Path::new("target/qlinear-per-call.json");
+    match std::fs::write(path, serde_json::to_string_pretty(&out).unwrap_or_default()) {
+        Ok(()) => println!("wrote {}", path.display()),
+        Err(e) => eprintln!("{}: {e}", path.display()),
+    }
+}
+
+/// The table's rows (each line's last column, the weight GB/s at M = 1, as a
+/// share of the higher of the two L2 probes).
+fn print_table(lines: &[(String, Option<f64>)], probe_before: f64, probe_after: f64) {
     let probe = probe_before.max(probe_after);
     println!(
         "L2 read probe (one thread, 256 KiB, before and after the table): {probe_before:.1} and {probe_after:.1} GB/s"
@@ -233,17 +251,5 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
             Some(g) => println!("{line} {g:.1} ({:.0} %) |", 100.0 * g / probe),
             None => println!("{line} — |"),
         }
-    }
-    let out = json!({
-        "cpu": cpu,
-        "l2_probe_gbps": [probe_before, probe_after],
-        "rounds": rounds,
-        "budget_ms": budget.as_millis() as u64,
-        "rows": rows,
-    });
-    let path = std::path::Path::new("target/qlinear-per-call.json");
-    match std::fs::write(path, serde_json::to_string_pretty(&out).unwrap_or_default()) {
-        Ok(()) => println!("wrote {}", path.display()),
-        Err(e) => eprintln!("{}: {e}", path.display()),
     }
 }

@@ -95,48 +95,7 @@ pub(crate) fn smollm(args: &[String]) -> Result {
             .arg("--smooth-out")
             .arg(&smoothed))?;
     }
-    let recipes: &[&str] = if short {
-        &["canonical"]
-    } else {
-        &["canonical", "search", "activation-aware"]
-    };
-    // `qlinear convert INPUT OUT --scheme S` with the token table at q8, as
-    // llama.cpp's files keep it, and `extra` arguments
-    let convert = |input: &Path, out: &Path, scheme: &str, extra: &[&std::ffi::OsStr]| {
-        run(Command::new(&cli)
-            .arg("convert")
-            .arg(input)
-            .arg(out)
-            .args(["--scheme", scheme, "--tensor-scheme", "token_embd=q8", "--force"])
-            .args(extra)
-            .stdout(std::process::Stdio::null()))
-    };
-    let mut configs: Vec<String> = vec![gguf.display().to_string()];
-    for scheme in ["q8", "q4", "q4g32"] {
-        for &recipe in if scheme == "q8" { &["canonical"][..] } else { recipes } {
-            let out = dir.join(format!("{scheme}-{recipe}.safetensors"));
-            let mut extra = vec!["--recipe".as_ref(), recipe.as_ref()];
-            if recipe == "activation-aware" {
-                extra.extend(["--importance".as_ref(), importance.as_os_str()]);
-            }
-            convert(&gguf, &out, scheme, &extra)?;
-            let modes: &[&str] = match scheme {
-                "q8" => &["W8A8", "W8A16"],
-                _ => &["W4A8", "W4A16"],
-            };
-            for mode in modes {
-                configs.push(format!("{}@{mode}", out.display()));
-            }
-        }
-    }
-    let q8_smoothed = dir.join("q8-smoothed.safetensors");
-    convert(&smoothed, &q8_smoothed, "q8", &[])?;
-    for mode in ["W8A8", "W8A16"] {
-        configs.push(format!("{}@{mode}", q8_smoothed.display()));
-    }
-    let imported = dir.join("q4_0-imported.safetensors");
-    convert(&q4_0, &imported, "q4g32", &[])?;
-    configs.push(format!("{}@W4A8", imported.display()));
+    let configs = convert_all(&cli, &gguf, &q4_0, (&importance, &smoothed), short)?;
     println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
     run(Command::new(&smollm)
         .arg(dir.join("q4g32-canonical.safetensors"))
@@ -163,14 +122,7 @@ pub(crate) fn smollm(args: &[String]) -> Result {
     if llama {
         // llama.cpp on the same tokens: the shipped Q4_1, and Q4_0 and Q8_0
         // files made from it
-        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
-        if !q8_0.exists() {
-            run(Command::new("python3")
-                .arg("tools/gguf_fixtures.py")
-                .arg(&gguf)
-                .arg(&q8_0)
-                .args(["Q8_0", "Q8_0"]))?;
-        }
+        let q8_0 = q8_0_gguf(&gguf)?;
         let python = llama_cpp_python()?;
         run(Command::new(python)
             .arg("tools/llamacpp_smollm.py")
@@ -186,6 +138,79 @@ pub(crate) fn smollm(args: &[String]) -> Result {
         bench.push("--llamacpp".into());
     }
     smollm_bench(&bench)
+}
+
+/// Every configuration `cargo xtask smollm` scores, converted into
+/// `target/smollm` by `cli` (`qlinear convert`, the token table at q8 as
+/// llama.cpp's files keep it): the GGUF itself (the f32 path), each scheme
+/// by each recipe (canonical only with `short`; activation-aware weighted
+/// by `importance`), the model `smoothed` for W8A8 at q8, and the Q4_0 file
+/// imported; as `PATH@MODE` arguments.
+fn convert_all(
+    cli: &Path,
+    gguf: &Path,
+    q4_0: &Path,
+    (importance, smoothed): (&Path, &Path),
+    short: bool,
+) -> Result<Vec<String>> {
+    let dir = root().join("target/smollm");
+    let recipes: &[&str] = if short {
+        &["canonical"]
+    } else {
+        &["canonical", "search", "activation-aware"]
+    };
+    // `qlinear convert INPUT OUT --scheme S` with the token table at q8 and
+    // `extra` arguments
+    let convert = |input: &Path, out: &Path, scheme: &str, extra: &[&std::ffi::OsStr]| {
+        run(Command::new(cli)
+            .arg("convert")
+            .arg(input)
+            .arg(out)
+            .args(["--scheme", scheme, "--tensor-scheme", "token_embd=q8", "--force"])
+            .args(extra)
+            .stdout(std::process::Stdio::null()))
+    };
+    let mut configs: Vec<String> = vec![gguf.display().to_string()];
+    for scheme in ["q8", "q4", "q4g32"] {
+        for &recipe in if scheme == "q8" { &["canonical"][..] } else { recipes } {
+            let out = dir.join(format!("{scheme}-{recipe}.safetensors"));
+            let mut extra = vec!["--recipe".as_ref(), recipe.as_ref()];
+            if recipe == "activation-aware" {
+                extra.extend(["--importance".as_ref(), importance.as_os_str()]);
+            }
+            convert(gguf, &out, scheme, &extra)?;
+            let modes: &[&str] = match scheme {
+                "q8" => &["W8A8", "W8A16"],
+                _ => &["W4A8", "W4A16"],
+            };
+            for mode in modes {
+                configs.push(format!("{}@{mode}", out.display()));
+            }
+        }
+    }
+    let q8_smoothed = dir.join("q8-smoothed.safetensors");
+    convert(smoothed, &q8_smoothed, "q8", &[])?;
+    for mode in ["W8A8", "W8A16"] {
+        configs.push(format!("{}@{mode}", q8_smoothed.display()));
+    }
+    let imported = dir.join("q4_0-imported.safetensors");
+    convert(q4_0, &imported, "q4g32", &[])?;
+    configs.push(format!("{}@W4A8", imported.display()));
+    Ok(configs)
+}
+
+/// The Q8_0 GGUF made from the shipped `gguf` by the `gguf` package
+/// (`tools/gguf_fixtures.py`), once, for llama.cpp's rows.
+fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
+    let q8_0 = root().join("target/smollm/SmolLM2-135M-Instruct.Q8_0.gguf");
+    if !q8_0.exists() {
+        run(Command::new("python3")
+            .arg("tools/gguf_fixtures.py")
+            .arg(gguf)
+            .arg(&q8_0)
+            .args(["Q8_0", "Q8_0"]))?;
+    }
+    Ok(q8_0)
 }
 
 /// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
@@ -219,14 +244,7 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let llama = args.iter().any(|a| a == "--llamacpp");
     let python = if llama { Some(llama_cpp_python()?) } else { None };
     if llama {
-        let q8_0 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
-        if !q8_0.exists() {
-            run(Command::new("python3")
-                .arg("tools/gguf_fixtures.py")
-                .arg(smollm2_gguf()?)
-                .arg(&q8_0)
-                .args(["Q8_0", "Q8_0"]))?;
-        }
+        q8_0_gguf(&smollm2_gguf()?)?;
     }
     let mut rounds = vec![];
     for r in 0..repeat {

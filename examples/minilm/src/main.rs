@@ -200,12 +200,30 @@ fn run() -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    // The start-up cost, paid on purpose, with the census of the q8 model:
-    // its K values and the family its layers run by default (the other
-    // configurations' families are proven and planned as their layers are
-    // built, below).
     let open = |name: &str| ModelFile::open(dir.join(name)).map_err(|e| e.to_string());
-    let census = open("q8-canonical.safetensors")?.census();
+    start_up(&open("q8-canonical.safetensors")?)?;
+
+    let configs = configurations(&open, layers, heads, &also)?;
+
+    let (embeddings, times) = measure(&configs, &ids, rounds)?;
+    let reference = &embeddings[0];
+    let failed = report(&configs, &embeddings, &times, rounds, check);
+    if let Some(path) = dump {
+        write_dump(&path, sentences, &ids, reference)?;
+    }
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// The start-up cost, paid on purpose, with the census of the q8 model
+/// `q8`: its K values and the family its layers run by default (the other
+/// configurations' families are proven and planned as their layers are
+/// built); printed with the plan's tiers.
+fn start_up(q8: &ModelFile) -> Result<(), String> {
+    let census = q8.census();
     let t = Instant::now();
     let init = qlinear::init_for(&census).map_err(|e| e.to_string())?;
     let init_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -222,7 +240,18 @@ fn run() -> Result<ExitCode, String> {
         init.plan.elapsed.as_secs_f64() * 1e3,
         routes.join(", "),
     );
+    Ok(())
+}
 
+/// Every configuration of the table, loaded: f32, ggml's Q4_0 emulated, each
+/// scheme × recipe × mode of the converted files `open` finds, and the
+/// `also` files'.
+fn configurations(
+    open: &dyn Fn(&str) -> Result<ModelFile, String>,
+    layers: usize,
+    heads: usize,
+    also: &[&String],
+) -> Result<Vec<Config>, String> {
     let f32_file = open("model/model.safetensors")?;
     let mut configs = vec![
         Config {
@@ -275,12 +304,18 @@ fn run() -> Result<ExitCode, String> {
             });
         }
     }
+    Ok(configs)
+}
 
+/// Every configuration embeds every sentence, `rounds` times, alternated:
+/// the first round's embeddings and every round's milliseconds, per
+/// configuration.
+fn measure(configs: &[Config], ids: &[Vec<u32>], rounds: usize) -> Result<Timed, String> {
     let mut embeddings: Vec<Vec<Vec<f32>>> = vec![vec![]; configs.len()];
     let mut times: Vec<Vec<f64>> = vec![vec![]; configs.len()];
     for round in 0..rounds {
         for (c, config) in configs.iter().enumerate() {
-            for sentence in &ids {
+            for sentence in ids {
                 let t = Instant::now();
                 let e = config.encoder.embed(sentence)?;
                 times[c].push(t.elapsed().as_secs_f64() * 1e3);
@@ -290,7 +325,23 @@ fn run() -> Result<ExitCode, String> {
             }
         }
     }
+    Ok((embeddings, times))
+}
 
+/// Per configuration: the embeddings of the first round, and every call's
+/// milliseconds.
+type Timed = (Vec<Vec<Vec<f32>>>, Vec<Vec<f64>>);
+
+/// Prints the table against the first configuration (f32); returns the
+/// floors missed (with `check`).
+fn report(
+    configs: &[Config],
+    embeddings: &[Vec<Vec<f32>>],
+    times: &[Vec<f64>],
+    rounds: usize,
+    check: bool,
+) -> Vec<String> {
+    let sentences = embeddings[0].len();
     let reference = &embeddings[0];
     let sims = |e: &[Vec<f32>]| -> Vec<f64> {
         let mut s = vec![];
@@ -304,7 +355,7 @@ fn run() -> Result<ExitCode, String> {
     let ref_sims = sims(reference);
     println!(
         "{} sentences, {rounds} round(s), {} threads; cosine against f32, Spearman of the {} pairwise similarities",
-        ids.len(),
+        sentences,
         qlinear_threads(),
         ref_sims.len()
     );
@@ -341,14 +392,7 @@ fn run() -> Result<ExitCode, String> {
             }
         }
     }
-    if let Some(path) = dump {
-        write_dump(&path, sentences, &ids, reference)?;
-    }
-    if failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(failed.join("; "))
-    }
+    failed
 }
 
 /// `PREFIX.importance` (f32 `[k]`) for each linear, as a safetensors file.

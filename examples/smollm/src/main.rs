@@ -371,7 +371,27 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(split) = args.decode_split.first() {
         model.set_decode_split(split.of());
     }
-    let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
+    // run on a pool thread: a call from outside the pool hands every layer's
+    // work to it and sleeps until it is done, a wake-up a call (at one
+    // thread, a tenth of the step's time went to the kernel's futex)
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads.unwrap_or(0))
+        .build()
+        .map_err(|e| e.to_string())?;
+    pool.install(|| generate(&args, &model, &meta, start, before_model))
+}
+
+/// Generates from the prompt of `args` with `model`, streaming the text;
+/// the timings to stderr (`start`: the process's, before the selftest;
+/// `before_model`: the peak RSS then).
+fn generate(
+    args: &Args,
+    model: &Model,
+    meta: &qlinear_smollm::Meta,
+    start: Instant,
+    before_model: Option<f64>,
+) -> Result<(), String> {
+    let tokenizer = Tokenizer::from_meta(meta).map_err(|e| e.to_string())?;
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), None) => ids.clone(),
         (None, Some(p)) => {

@@ -45,35 +45,7 @@ impl Model {
     pub fn from_converted(file: &ModelFile, meta: &Meta, mode: Option<QuantLinearMode>) -> Result<Model> {
         let config = Config::from_meta(meta)?;
         let quantized = file.linears();
-        let linear = |prefix: &str, n: usize, k: usize| -> Result<Dense> {
-            if !quantized.iter().any(|p| p == prefix) {
-                // a layer the converter kept in float (or an f32 file's)
-                let name = format!("{prefix}.weight");
-                let Some(shape) = file.shape(&name) else {
-                    return Err(Error::Tensor {
-                        tensor: format!("{prefix}.qweight"),
-                        reason: format!(
-                            "missing, and no float {name} either: every linear weight of the model must be there"
-                        ),
-                    });
-                };
-                check_shape(&name, &shape, &[n, k])?;
-                if let Some(mode) = mode {
-                    return Err(Error::Tensor {
-                        tensor: name,
-                        reason: format!("kept in float: a mode ({mode}) applies to quantized layers only"),
-                    });
-                }
-                return Ok(Dense::f32(file.tensor_f32(&name)?, n, k));
-            }
-            let mut l = file.linear(prefix)?;
-            check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
-            if let Some(mode) = mode {
-                let m = head_mode(prefix, &l, mode);
-                l = l.with_mode(m)?;
-            }
-            Ok(Dense::Q(Box::new(l)))
-        };
+        let linear = |prefix: &str, n: usize, k: usize| converted_linear(file, &quantized, mode, prefix, n, k);
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
             let found = file.shape(name).ok_or_else(|| Error::Tensor {
                 tensor: name.into(),
@@ -191,4 +163,43 @@ impl Model {
             split: DecodeSplit::default(),
         })
     }
+}
+
+/// Layer `prefix` (`[n, k]`) of a converted file: its `qlinear::Linear` in
+/// `mode` (the head's mode where `prefix` is the head, [`head_mode`]), or,
+/// where the converter kept it in float (`quantized` does not list it),
+/// its f32 weight (an error with a `mode`: it has none).
+fn converted_linear(
+    file: &ModelFile,
+    quantized: &[String],
+    mode: Option<QuantLinearMode>,
+    prefix: &str,
+    n: usize,
+    k: usize,
+) -> Result<Dense> {
+    if !quantized.iter().any(|p| p == prefix) {
+        // a layer the converter kept in float (or an f32 file's)
+        let name = format!("{prefix}.weight");
+        let Some(shape) = file.shape(&name) else {
+            return Err(Error::Tensor {
+                tensor: format!("{prefix}.qweight"),
+                reason: format!("missing, and no float {name} either: every linear weight of the model must be there"),
+            });
+        };
+        check_shape(&name, &shape, &[n, k])?;
+        if let Some(mode) = mode {
+            return Err(Error::Tensor {
+                tensor: name,
+                reason: format!("kept in float: a mode ({mode}) applies to quantized layers only"),
+            });
+        }
+        return Ok(Dense::f32(file.tensor_f32(&name)?, n, k));
+    }
+    let mut l = file.linear(prefix)?;
+    check_shape(prefix, &[l.out_features(), l.in_features()], &[n, k])?;
+    if let Some(mode) = mode {
+        let m = head_mode(prefix, &l, mode);
+        l = l.with_mode(m)?;
+    }
+    Ok(Dense::Q(Box::new(l)))
 }
