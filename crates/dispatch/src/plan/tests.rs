@@ -1,3 +1,6 @@
+//! The plan's unit tests (`#[cfg(test)]` only): an `unwrap` or a `panic!` here is
+//! a failed assertion, never a path of the library.
+
 use super::timing::*;
 use super::*;
 use qlinear_kernels_scalar::SCALAR;

@@ -358,7 +358,7 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
 // views' small accessors once a tile: those carry `#[inline]`. A release
 // build may give each module a codegen unit of its own, and a call across
 // units is not inlined: splitting `frame.rs` into these files cost W8A8 and
-// W4A8 5–10 % more instructions outside the micro-kernels until the hints,
+// W4A8 9–11 % more instructions outside the micro-kernels until the hints,
 // with which they count as the single file did or fewer (callgrind, AVX2,
 // AMD EPYC Zen 4, `tools/callgrind_share.py`).
 mod float;
