@@ -30,6 +30,7 @@ pub(crate) fn browser() -> Result {
             ))?;
         let path = root().join(format!("{dir}/{WEB}/release/qlinear_web.wasm"));
         modules.push(std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+        prune(&dir);
     }
     let [simd128, relaxed] = &modules[..] else {
         return Err(format!(

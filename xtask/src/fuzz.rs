@@ -38,5 +38,6 @@ pub(crate) fn fuzz(args: &[String]) -> Result {
             .arg("-rss_limit_mb=4096")
             .env("RUSTC_BOOTSTRAP", "1"))?;
     }
+    prune("fuzz/target");
     Ok(())
 }

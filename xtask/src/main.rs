@@ -103,6 +103,29 @@ fn run(cmd: &mut Command) -> Result {
     }
 }
 
+/// With `QLINEAR_PRUNE` set (`.ci/run` sets it), removes a directory a
+/// stage built for itself (under the workspace root) once the stage has
+/// passed, so a run's disk peak is about one stage's build, not the sum of
+/// them all: a checker's CI ran out of space 20 minutes in, when the sum
+/// was about 10 GB. Without it the directories stay for the next run.
+fn prune(dir: &str) {
+    if !pruning() {
+        return;
+    }
+    let path = root().join(dir);
+    if path.exists() {
+        eprintln!("xtask> prune {dir}");
+        if let Err(e) = std::fs::remove_dir_all(&path) {
+            eprintln!("xtask: cannot prune {}: {e}", path.display());
+        }
+    }
+}
+
+/// Whether this run prunes what each stage built (see [`prune`]).
+fn pruning() -> bool {
+    std::env::var_os("QLINEAR_PRUNE").is_some()
+}
+
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }

@@ -19,7 +19,9 @@ pub(crate) fn package() -> Result {
             "--quiet",
             "--target-dir",
         ])
-        .arg(&dir))
+        .arg(&dir))?;
+    prune("target/package-verify");
+    Ok(())
 }
 
 /// Removes what earlier `cargo publish --dry-run` runs unpacked from their
@@ -68,10 +70,10 @@ pub(crate) fn msrv() -> Result {
         .args(["toolchain", "list"])
         .output()
         .map_err(|e| format!("rustup: {e}"))?;
-    if !String::from_utf8_lossy(&installed.stdout)
+    let missing = !String::from_utf8_lossy(&installed.stdout)
         .lines()
-        .any(|l| l.starts_with(&format!("{version}-")))
-    {
+        .any(|l| l.starts_with(&format!("{version}-")));
+    if missing {
         run(Command::new("rustup").args(["toolchain", "install", &version, "--profile", "minimal"]))?;
     }
     let mut c = Command::new("cargo");
@@ -93,5 +95,11 @@ pub(crate) fn msrv() -> Result {
     ] {
         c.args(["-p", p]);
     }
-    run(&mut c)
+    run(&mut c)?;
+    prune("target/msrv");
+    // a toolchain this run installed goes too (about 0.5 GB), under the same rule
+    if missing && pruning() {
+        run(Command::new("rustup").args(["toolchain", "uninstall", &version]))?;
+    }
+    Ok(())
 }

@@ -64,9 +64,11 @@ pub(crate) fn test() -> Result {
             .env("QLINEAR_INT8_TIER", tier))?;
     }
     aarch64_tests()?;
+    prune(&format!("target/{AARCH64}"));
     wasm_tests()?;
     ensure_python(&["numpy", "safetensors"])?;
     minilm(&["--short".to_string()])?;
+    prune("target/minilm");
     // the decoder's accuracy floors run a 135M-parameter model: release only
     run(cargo()
         .args([
@@ -80,6 +82,9 @@ pub(crate) fn test() -> Result {
             "--ignored",
         ])
         .env("QLINEAR_SMOLLM2_GGUF", &smollm2))?;
+    // nothing after this point builds in release or reads the model
+    prune("target/release");
+    prune("target/smollm2");
     package()?;
     msrv()?;
     run(Command::new("python3").args([
@@ -228,11 +233,14 @@ pub(crate) fn wasm_tests() -> Result {
                     .env("QLINEAR_INT8_TIER", forced.name()))?;
             }
         }
+        prune(&dir);
     }
     run(test("target/wasm-scalar", "-simd128")
         .args(packages)
         .env("QLINEAR_EXPECT_PROVEN", "scalar")
-        .env("QLINEAR_EXPECT_ABSENT", names(wasm.iter().copied()).join(",")))
+        .env("QLINEAR_EXPECT_ABSENT", names(wasm.iter().copied()).join(",")))?;
+    prune("target/wasm-scalar");
+    Ok(())
 }
 
 /// The tiers to force for the repeated test runs: those this CPU has
