@@ -174,7 +174,7 @@ fn call_i8mm(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 
 mod mutants {
     use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
-    use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+    use qlinear_kernels_scalar::{KernelTable, SCALAR};
 
     pub(crate) const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 4), Tile::new(1, 4)];
     const SDOT_W4A8: Family<TileI8Q4> = Family {
@@ -211,27 +211,23 @@ mod mutants {
         scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
     };
     mod sdot {
-        qlinear_kernels_scalar::frame_gemms! { w4a8: super::SDOT_W4A8 }
+        use qlinear_kernels_scalar::GemmShapes;
+        qlinear_kernels_scalar::frame_gemms! { w4a8: super::SDOT_W4A8; ..GemmShapes::SINGLE }
     }
     mod i8mm {
-        qlinear_kernels_scalar::frame_gemms! { w4a8: super::I8MM_W4A8 }
+        use qlinear_kernels_scalar::GemmShapes;
+        qlinear_kernels_scalar::frame_gemms! { w4a8: super::I8MM_W4A8; ..GemmShapes::SINGLE }
     }
     pub(crate) static SDOT: KernelTable = KernelTable {
         name: "sdot-mutant",
         gemm_w4a8: sdot::gemm_w4a8,
-        shapes: GemmShapes {
-            w4a8: SDOT_W4A8.shapes,
-            ..GemmShapes::SINGLE
-        },
+        shapes: sdot::SHAPES,
         ..SCALAR
     };
     pub(crate) static I8MM: KernelTable = KernelTable {
         name: "i8mm-mutant",
         gemm_w4a8: i8mm::gemm_w4a8,
-        shapes: GemmShapes {
-            w4a8: I8MM_W4A8.shapes,
-            ..GemmShapes::SINGLE
-        },
+        shapes: i8mm::SHAPES,
         ..SCALAR
     };
 }

@@ -102,12 +102,22 @@ macro_rules! safe_entries {
 }
 
 /// The GEMM entries of a tier on the [`frame`](crate::frame), one per
-/// registered [`Family`](crate::frame::Family) constant (`w8a8: W8A8, …`);
-/// a family left out is taken from another table or written by hand.
+/// registered [`Family`](crate::frame::Family) constant (`w8a8: W8A8, …`),
+/// and `SHAPES`, the table's [`GemmShapes`](crate::GemmShapes) read off
+/// those families' tiles, so that a tile is declared in one place. A
+/// family left out is taken from another table, whose shapes then follow
+/// the `;` (`; ..crate::neon::TABLE.shapes`); without them every family
+/// must be listed (the struct literal does not compile otherwise).
 #[macro_export]
 macro_rules! frame_gemms {
-    ($($family:ident : $value:path),* $(,)?) => {
+    ($($family:ident : $value:path),* $(,)? $(; ..$base:expr)?) => {
         $( $crate::frame_gemms!(@one $family, $value); )*
+        /// The declared tiles of this table's GEMM entries.
+        #[allow(clippy::needless_update)]
+        pub(crate) static SHAPES: $crate::GemmShapes = $crate::GemmShapes {
+            $( $family: $value.shapes, )*
+            $( ..$base )?
+        };
     };
     (@one w8a8, $f:path) => {
         pub(crate) fn gemm_w8a8(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {

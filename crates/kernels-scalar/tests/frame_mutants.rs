@@ -13,7 +13,7 @@ use qlinear_kernels_scalar::{dot_i8_i8, dot_i8_q4_biased, lane_tree, GemmShapes,
 
 /// 3 weight rows × 5 activation rows, 6 × 1 for M = 1, in chunks of 7 rows.
 const TILES: &[Tile] = &[Tile::ONE, Tile::new(6, 1), Tile::new(3, 5), Tile::new(1, 5)];
-const SHAPES: Shapes = Shapes { tiles: TILES, chunk: 7 };
+const TILED: Shapes = Shapes { tiles: TILES, chunk: 7 };
 
 fn tile_i8(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     for (i, xr) in x.iter().enumerate() {
@@ -132,7 +132,7 @@ macro_rules! table {
         mod $name {
             use super::*;
             pub(crate) const W8A8: Family<TileI8I8> = Family {
-                shapes: SHAPES,
+                shapes: TILED,
                 kernels: &{
                     const K: [TileI8I8; 4] = $w8a8;
                     K
@@ -142,7 +142,7 @@ macro_rules! table {
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
             pub(crate) const W4A8: Family<TileI8Q4> = Family {
-                shapes: SHAPES,
+                shapes: TILED,
                 kernels: &{
                     const K: [TileI8Q4; 4] = [tile_q4; 4];
                     K
@@ -152,7 +152,7 @@ macro_rules! table {
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
             pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
-                shapes: SHAPES,
+                shapes: TILED,
                 kernels: &{
                     const K: [TileGroupedQ4; 4] = $grouped;
                     K
@@ -162,7 +162,7 @@ macro_rules! table {
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
             pub(crate) const W8A16: Family<TileF32Q8> = Family {
-                shapes: SHAPES,
+                shapes: TILED,
                 kernels: &{
                     const K: [TileF32Q8; 4] = $w8a16;
                     K
@@ -171,20 +171,16 @@ macro_rules! table {
                 layout: Layout::Chunked,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED, w8a16: W8A16 }
+            qlinear_kernels_scalar::frame_gemms! {
+                w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED, w8a16: W8A16; ..GemmShapes::SINGLE
+            }
             pub(crate) static TABLE: KernelTable = KernelTable {
                 name: stringify!($name),
                 gemm_w8a8,
                 gemm_w4a8,
                 gemm_w4a8_grouped,
                 gemm_w8a16,
-                shapes: GemmShapes {
-                    w8a8: SHAPES,
-                    w4a8: SHAPES,
-                    w4a8_grouped: SHAPES,
-                    w8a16: SHAPES,
-                    ..GemmShapes::SINGLE
-                },
+                shapes: SHAPES,
                 ..SCALAR
             };
         }
@@ -199,7 +195,7 @@ table!(fused: w8a8 [tile_i8; 4], w4a8_grouped [grouped; 4], w8a16 [w8a16, w8a16_
 
 #[test]
 fn the_declared_tiles_are_valid() {
-    SHAPES.validate().unwrap();
+    TILED.validate().unwrap();
 }
 
 #[test]
@@ -247,14 +243,11 @@ mod wide {
         layout: Layout::Natural,
         scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
     pub(crate) static TABLE: KernelTable = KernelTable {
         name: "wide",
         gemm_w8a8,
-        shapes: GemmShapes {
-            w8a8: WIDE,
-            ..GemmShapes::SINGLE
-        },
+        shapes: SHAPES,
         ..SCALAR
     };
 }

@@ -61,14 +61,11 @@ const W8A8: Family<TileI8I8> = Family {
     layout: Layout::Natural,
     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
 };
-qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
+qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
 static MUTANT: KernelTable = KernelTable {
     name: "simd128-mutant",
     gemm_w8a8,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        ..GemmShapes::SINGLE
-    },
+    shapes: SHAPES,
     ..SCALAR
 };
 

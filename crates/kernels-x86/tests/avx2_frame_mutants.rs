@@ -220,17 +220,14 @@ macro_rules! grouped_w4a8_on_frame {
                 layout: Layout::EvenOdd,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED }
+            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED; ..GemmShapes::SINGLE }
 
             /// The first mismatch of the proof of W4A8 grouped on this family.
             pub(crate) fn first_mismatch() -> Option<Mismatch> {
                 first_failure(
                     &KernelTable {
                         gemm_w4a8_grouped,
-                        shapes: GemmShapes {
-                            w4a8_grouped: W4A8_GROUPED.shapes,
-                            ..GemmShapes::SINGLE
-                        },
+                        shapes: SHAPES,
                         ..SCALAR
                     },
                     KernelFamily::W4A8Grouped,
@@ -438,7 +435,7 @@ mod seq_w8a8 {
         layout: Layout::Natural,
         scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8 }
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
 }
 
 qlinear_kernels_scalar::w4a8_on_frame! {
@@ -455,10 +452,7 @@ fn a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof() {
     first_failure(
         &KernelTable {
             gemm_w8a8: seq_w8a8::gemm_w8a8,
-            shapes: GemmShapes {
-                w8a8: seq_w8a8::W8A8.shapes,
-                ..GemmShapes::SINGLE
-            },
+            shapes: seq_w8a8::SHAPES,
             ..SCALAR
         },
         KernelFamily::W8A8,

@@ -213,7 +213,7 @@ mod w4a16_mutant {
         layout: Layout::Chunked,
         scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16 }
+    qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16; ..GemmShapes::SINGLE }
 }
 
 #[test]
@@ -225,6 +225,7 @@ fn a_nibble_order_slip_in_the_w4a16_unpack_fails_the_proof() {
     first_failure(
         &KernelTable {
             gemm_w4a16: w4a16_mutant::gemm_w4a16,
+            shapes: w4a16_mutant::SHAPES,
             ..SCALAR
         },
         KernelFamily::W4A16,
@@ -307,12 +308,11 @@ macro_rules! grouped_w4a16_mutant {
         mod $module {
             use super::*;
             use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
-            pub(crate) const SHAPES: Shapes = Shapes {
-                tiles: BATCH_TILES,
-                chunk: 16,
-            };
             pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
-                shapes: SHAPES,
+                shapes: Shapes {
+                    tiles: BATCH_TILES,
+                    chunk: 16,
+                },
                 kernels: &{
                     const K: [TileF32Q4Grouped; 4] = [$tile; 4];
                     K
@@ -321,7 +321,7 @@ macro_rules! grouped_w4a16_mutant {
                 layout: Layout::Chunked,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED }
+            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED; ..GemmShapes::SINGLE }
         }
 
         #[test]
@@ -333,10 +333,7 @@ macro_rules! grouped_w4a16_mutant {
             first_failure(
                 &KernelTable {
                     gemm_w4a16_grouped: $module::gemm_w4a16_grouped,
-                    shapes: GemmShapes {
-                        w4a16_grouped: $module::SHAPES,
-                        ..GemmShapes::SINGLE
-                    },
+                    shapes: $module::SHAPES,
                     ..SCALAR
                 },
                 KernelFamily::W4A16Grouped,

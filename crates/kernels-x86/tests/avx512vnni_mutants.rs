@@ -32,13 +32,10 @@ macro_rules! table_on_frame {
                 layout: Layout::$layout,
                 scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { $field: FAMILY }
+            qlinear_kernels_scalar::frame_gemms! { $field: FAMILY; ..GemmShapes::SINGLE }
             pub(crate) static TABLE: KernelTable = KernelTable {
                 $gemm,
-                shapes: GemmShapes {
-                    $field: FAMILY.shapes,
-                    ..GemmShapes::SINGLE
-                },
+                shapes: SHAPES,
                 ..SCALAR
             };
         }

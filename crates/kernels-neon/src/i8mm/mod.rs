@@ -13,7 +13,7 @@
 //! tier runs (at M = 1 half of each `smmla` is wasted, so SDOT usually wins).
 
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8, TileI8Q4};
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 mod int;
 
@@ -60,17 +60,13 @@ const W4A8: Family<TileI8Q4> = Family {
 
 mod gemm {
     use super::{W4A8, W8A8};
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8 }
+    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8; ..crate::sdot::TABLE.shapes }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     name: "neon-i8mm",
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        ..crate::sdot::TABLE.shapes
-    },
+    shapes: gemm::SHAPES,
     ..crate::sdot::TABLE
 };

@@ -3,7 +3,7 @@
 //! micro-kernels on two `float32x4_t` per 8 lanes with `vmulq` + `vaddq`,
 //! never `vfmaq`. The frame owns the loops; this module registers the tiles.
 
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod int;
@@ -43,12 +43,5 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
-        w8a16: float::W8A16.shapes,
-        w4a16: float::W4A16.shapes,
-        w4a16_grouped: float::W4A16_GROUPED.shapes,
-    },
+    shapes: gemm::SHAPES,
 };

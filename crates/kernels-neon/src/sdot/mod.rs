@@ -2,7 +2,7 @@
 //! exact i8·i8 products summed straight into each i32 lane; the float
 //! kernels and the activation quantizer are the NEON tier's.
 
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 mod int;
 
@@ -18,7 +18,9 @@ int_families!();
 
 mod gemm {
     use super::{W4A8, W4A8_GROUPED, W8A8};
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
+    qlinear_kernels_scalar::frame_gemms! {
+        w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED; ..crate::neon::TABLE.shapes
+    }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {
@@ -29,11 +31,6 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: None,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
-        ..crate::neon::TABLE.shapes
-    },
+    shapes: gemm::SHAPES,
     ..crate::neon::TABLE
 };

@@ -74,14 +74,11 @@ macro_rules! w4a8_on_frame {
                     layout: Layout::$layout,
                     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
                 };
-                qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8 }
+                qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8; ..qlinear_kernels_scalar::GemmShapes::SINGLE }
                 pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
                     name: stringify!($module),
                     gemm_w4a8,
-                    shapes: qlinear_kernels_scalar::GemmShapes {
-                        w4a8: W4A8.shapes,
-                        ..qlinear_kernels_scalar::GemmShapes::SINGLE
-                    },
+                    shapes: SHAPES,
                     ..qlinear_kernels_scalar::SCALAR
                 };
             }

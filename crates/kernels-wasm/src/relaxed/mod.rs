@@ -23,7 +23,7 @@
 use std::arch::wasm32::*;
 
 use qlinear_kernels_scalar::frame::{Family, TileGroupedQ4, TileI8Q4};
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 use crate::simd128::{dot_i8_q4_with, Int4, NibbleDot};
 
@@ -44,7 +44,9 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<RelaxedDot>::W4A8_GROUPED;
 
 mod gemm {
     use super::{W4A8, W4A8_GROUPED};
-    qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8, w4a8_grouped: W4A8_GROUPED }
+    qlinear_kernels_scalar::frame_gemms! {
+        w4a8: W4A8, w4a8_grouped: W4A8_GROUPED; ..crate::simd128::TABLE.shapes
+    }
 }
 
 fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
@@ -57,10 +59,6 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: None,
-    shapes: GemmShapes {
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
-        ..crate::simd128::TABLE.shapes
-    },
+    shapes: gemm::SHAPES,
     ..crate::simd128::TABLE
 };

@@ -15,7 +15,7 @@
 use std::arch::wasm32::*;
 
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
-use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, GemmShapes, KernelTable};
+use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
 
 mod float;
 mod quantize;
@@ -32,14 +32,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: INT4_SHAPES,
-        w4a8_grouped: INT4_GROUPED_SHAPES,
-        w8a16: float::W8A16.shapes,
-        w4a16: float::W4A16.shapes,
-        w4a16_grouped: float::W4A16_GROUPED.shapes,
-    },
+    shapes: gemm::SHAPES,
 };
 
 const W4A8: Family<TileI8Q4> = Int4::<ExtMul>::W4A8;

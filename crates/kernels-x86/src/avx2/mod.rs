@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 use qlinear_kernels_scalar::frame::{
     Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4,
 };
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod q4;
@@ -210,14 +210,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
-        w8a16: W8A16.shapes,
-        w4a16: W4A16.shapes,
-        w4a16_grouped: W4A16_GROUPED.shapes,
-    },
+    shapes: gemm::SHAPES,
 };
 
 /// Sum of the 8 i32 lanes (integer addition: any order is exact).

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use qlinear_kernels_scalar::frame::{
     Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileGroupedQ4, TileI8I8, TileI8Q4,
 };
-use qlinear_kernels_scalar::{GemmShapes, KernelTable};
+use qlinear_kernels_scalar::KernelTable;
 
 use crate::avx2;
 
@@ -152,7 +152,8 @@ mod gemm {
     use super::*;
     qlinear_kernels_scalar::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
-        w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
+        w4a16: W4A16, w4a16_grouped: W4A16_GROUPED;
+        ..avx2::TABLE.shapes
     }
 }
 
@@ -166,14 +167,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8_grouped_panels: Some(q4_panels::gemm_w4a8_grouped_panels),
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
-    shapes: GemmShapes {
-        w8a8: W8A8.shapes,
-        w4a8: W4A8.shapes,
-        w4a8_grouped: W4A8_GROUPED.shapes,
-        w4a16: W4A16.shapes,
-        w4a16_grouped: W4A16_GROUPED.shapes,
-        ..avx2::TABLE.shapes
-    },
+    shapes: gemm::SHAPES,
     ..avx2::TABLE
 };
 
