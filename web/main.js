@@ -1,17 +1,20 @@
-// Runs while the page loads: instantiates one of the two builds of
-// qlinear_web.wasm (inlined as base64 by qlinear_web.js; plain C-ABI exports,
-// no JS glue): the relaxed-SIMD build where this browser validates it, else
-// the SIMD128 build. Runs the selftest, times the GEMVs with
+// Runs while the page loads: instantiates one of the builds of
+// qlinear_web.wasm, one per wasm tier of the registry (inlined as base64 by
+// qlinear_web.js; plain C-ABI exports, no JS glue): the last this browser
+// validates, the relaxed-SIMD build where it has relaxed SIMD. Runs the selftest, times the GEMVs with
 // performance.now(), and writes a RESULT line that `cargo xtask browser`
 // reads back from the DOM.
 (function () {
   const $ = (id) => document.getElementById(id);
   try {
     const decode = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-    const relaxedBytes = decode(QLINEAR_WASM_RELAXED_BASE64);
-    const relaxed = WebAssembly.validate(relaxedBytes);
-    const bytes = relaxed ? relaxedBytes : decode(QLINEAR_WASM_BASE64);
-    const build = relaxed ? "relaxed-simd" : "simd128";
+    // QLINEAR_WASM_BUILDS: [tier, base64] in the registry's order, each
+    // build containing the tiers before it; take the last one this browser
+    // validates (the first needs only SIMD128)
+    const builds = QLINEAR_WASM_BUILDS.map(([tier, b64]) => [tier, decode(b64)]);
+    let chosen = builds.length - 1;
+    while (chosen > 0 && !WebAssembly.validate(builds[chosen][1])) chosen--;
+    const [build, bytes] = builds[chosen];
     const q = new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
     const text = () => new TextDecoder().decode(new Uint8Array(q.memory.buffer, q.qlinear_output_ptr(), q.qlinear_output_len()));
 
@@ -19,12 +22,13 @@
     const report = text();
     $("selftest").textContent = `build: ${build}\n${report}`;
 
+    // the page's tiers, by index, from the module's registry
+    q.qlinear_page_tiers();
+    const tiers = text().split("\n").filter((t) => t.length > 0);
     const rows = [];
     const [n, k] = [4096, 4096];
     for (const [family, name] of [[0, "w8a8"], [1, "w4a8"]]) {
-      const tiers = [[0, "scalar"], [1, "wasm-simd128"]];
-      if (relaxed) tiers.push([2, "wasm-relaxed-simd"]);
-      for (const [index, tier] of tiers) {
+      for (const [index, tier] of tiers.entries()) {
         if (q.qlinear_gemv_setup(family, index, n, k) !== 1) {
           rows.push(`${name} ${tier}: not dispatchable`);
           continue;
@@ -41,10 +45,11 @@
       }
     }
     $("timings").textContent = rows.join("\n");
-    const simdProven = /wasm-simd128\s+ok/.test(report);
-    const relaxedProven = /wasm-relaxed-simd\s+ok/.test(report);
-    const ok = proven && simdProven && (!relaxed || relaxedProven);
-    $("result").textContent = `RESULT: ${ok ? "PASS" : "FAIL"} build ${build} (all present tiers proven: ${proven}, simd128 proven: ${simdProven}, relaxed-simd proven: ${relaxedProven})`;
+    // every tier the chosen build contains is in the proof table as ok
+    const built = builds.slice(0, chosen + 1).map(([tier]) => [tier, new RegExp(`${tier}\\s+ok`).test(report)]);
+    const ok = proven && built.every(([, p]) => p);
+    const each = built.map(([tier, p]) => `${tier} proven: ${p}`).join(", ");
+    $("result").textContent = `RESULT: ${ok ? "PASS" : "FAIL"} build ${build} (all present tiers proven: ${proven}, ${each})`;
   } catch (e) {
     $("result").textContent = `RESULT: FAIL ${e}`;
   }

@@ -53,17 +53,32 @@ pub extern "C" fn qlinear_output_len() -> usize {
     OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
-/// The tiers the page can time, by index: 0 scalar, 1 SIMD128, 2 relaxed SIMD.
-const PAGE_TIERS: [Int8Tier; 3] = [Int8Tier::Scalar, Int8Tier::WasmSimd128, Int8Tier::WasmRelaxedSimd];
+/// The tiers the page can time, by index: the scalar tier, then the
+/// registry's WebAssembly tiers in its order.
+fn page_tiers() -> Vec<Int8Tier> {
+    std::iter::once(Int8Tier::Scalar)
+        .chain(Int8Tier::of_arch("wasm32"))
+        .collect()
+}
 
-/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `tier` an index of
-/// `PAGE_TIERS`: 0 scalar, 1 SIMD128, 2 relaxed SIMD) of an `[n, k]` weight.
+/// Leaves the names of the tiers the page can time in the output buffer, one
+/// a line, in index order (the indices `qlinear_gemv_setup` takes), and
+/// returns how many there are.
+#[no_mangle]
+pub extern "C" fn qlinear_page_tiers() -> u32 {
+    let tiers = page_tiers();
+    set_output(tiers.iter().map(|t| format!("{t}\n")).collect());
+    tiers.len() as u32
+}
+
+/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `tier` an index of the
+/// page's tiers, `qlinear_page_tiers`) of an `[n, k]` weight.
 /// Returns 1 on success, 0 if the tier is not dispatchable in this build or
 /// the shape is refused.
 #[no_mangle]
 pub extern "C" fn qlinear_gemv_setup(family: u32, tier: u32, n: u32, k: u32) -> u32 {
     let (n, k) = (n as usize, k as usize);
-    let Some(&tier) = PAGE_TIERS.get(tier as usize) else {
+    let Some(&tier) = page_tiers().get(tier as usize) else {
         return 0;
     };
     let Ok(route) = Route::for_tier(tier) else { return 0 };

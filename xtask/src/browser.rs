@@ -4,7 +4,8 @@ use super::server::{base64, serve};
 use super::*;
 
 /// `cargo xtask browser`: builds the `wasm32-unknown-unknown` page module
-/// once per wasm tier's target features (`+simd128`, `+simd128,+relaxed-simd`),
+/// once per wasm tier of the registry, with its target features
+/// (`+simd128`, `+simd128,+relaxed-simd`),
 /// serves `web/` on 127.0.0.1, loads it in headless Chromium (Debian's
 /// `chromium`, installed when missing) and reads the proof table and GEMV
 /// timings back from the DOM; fails unless every proof passed and the page
@@ -32,18 +33,14 @@ pub(crate) fn browser() -> Result {
         modules.push(std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
         prune(&dir);
     }
-    let [simd128, relaxed] = &modules[..] else {
-        return Err(format!(
-            "the page knows two wasm builds, the registry has {}",
-            modules.len()
-        ));
-    };
-    let script = format!(
-        "const QLINEAR_WASM_BASE64 = \"{}\";\nconst QLINEAR_WASM_RELAXED_BASE64 = \"{}\";\n",
-        base64(simd128),
-        base64(relaxed)
-    )
-    .into_bytes();
+    // the builds in the registry's order, each named for its last tier
+    let builds: Vec<String> = Int8Tier::of_arch("wasm32")
+        .iter()
+        .zip(&modules)
+        .map(|(tier, module)| format!("[\"{tier}\", \"{}\"]", base64(module)))
+        .collect();
+    let script = format!("const QLINEAR_WASM_BUILDS = [{}];\n", builds.join(", ")).into_bytes();
+    let widest = Int8Tier::of_arch("wasm32").last().map_or("none", |t| t.name());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let web = root().join("web");
@@ -86,7 +83,7 @@ pub(crate) fn browser() -> Result {
     );
     let result = section("result").unwrap_or_else(|| "RESULT: no page result".into());
     println!("{result}");
-    if result.starts_with("RESULT: PASS build relaxed-simd") {
+    if result.starts_with(&format!("RESULT: PASS build {widest} ")) {
         Ok(())
     } else {
         Err(format!(

@@ -1,75 +1,75 @@
 use std::fmt;
 use std::str::FromStr;
 
-use qlinear_kernels_scalar::{KernelTable, SCALAR};
+use qlinear_kernels_scalar::{KernelTable, TierSpec};
 
 use crate::DispatchError;
 
-/// An executable int8 dot-product route (an ISA tier). Every tier computes
-/// exactly the scalar tier's bits; only proven tiers are dispatched. New
-/// tiers are added over time (hence `non_exhaustive`): iterate
-/// [`Int8Tier::ALL`] rather than matching.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Int8Tier {
+/// The registry: one line per tier, the tier's variant and the declaration
+/// its folder exports ([`TierSpec`]). The enum, [`Int8Tier::ALL`] and
+/// [`Int8Tier::spec`] are generated from it, and every other fact about a
+/// tier (name, architecture, detection, how CI proves it) is read from the
+/// declaration. A new tier is its folder plus one line here
+/// (`docs/ARCHITECTURE.md`).
+macro_rules! registry {
+    ($($(#[doc = $doc:literal])* $variant:ident => $spec:path,)*) => {
+        /// An executable int8 dot-product route (an ISA tier). Every tier computes
+        /// exactly the scalar tier's bits; only proven tiers are dispatched. New
+        /// tiers are added over time (hence `non_exhaustive`): iterate
+        /// [`Int8Tier::ALL`] rather than matching.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Int8Tier {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Int8Tier {
+            /// Every tier, in order of preference when timings tie.
+            pub const ALL: [Int8Tier; [$(stringify!($variant)),*].len()] = [$(Self::$variant),*];
+
+            /// The tier's declaration, from its folder.
+            pub const fn spec(self) -> &'static TierSpec {
+                match self {
+                    $( Self::$variant => &$spec, )*
+                }
+            }
+        }
+    };
+}
+
+registry! {
     /// Portable Rust: the reference.
-    Scalar,
+    Scalar => qlinear_kernels_scalar::SCALAR_TIER,
     /// x86-64 AVX2.
-    Avx2,
+    Avx2 => qlinear_kernels_x86::AVX2,
     /// x86-64 AVX-512 (F, BW, VL) with VNNI (`vpdpbusd`).
-    Avx512Vnni,
+    Avx512Vnni => qlinear_kernels_x86::AVX512_VNNI,
     /// aarch64 baseline ASIMD.
-    Neon,
+    Neon => qlinear_kernels_neon::NEON,
     /// aarch64 FEAT_DotProd (`sdot`).
-    NeonSdot,
+    NeonSdot => qlinear_kernels_neon::NEON_SDOT,
     /// aarch64 FEAT_I8MM (`smmla`) for the batch families, on top of `NeonSdot`.
-    NeonI8mm,
+    NeonI8mm => qlinear_kernels_neon::NEON_I8MM,
     /// WebAssembly SIMD128.
-    WasmSimd128,
+    WasmSimd128 => qlinear_kernels_wasm::WASM_SIMD128,
     /// WebAssembly relaxed SIMD (`i16x8.relaxed_dot_i8x16_i7x16_s` for
     /// W4A8), on top of `WasmSimd128`: a build with `+relaxed-simd`, for
     /// engines that have it.
-    WasmRelaxedSimd,
+    WasmRelaxedSimd => qlinear_kernels_wasm::WASM_RELAXED_SIMD,
 }
 
 impl Int8Tier {
-    /// Every tier, in order of preference when timings tie.
-    pub const ALL: [Int8Tier; 8] = [
-        Self::Scalar,
-        Self::Avx2,
-        Self::Avx512Vnni,
-        Self::Neon,
-        Self::NeonSdot,
-        Self::NeonI8mm,
-        Self::WasmSimd128,
-        Self::WasmRelaxedSimd,
-    ];
-
     /// The tier's name (`scalar`, `avx2`, `avx512-vnni`, `neon`, `neon-sdot`,
     /// `neon-i8mm`, `wasm-simd128`, `wasm-relaxed-simd`).
     pub const fn name(self) -> &'static str {
-        match self {
-            Self::Scalar => "scalar",
-            Self::Avx2 => "avx2",
-            Self::Avx512Vnni => "avx512-vnni",
-            Self::Neon => "neon",
-            Self::NeonSdot => "neon-sdot",
-            Self::NeonI8mm => "neon-i8mm",
-            Self::WasmSimd128 => "wasm-simd128",
-            Self::WasmRelaxedSimd => "wasm-relaxed-simd",
-        }
+        self.spec().name
     }
 
     /// The architecture the tier is built for (`target_arch`): `any` for
     /// the scalar tier. The test runner (`cargo xtask test`) forces and
     /// proves every tier of the architecture it runs on, from this list.
     pub fn arch(self) -> &'static str {
-        match self {
-            Self::Scalar => "any",
-            Self::Avx2 | Self::Avx512Vnni => "x86_64",
-            Self::Neon | Self::NeonSdot | Self::NeonI8mm => "aarch64",
-            Self::WasmSimd128 | Self::WasmRelaxedSimd => "wasm32",
-        }
+        self.spec().arch
     }
 
     /// Emulated CPUs (`qemu-aarch64 -cpu NAME`) that lack the tier's feature
@@ -77,13 +77,9 @@ impl Int8Tier {
     /// shows the tier reported absent and never used. Empty for tiers every
     /// CPU of their architecture has, and for x86 and WebAssembly (the wasm
     /// runner builds without `+simd128`, and without `+relaxed-simd`,
-    /// instead). `-cpu max` has them all.
+    /// instead). The CPU that proves it is [`TierSpec::emulated_with`].
     pub fn emulated_without(self) -> &'static [&'static str] {
-        match self {
-            Self::NeonSdot => &["cortex-a72"],
-            Self::NeonI8mm => &["cortex-a72", "neoverse-n1"],
-            _ => &[],
-        }
+        self.spec().emulated_without
     }
 
     /// The `-C target-feature` list a build needs to contain the tier, for
@@ -91,11 +87,7 @@ impl Int8Tier {
     /// contains the one before it); empty for the tiers detected at run time.
     /// The test runner builds the wasm suites once per list.
     pub fn build_features(self) -> &'static str {
-        match self {
-            Self::WasmSimd128 => "+simd128",
-            Self::WasmRelaxedSimd => "+simd128,+relaxed-simd",
-            _ => "",
-        }
+        self.spec().build_features
     }
 
     /// The tiers built for `arch` (see [`Int8Tier::arch`]), in [`Int8Tier::ALL`] order.
@@ -112,44 +104,7 @@ impl Int8Tier {
     /// The tier's kernel table if it is compiled in and its CPU feature is
     /// present, else why not. Proven or not: see [`crate::selftest_report`].
     pub(crate) fn table(self) -> Result<&'static KernelTable, String> {
-        match self {
-            Self::Scalar => Ok(&SCALAR),
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx2 => qlinear_kernels_x86::avx2_table().ok_or_else(|| "this CPU lacks AVX2 or F16C".into()),
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx512Vnni => qlinear_kernels_x86::avx512vnni_table()
-                .ok_or_else(|| "this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)".into()),
-            #[cfg(not(target_arch = "x86_64"))]
-            Self::Avx2 | Self::Avx512Vnni => Err(format!("{self} is x86-64 only")),
-            #[cfg(target_arch = "aarch64")]
-            Self::Neon => qlinear_kernels_neon::neon_table().ok_or_else(|| "this CPU lacks ASIMD".into()),
-            #[cfg(target_arch = "aarch64")]
-            Self::NeonSdot => {
-                qlinear_kernels_neon::sdot_table().ok_or_else(|| "this CPU lacks FEAT_DotProd (dotprod)".into())
-            }
-            #[cfg(target_arch = "aarch64")]
-            Self::NeonI8mm => qlinear_kernels_neon::i8mm_table()
-                .ok_or_else(|| "this CPU lacks FEAT_I8MM (i8mm) or FEAT_DotProd".into()),
-            #[cfg(not(target_arch = "aarch64"))]
-            Self::Neon | Self::NeonSdot | Self::NeonI8mm => Err(format!("{self} is aarch64 only")),
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Self::WasmSimd128 => qlinear_kernels_wasm::simd128_table().ok_or_else(|| "not compiled in".into()),
-            #[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
-            Self::WasmSimd128 => Err("this build lacks +simd128 (WebAssembly has no run-time detection)".into()),
-            #[cfg(not(target_arch = "wasm32"))]
-            Self::WasmSimd128 => Err(format!("{self} is wasm32 with +simd128 only")),
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
-            Self::WasmRelaxedSimd => qlinear_kernels_wasm::relaxed_simd_table().ok_or_else(|| "not compiled in".into()),
-            #[cfg(all(
-                target_arch = "wasm32",
-                not(all(target_feature = "simd128", target_feature = "relaxed-simd"))
-            ))]
-            Self::WasmRelaxedSimd => {
-                Err("this build lacks +simd128,+relaxed-simd (WebAssembly has no run-time detection)".into())
-            }
-            #[cfg(not(target_arch = "wasm32"))]
-            Self::WasmRelaxedSimd => Err(format!("{self} is wasm32 with +simd128,+relaxed-simd only")),
-        }
+        (self.spec().detect)().map_err(str::to_string)
     }
 }
 
@@ -269,7 +224,16 @@ mod checklist {
     fn every_tier_is_registered_completely() {
         let mut names = std::collections::HashSet::new();
         for tier in Int8Tier::ALL {
+            let spec = tier.spec();
             assert!(names.insert(tier.name()), "{tier}: name used twice");
+            assert!(
+                !spec.name.is_empty()
+                    && spec
+                        .name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{tier}: a name of lowercase ASCII, digits and '-'"
+            );
             assert_eq!(tier.name().parse::<Int8Tier>().unwrap(), tier);
             assert_eq!(tier.to_string(), tier.name());
             assert!(
@@ -281,15 +245,35 @@ mod checklist {
                 tier == Int8Tier::Scalar,
                 "{tier}: only the scalar tier runs anywhere"
             );
-            assert!(
-                tier.emulated_without().is_empty() || tier.arch() == "aarch64",
-                "{tier}: qemu CPUs are aarch64's"
-            );
             assert!(Int8Tier::of_arch(tier.arch()).contains(&tier));
             assert_eq!(
                 tier.build_features().is_empty(),
                 tier.arch() != "wasm32",
                 "{tier}: wasm tiers, and only they, are chosen at build time"
+            );
+            // how CI proves it: aarch64 tiers under qemu (the baseline on
+            // every emulated CPU, each later tier also shown absent on one
+            // without it), x86-64 tiers on the CI machine's own CPU, wasm
+            // tiers by their build under Node.js
+            let arch = Int8Tier::of_arch(tier.arch());
+            if tier.arch() == "aarch64" {
+                assert!(!spec.emulated_with.is_empty(), "{tier}: no emulated CPU proves it");
+                assert_eq!(
+                    spec.emulated_without.is_empty(),
+                    arch[0] == tier,
+                    "{tier}: a tier beyond its architecture's baseline names a CPU without it"
+                );
+                assert!(!spec.emulated_without.contains(&spec.emulated_with), "{tier}");
+            } else {
+                assert!(
+                    spec.emulated_with.is_empty() && spec.emulated_without.is_empty(),
+                    "{tier}: qemu CPUs are aarch64's"
+                );
+            }
+            assert_eq!(
+                spec.mutants.is_empty(),
+                tier == Int8Tier::Scalar,
+                "{tier}: every tier but the reference names the mutants its proof fails"
             );
             // a tier is available exactly where it is compiled for
             let here = cfg!(target_arch = "x86_64") && tier.arch() == "x86_64"
@@ -297,6 +281,9 @@ mod checklist {
                 || cfg!(target_arch = "wasm32") && tier.arch() == "wasm32"
                 || tier.arch() == "any";
             assert!(here || !tier.is_available(), "{tier} available off its architecture");
+            if let Err(why) = tier.table() {
+                assert!(!why.is_empty(), "{tier}: detection says why not");
+            }
         }
         assert!(Int8Tier::Scalar.is_available());
         // each wasm build contains the tiers before it (the runner's expectations rely on it)
@@ -309,6 +296,39 @@ mod checklist {
                 pair[1],
                 pair[0]
             );
+        }
+    }
+
+    /// Each declaration's folder holds it (`spec.rs`, with the tier's name),
+    /// and each mutant it names is a `#[test]` in its crate's file. Read from
+    /// the repository, so not in the WebAssembly builds (no file system).
+    #[test]
+    #[cfg(not(target_arch = "wasm32"))]
+    fn every_tier_lives_in_its_folder_beside_its_mutants() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |path: &str| std::fs::read_to_string(repo.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for tier in Int8Tier::ALL {
+            let spec = tier.spec();
+            let declaration = read(&format!("{}/spec.rs", spec.folder));
+            assert!(
+                declaration.contains(&format!("name: \"{}\"", spec.name)),
+                "{tier}: {}/spec.rs does not declare it",
+                spec.folder
+            );
+            let krate = spec
+                .folder
+                .split_once("/src")
+                .map_or_else(|| panic!("{tier}: a folder under a crate's src"), |(c, _)| c);
+            for mutant in spec.mutants {
+                let (file, test) = mutant
+                    .split_once("::")
+                    .unwrap_or_else(|| panic!("{tier}: {mutant:?} is not FILE::TEST"));
+                let text = read(&format!("{krate}/{file}"));
+                let is_test = text
+                    .match_indices(&format!("fn {test}("))
+                    .any(|(at, _)| text[..at].trim_end().ends_with("#[test]"));
+                assert!(is_test, "{tier}: no #[test] fn {test} in {krate}/{file}");
+            }
         }
     }
 

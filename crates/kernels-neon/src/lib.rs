@@ -3,7 +3,8 @@
 //! the batch families), each a complete [`KernelTable`](qlinear_kernels_scalar::KernelTable)
 //! bit-identical to the scalar tier. Tables are handed out only after
 //! run-time feature detection; the dispatch crate runs the selftest before use.
-//! On other architectures this crate is empty.
+//! On other architectures this crate holds only the tiers' declarations
+//! ([`NEON`], [`NEON_SDOT`], [`NEON_I8MM`]), whose detection says so.
 //!
 //! `sdot` and `smmla` are written with `core::arch::asm!` inside
 //! `#[target_feature(enable = "dotprod")]` / `"i8mm"` functions because the
@@ -47,6 +48,18 @@ cfg_if::cfg_if! {
         }
     }
 }
+
+// Each tier's declaration lives in its folder and exists on every
+// architecture, where the kernels above do not.
+#[path = "i8mm/spec.rs"]
+mod i8mm_spec;
+#[path = "neon/spec.rs"]
+mod neon_spec;
+#[path = "sdot/spec.rs"]
+mod sdot_spec;
+pub use i8mm_spec::NEON_I8MM;
+pub use neon_spec::NEON;
+pub use sdot_spec::NEON_SDOT;
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

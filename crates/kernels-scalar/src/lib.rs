@@ -22,6 +22,7 @@ mod int;
 pub mod layout;
 pub mod panels;
 pub mod proof;
+mod spec;
 mod table;
 
 pub use dot::{dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, quantize_row_q8_finite};
@@ -30,6 +31,7 @@ pub use float::{gemm_w4a16, gemm_w4a16_grouped, gemm_w8a16, lane_tree};
 pub use frame::LayoutCache;
 pub use int::{gemm_w4a8, gemm_w4a8_grouped, gemm_w8a8};
 pub use panels::{GemmQ8Panels, PanelsQ4};
+pub use spec::{TierSpec, SCALAR_TIER};
 pub use table::{
     activation_group_sums, activation_group_sums_into, ActivationsF32, ActivationsQ8, DotI8I8, DotI8Q4, GemmF32Q4,
     GemmF32Q8, GemmQ8Q4, GemmQ8Q8, GemmShapes, KernelError, KernelTable, OutputTile, QuantizeRow, MAX_K_W4A8,

@@ -3,7 +3,8 @@
 //! scalar tier. WebAssembly has no run-time feature detection: each island is
 //! compiled in (`-C target-feature=+simd128`, and `+relaxed-simd` for the
 //! second) or not, and the dispatch crate proves it with the selftest at
-//! start-up like every other tier. Elsewhere this crate is empty.
+//! start-up like every other tier. Elsewhere this crate holds only the
+//! tiers' declarations ([`WASM_SIMD128`], [`WASM_RELAXED_SIMD`]).
 
 #![warn(missing_docs)]
 // every `unsafe` block states why it holds, on the line above it
@@ -35,6 +36,15 @@ cfg_if::cfg_if! {
         }
     }
 }
+
+// Each tier's declaration lives in its folder and exists in every build,
+// where the kernels above do not.
+#[path = "relaxed/spec.rs"]
+mod relaxed_spec;
+#[path = "simd128/spec.rs"]
+mod simd128_spec;
+pub use relaxed_spec::WASM_RELAXED_SIMD;
+pub use simd128_spec::WASM_SIMD128;
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

@@ -5,7 +5,8 @@
 //! ([`avx2_table`], [`avx512vnni_table`]); the `#[target_feature]` kernels
 //! behind it are private, so they cannot be reached on a CPU that lacks the
 //! feature. The dispatch crate additionally runs the selftest before use.
-//! On other architectures this crate is empty.
+//! On other architectures this crate holds only the tiers' declarations
+//! ([`AVX2`], [`AVX512_VNNI`]), whose detection says so.
 
 #![warn(missing_docs)]
 // every `unsafe` block states why it holds, on the line above it
@@ -43,6 +44,15 @@ cfg_if::cfg_if! {
         }
     }
 }
+
+// Each tier's declaration lives in its folder and exists on every
+// architecture, where the kernels above do not.
+#[path = "avx2/spec.rs"]
+mod avx2_spec;
+#[path = "avx512vnni/spec.rs"]
+mod avx512vnni_spec;
+pub use avx2_spec::AVX2;
+pub use avx512vnni_spec::AVX512_VNNI;
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

@@ -44,7 +44,8 @@ pub use linear::Linear;
 pub use qlinear_dispatch::{
     autotuned_plan, dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16,
     linear_w8a16, quant_linear, quant_mode_from_environment, run_selftest, selftest_report, Census, DispatchError,
-    Int8Tier, KernelPlanV0, QuantLinearMode, SelftestReport, INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8, QUANT_MODE_ENV,
+    Int8Tier, KernelPlanV0, QuantLinearMode, SelftestReport, TierSpec, INT8_TIER_ENV, MAX_K_W4A8, MAX_K_W8A8,
+    QUANT_MODE_ENV,
 };
 #[cfg(feature = "formats")]
 pub use qlinear_formats::{FormatError, QuantizedFile};

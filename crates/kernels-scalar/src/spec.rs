@@ -1,0 +1,71 @@
+//! What a tier declares about itself. Each tier's folder exports one
+//! [`TierSpec`]; the registry (`qlinear_dispatch::Int8Tier`) is the list of
+//! them, and the test runner (`cargo xtask test`), the CLI and the web page
+//! read every fact about a tier from there, so that adding a tier is its
+//! folder plus one line in that list (`docs/ARCHITECTURE.md`).
+
+use crate::{KernelTable, SCALAR};
+
+/// A tier's declaration: its name, where it runs, how it is found on a CPU,
+/// how CI proves it (and shows it absent), and where its code and its
+/// mutants live. Plain data, the same on every architecture; only
+/// [`detect`](TierSpec::detect) looks at the CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct TierSpec {
+    /// The tier's name (`avx2`, `neon-sdot`, …): lowercase ASCII, digits
+    /// and `-`; its table's [`KernelTable::name`].
+    pub name: &'static str,
+    /// The `target_arch` the tier is built for (`x86_64`, `aarch64`,
+    /// `wasm32`), or `any` (the scalar tier only).
+    pub arch: &'static str,
+    /// The tier's kernel table where it is compiled in and this CPU has its
+    /// features, else a sentence saying which is missing. Proven or not:
+    /// the dispatch crate's selftest decides that.
+    pub detect: fn() -> Result<&'static KernelTable, &'static str>,
+    /// The `-C target-feature` list a build needs to contain the tier:
+    /// WebAssembly's, which has no run-time detection (each wasm tier's list
+    /// contains the one before it); empty for the tiers detected at run
+    /// time. CI builds the wasm suites once per list and runs them under
+    /// Node.js.
+    pub build_features: &'static str,
+    /// The emulated CPU (`qemu-aarch64 -cpu NAME`) on which CI proves the
+    /// tier; empty where no emulator is used: x86-64 tiers are proven on the
+    /// CI machine's own CPU where it has them, wasm tiers by their build
+    /// under Node.js.
+    pub emulated_with: &'static str,
+    /// Emulated CPUs that have the architecture's baseline but not this
+    /// tier's feature, where CI shows the tier reported absent and never
+    /// used; empty for the tiers every CPU of their architecture has, and
+    /// for x86 and WebAssembly (the wasm runner builds without the
+    /// features instead).
+    pub emulated_without: &'static [&'static str],
+    /// The tier's folder in the repository (`crates/kernels-x86/src/avx2`),
+    /// where its tiles, table and this declaration live.
+    pub folder: &'static str,
+    /// The tests that show the proof catches this tier's plausible
+    /// mistakes, as `FILE::TEST` with `FILE` under its crate
+    /// (`tests/avx2_mutants.rs::saturating_…`): each builds a deliberately
+    /// wrong kernel in the tier's style and expects the proof to fail it.
+    /// Empty for the scalar tier alone, the reference the proof compares
+    /// with.
+    pub mutants: &'static [&'static str],
+}
+
+impl TierSpec {
+    /// [`detect`](TierSpec::detect)'s table, if any.
+    pub fn table(&self) -> Option<&'static KernelTable> {
+        (self.detect)().ok()
+    }
+}
+
+/// The scalar tier: portable Rust, the reference every other tier equals.
+pub const SCALAR_TIER: TierSpec = TierSpec {
+    name: "scalar",
+    arch: "any",
+    detect: || Ok(&SCALAR),
+    build_features: "",
+    emulated_with: "",
+    emulated_without: &[],
+    folder: "crates/kernels-scalar/src",
+    mutants: &[],
+};

@@ -1,0 +1,38 @@
+//! The relaxed-SIMD tier's declaration, compiled on every architecture (the
+//! registry lists every tier everywhere).
+
+use qlinear_kernels_scalar::{KernelTable, TierSpec};
+
+/// WebAssembly relaxed SIMD (`i16x8.relaxed_dot_i8x16_i7x16_s` for W4A8), on top of
+/// [`WASM_SIMD128`](crate::WASM_SIMD128): a build with `+relaxed-simd`, for engines that have it.
+pub const WASM_RELAXED_SIMD: TierSpec = TierSpec {
+    name: "wasm-relaxed-simd",
+    arch: "wasm32",
+    detect,
+    build_features: "+simd128,+relaxed-simd",
+    emulated_with: "",
+    emulated_without: &[],
+    folder: "crates/kernels-wasm/src/relaxed",
+    mutants: &[
+        "tests/mutants.rs::signed_nibbles_fail_the_proof_wherever_the_engine_reads_them_unsigned",
+        "tests/mutants.rs::i16_sums_across_the_row_fail_the_proof",
+    ],
+};
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    crate::relaxed_simd_table().ok_or("not compiled in")
+}
+
+#[cfg(all(
+    target_arch = "wasm32",
+    not(all(target_feature = "simd128", target_feature = "relaxed-simd"))
+))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("this build lacks +simd128,+relaxed-simd (WebAssembly has no run-time detection)")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("wasm-relaxed-simd is wasm32 with +simd128,+relaxed-simd only")
+}

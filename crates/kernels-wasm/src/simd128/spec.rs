@@ -1,0 +1,34 @@
+//! The SIMD128 tier's declaration, compiled on every architecture (the
+//! registry lists every tier everywhere).
+
+use qlinear_kernels_scalar::{KernelTable, TierSpec};
+
+/// WebAssembly SIMD128.
+pub const WASM_SIMD128: TierSpec = TierSpec {
+    name: "wasm-simd128",
+    arch: "wasm32",
+    detect,
+    build_features: "+simd128",
+    emulated_with: "",
+    emulated_without: &[],
+    folder: "crates/kernels-wasm/src/simd128",
+    mutants: &[
+        "tests/mutants.rs::a_saturating_simd128_batch_tile_fails_the_proof",
+        "tests/mutants.rs::a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof",
+    ],
+};
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    crate::simd128_table().ok_or("not compiled in")
+}
+
+#[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("this build lacks +simd128 (WebAssembly has no run-time detection)")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("wasm-simd128 is wasm32 with +simd128 only")
+}

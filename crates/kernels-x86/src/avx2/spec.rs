@@ -1,0 +1,33 @@
+//! The AVX2 tier's declaration, compiled on every architecture (the
+//! registry lists every tier everywhere).
+
+use qlinear_kernels_scalar::{KernelTable, TierSpec};
+
+/// x86-64 AVX2 with F16C (for the group scales).
+pub const AVX2: TierSpec = TierSpec {
+    name: "avx2",
+    arch: "x86_64",
+    detect,
+    build_features: "",
+    emulated_with: "",
+    emulated_without: &[],
+    folder: "crates/kernels-x86/src/avx2",
+    mutants: &[
+        "tests/avx2_mutants.rs::saturating_and_unsigned_avx2_variants_fail_the_proof",
+        "tests/avx2_mutants.rs::a_shared_correction_in_the_batch_tile_fails_the_proof",
+        "tests/avx2_mutants.rs::a_nibble_order_slip_in_the_w4a16_unpack_fails_the_proof",
+        "tests/avx2_frame_mutants.rs::a_tree_sum_in_the_grouped_batch_tile_fails_the_proof",
+        "tests/avx2_frame_mutants.rs::a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof",
+        "tests/avx2_frame_mutants.rs::the_avx2_panel_tiles_fail_the_proof_on_their_slips",
+    ],
+};
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    crate::avx2_table().ok_or("this CPU lacks AVX2 or F16C")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("avx2 is x86-64 only")
+}

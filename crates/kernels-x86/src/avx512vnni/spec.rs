@@ -1,0 +1,33 @@
+//! The AVX-512 VNNI tier's declaration, compiled on every architecture (the
+//! registry lists every tier everywhere).
+
+use qlinear_kernels_scalar::{KernelTable, TierSpec};
+
+/// x86-64 AVX-512 (F, BW, VL) with VNNI (`vpdpbusd`).
+pub const AVX512_VNNI: TierSpec = TierSpec {
+    name: "avx512-vnni",
+    arch: "x86_64",
+    detect,
+    build_features: "",
+    emulated_with: "",
+    emulated_without: &[],
+    folder: "crates/kernels-x86/src/avx512vnni",
+    mutants: &[
+        "tests/avx512vnni_mutants.rs::the_w8a8_tiles_fail_the_proof_on_their_slips",
+        "tests/avx512vnni_mutants.rs::the_w4a8_tiles_fail_the_proof_on_their_slips",
+        "tests/avx512vnni_mutants.rs::the_w4a8_grouped_tiles_fail_the_proof_on_their_slips",
+        "tests/avx512vnni_mutants.rs::the_w4a16_tiles_fail_the_proof_on_their_slip",
+        "tests/avx512vnni_mutants.rs::the_w4a16_grouped_tiles_fail_the_proof_on_their_slip",
+        "tests/avx512vnni_mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
+    ],
+};
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    crate::avx512vnni_table().ok_or("this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> Result<&'static KernelTable, &'static str> {
+    Err("avx512-vnni is x86-64 only")
+}
