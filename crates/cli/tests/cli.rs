@@ -188,11 +188,27 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
             "{text}"
         );
     }
-    let census = qlinear(&[
-        "selftest",
-        "--census",
-        dir.path().join("out-q4g32-search.safetensors").to_str().unwrap(),
+}
+
+/// `selftest --census FILE` proves the K values of a model's layers (and
+/// the tails and bounds) rather than the default census, and only the
+/// families the file's layers use.
+#[test]
+fn a_models_census_is_its_layers_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = standard_model(dir.path());
+    let converted = dir.path().join("out-q4g32-search.safetensors");
+    let o = qlinear(&[
+        "convert",
+        input.to_str().unwrap(),
+        converted.to_str().unwrap(),
+        "--scheme",
+        "q4g32",
+        "--recipe",
+        "search",
     ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let census = qlinear(&["selftest", "--census", converted.to_str().unwrap()]);
     assert!(census.status.success(), "{}", String::from_utf8_lossy(&census.stderr));
     // the model's census replaces the default one: its K values (6 and 96
     // here) beside the tails 1..=67 and the two bounds, not the default's
@@ -506,6 +522,16 @@ fn activation_aware_importance_faults_are_named() {
         args.extend(extra);
         qlinear(&args)
     };
+    let aware = |importance: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "--recipe",
+            "activation-aware",
+            "--importance",
+            importance.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        run(&args)
+    };
     let fails = |o: Output, want: &str| {
         assert_eq!(o.status.code(), Some(1), "{want}");
         let err = String::from_utf8(o.stderr).unwrap();
@@ -523,29 +549,13 @@ fn activation_aware_importance_faults_are_named() {
         run(&["--recipe", "search", "--importance", good.to_str().unwrap()]),
         "--importance is read only by --recipe activation-aware, not by --recipe search",
     );
-    fails(
-        run(&[
-            "--recipe",
-            "activation-aware",
-            "--importance",
-            d.join("none").to_str().unwrap(),
-        ]),
-        "none",
-    );
+    fails(aware(&d.join("none"), &[]), "none");
     let bad = |name: &str, tensors: Vec<(&str, Vec<usize>, Src)>| model(d, name, tensors);
     let missing = bad(
         "missing.safetensors",
         vec![("layers.0.attn.q.importance", vec![64], Src::F32(importance(64, 1)))],
     );
-    fails(
-        run(&[
-            "--recipe",
-            "activation-aware",
-            "--importance",
-            missing.to_str().unwrap(),
-        ]),
-        "layers.0.mlp.down.weight: the importance file",
-    );
+    fails(aware(&missing, &[]), "layers.0.mlp.down.weight: the importance file");
     let mut nan = importance(96, 2);
     nan[5] = f32::NAN;
     for (file, tensors, want, include) in [
@@ -578,15 +588,6 @@ fn activation_aware_importance_faults_are_named() {
             "down",
         ),
     ] {
-        let f = bad(file, tensors);
-        let o = run(&[
-            "--recipe",
-            "activation-aware",
-            "--importance",
-            f.to_str().unwrap(),
-            "--include",
-            include,
-        ]);
-        fails(o, want);
+        fails(aware(&bad(file, tensors), &["--include", include]), want);
     }
 }

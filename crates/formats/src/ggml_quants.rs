@@ -89,48 +89,9 @@ pub fn dequantize(tensor: &str, ty: GgmlType, data: &[u8], out: &mut [f32]) -> R
                 *y = d * f32::from(q) + m;
             }
         }),
-        GgmlType::Q4_K | GgmlType::Q5_K => {
-            let five = ty == GgmlType::Q5_K;
-            blocks.for_each(|(b, y)| {
-                let (d, dmin) = (half(b, 0), half(b, 2));
-                let (sc, mn) = k_scales(&b[4..16]);
-                // Q5_K: 32 bytes of fifth bits (bit s of byte i for weight i
-                // of sub-block s) before the 128 bytes of nibbles
-                let (qh, qs) = if five {
-                    (&b[16..48], &b[48..176])
-                } else {
-                    (&b[16..16], &b[16..144])
-                };
-                for s in 0..8 {
-                    let (ds, ms) = (d * f32::from(sc[s]), dmin * f32::from(mn[s]));
-                    let (bytes, shift) = (&qs[s / 2 * 32..s / 2 * 32 + 32], s % 2 * 4);
-                    for i in 0..32 {
-                        let mut q = (bytes[i] >> shift) & 0x0F;
-                        if five {
-                            q |= ((qh[i] >> s) & 1) << 4;
-                        }
-                        y[s * 32 + i] = ds * f32::from(q) - ms;
-                    }
-                }
-            })
-        }
-        GgmlType::Q6_K => blocks.for_each(|(b, y)| {
-            let (ql, qh, scales, d) = (&b[0..128], &b[128..192], &b[192..208], half(b, 208));
-            // 8 runs of 32 weights: run c takes nibbles from ql's half c / 4,
-            // bytes (c % 2) · 32 onward, low or high by (c / 2) % 2, and two
-            // bits from qh's half c / 4 at shift (c % 4) · 2
-            for c in 0..8 {
-                let (g, lo_at, lo_shift, hi_shift) = (c / 4, c % 2 * 32, c / 2 % 2 * 4, c % 4 * 2);
-                for i in 0..32 {
-                    let e = c * 32 + i;
-                    let lo = (ql[g * 64 + lo_at + i] >> lo_shift) & 0x0F;
-                    let hi = (qh[g * 32 + i] >> hi_shift) & 0x03;
-                    let q = (lo | hi << 4) as i8 - 32;
-                    let ds = d * f32::from(scales[e / 16] as i8);
-                    y[e] = ds * f32::from(q);
-                }
-            }
-        }),
+        GgmlType::Q4_K => blocks.for_each(|(b, y)| block_q45_k(b, y, false)),
+        GgmlType::Q5_K => blocks.for_each(|(b, y)| block_q45_k(b, y, true)),
+        GgmlType::Q6_K => blocks.for_each(|(b, y)| block_q6_k(b, y)),
         // DEQUANTIZABLE was checked above; a type added there without a
         // decoder here is refused rather than decoded wrongly
         other => {
@@ -141,6 +102,51 @@ pub fn dequantize(tensor: &str, ty: GgmlType, data: &[u8], out: &mut [f32]) -> R
         }
     }
     Ok(())
+}
+
+/// One `Q4_K` block (`five`: `Q5_K`) of 256 weights: 8 sub-blocks of 32,
+/// each with its 6-bit scale and min (`k_scales`), `y = d·sc·q − dmin·mn`.
+fn block_q45_k(b: &[u8], y: &mut [f32], five: bool) {
+    let (d, dmin) = (half(b, 0), half(b, 2));
+    let (sc, mn) = k_scales(&b[4..16]);
+    // Q5_K: 32 bytes of fifth bits (bit s of byte i for weight i of
+    // sub-block s) before the 128 bytes of nibbles
+    let (qh, qs) = if five {
+        (&b[16..48], &b[48..176])
+    } else {
+        (&b[16..16], &b[16..144])
+    };
+    for s in 0..8 {
+        let (ds, ms) = (d * f32::from(sc[s]), dmin * f32::from(mn[s]));
+        let (bytes, shift) = (&qs[s / 2 * 32..s / 2 * 32 + 32], s % 2 * 4);
+        for i in 0..32 {
+            let mut q = (bytes[i] >> shift) & 0x0F;
+            if five {
+                q |= ((qh[i] >> s) & 1) << 4;
+            }
+            y[s * 32 + i] = ds * f32::from(q) - ms;
+        }
+    }
+}
+
+/// One `Q6_K` block of 256 weights: 4 low bits in `ql`, 2 high bits in
+/// `qh`, an i8 scale per 16 weights, `y = d·scale·(q − 32)`.
+fn block_q6_k(b: &[u8], y: &mut [f32]) {
+    let (ql, qh, scales, d) = (&b[0..128], &b[128..192], &b[192..208], half(b, 208));
+    // 8 runs of 32 weights: run c takes nibbles from ql's half c / 4, bytes
+    // (c % 2) · 32 onward, low or high by (c / 2) % 2, and two bits from
+    // qh's half c / 4 at shift (c % 4) · 2
+    for c in 0..8 {
+        let (g, lo_at, lo_shift, hi_shift) = (c / 4, c % 2 * 32, c / 2 % 2 * 4, c % 4 * 2);
+        for i in 0..32 {
+            let e = c * 32 + i;
+            let lo = (ql[g * 64 + lo_at + i] >> lo_shift) & 0x0F;
+            let hi = (qh[g * 32 + i] >> hi_shift) & 0x03;
+            let q = (lo | hi << 4) as i8 - 32;
+            let ds = d * f32::from(scales[e / 16] as i8);
+            y[e] = ds * f32::from(q);
+        }
+    }
 }
 
 /// A `Q4_0` matrix of `n` rows and `k` columns (`data`: its `n · k / 32`

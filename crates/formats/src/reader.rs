@@ -269,26 +269,7 @@ impl QuantizedFile {
         }
         let qweight = self.require(prefix, "qweight", "scales")?;
         let scales = self.require(prefix, "scales", "qweight")?;
-        let get = |key: String| {
-            meta.get(&key).cloned().ok_or(FormatError::MissingMetadata {
-                tensor: tensor.clone(),
-                key,
-            })
-        };
-        let scheme_text = get(qscheme_key(prefix))?;
-        let scheme: QScheme = scheme_text.parse().map_err(|_| FormatError::UnknownScheme {
-            tensor: tensor.clone(),
-            scheme: scheme_text,
-        })?;
-        let k_text = get(in_features_key(prefix))?;
-        let k: usize = k_text
-            .parse()
-            .ok()
-            .filter(|_| k_text.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or(FormatError::BadInFeatures {
-                tensor: tensor.clone(),
-                value: k_text,
-            })?;
+        let (scheme, k) = self.scheme_and_k(prefix, &tensor)?;
         let n = *qweight.shape.first().ok_or_else(|| FormatError::Shape {
             tensor: tensor.clone(),
             expected: scheme.shapes(0, k)[0].clone(),
@@ -362,6 +343,32 @@ impl QuantizedFile {
                 QuantizedWeight::Q4(w)
             }
         })
+    }
+
+    /// The scheme and K that the metadata gives the quantized tensor
+    /// `prefix` (`tensor`, its `qweight`, for the errors).
+    fn scheme_and_k(&self, prefix: &str, tensor: &str) -> Result<(QScheme, usize), FormatError> {
+        let get = |key: String| {
+            self.meta.get(&key).cloned().ok_or(FormatError::MissingMetadata {
+                tensor: tensor.into(),
+                key,
+            })
+        };
+        let scheme_text = get(qscheme_key(prefix))?;
+        let scheme: QScheme = scheme_text.parse().map_err(|_| FormatError::UnknownScheme {
+            tensor: tensor.into(),
+            scheme: scheme_text,
+        })?;
+        let k_text = get(in_features_key(prefix))?;
+        let k: usize = k_text
+            .parse()
+            .ok()
+            .filter(|_| k_text.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or(FormatError::BadInFeatures {
+                tensor: tensor.into(),
+                value: k_text,
+            })?;
+        Ok((scheme, k))
     }
 
     /// A plain float tensor (F32, F16 or BF16) widened exactly to f32, in its

@@ -212,7 +212,7 @@ fn load_err(bytes: Vec<u8>) -> FormatError {
 }
 
 #[test]
-fn malformed_files_are_typed_errors_naming_the_tensor() {
+fn malformed_metadata_and_codes_are_typed_errors_naming_the_tensor() {
     assert!(QuantizedFile::from_bytes(q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD))
         .unwrap()
         .load("w")
@@ -295,6 +295,13 @@ fn malformed_files_are_typed_errors_naming_the_tensor() {
             ),
             "w.qweight: dtype I8 where the scheme needs U8",
         ),
+    ];
+    assert_refused(cases);
+}
+
+#[test]
+fn malformed_tensors_are_typed_errors_naming_the_tensor() {
+    let cases: Vec<(Vec<u8>, &str)> = vec![
         (
             craft(&[("w.qweight", Dtype::I8, vec![1, 2], vec![1, 2])], GOOD),
             "w.qweight: its partner tensor w.scales is missing",
@@ -354,6 +361,12 @@ fn malformed_files_are_typed_errors_naming_the_tensor() {
             "w.scales: invalid scale inf at row 0, group 0",
         ),
     ];
+    assert_refused(cases);
+}
+
+/// Each file is refused with an error containing its message, the same by
+/// the copying reader and the in-place one.
+fn assert_refused(cases: Vec<(Vec<u8>, &str)>) {
     for (bytes, want) in cases {
         // the in-place reader refuses each file with the same message (a
         // pad nibble as the file stores it, though it was made biased)
@@ -366,6 +379,10 @@ fn malformed_files_are_typed_errors_naming_the_tensor() {
         assert!(msg.contains(want), "{msg:?} should contain {want:?}");
         assert_eq!(in_place, msg, "in place");
     }
+}
+
+#[test]
+fn truncated_unreadable_and_absent_are_typed_errors() {
     let mut truncated = q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD);
     truncated.pop();
     assert!(matches!(
