@@ -334,28 +334,14 @@ fn grouped32_rows<const WR: usize>(
         for (e, corr) in corr.iter().enumerate() {
             for j in 0..4 {
                 let blk = 4 * e + j;
-                // SAFETY: the assert above bounds every load; unaligned loads.
-                let v: [__m256i; 8] = unsafe {
-                    // one hint per cache line of weights (two blocks)
-                    if j % 2 == 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
-                    }
-                    let b = _mm256_loadu_si256(w[q].as_ptr().add(blk * BLOCK / 2).cast());
-                    let lo = _mm256_and_si256(b, mask);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-                    std::array::from_fn(|i| {
-                        let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
-                        let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
-                        // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo))
-                    })
-                };
-                let (a, b) = groups_of_8_rows(v);
-                let a = _mm256_sub_epi32(a, corr[2 * j]);
-                let b = _mm256_sub_epi32(b, corr[2 * j + 1]);
-                let (sa, sb) = (s[8 * e + 2 * j], s[8 * e + 2 * j + 1]);
-                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_set1_ps(sa)));
-                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(sb)));
+                // one hint per cache line of weights (two blocks)
+                if j % 2 == 0 {
+                    _mm_prefetch::<_MM_HINT_T0>(w[q].as_ptr().wrapping_add(blk * BLOCK / 2 + 768).cast());
+                }
+                // SAFETY: the assert above bounds the block's loads.
+                let v = unsafe { block_8_rows(w[q], xs, blk, mask) };
+                let scales = (s[8 * e + 2 * j], s[8 * e + 2 * j + 1]);
+                add_block_groups(chain, v, (corr[2 * j], corr[2 * j + 1]), scales);
             }
         }
     }
@@ -381,24 +367,9 @@ fn grouped32_rows<const WR: usize>(
         for (q, chain) in chains.iter_mut().enumerate() {
             let s = &sf[q * groups..(q + 1) * groups];
             for (blk, corr) in (first..).zip(&corr) {
-                // SAFETY: the assert above bounds every load; unaligned loads.
-                let v: [__m256i; 8] = unsafe {
-                    let b = _mm256_loadu_si256(w[q].as_ptr().add(blk * BLOCK / 2).cast());
-                    let lo = _mm256_and_si256(b, mask);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
-                    std::array::from_fn(|i| {
-                        let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
-                        let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
-                        // each maddubs pair <= 3810, their sum <= 7620: no i16 saturation
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo))
-                    })
-                };
-                let (a, b) = groups_of_8_rows(v);
-                let a = _mm256_sub_epi32(a, corr[0]);
-                let b = _mm256_sub_epi32(b, corr[1]);
-                let (sa, sb) = (s[2 * blk], s[2 * blk + 1]);
-                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_set1_ps(sa)));
-                *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(sb)));
+                // SAFETY: the assert above bounds the block's loads.
+                let v = unsafe { block_8_rows(w[q], xs, blk, mask) };
+                add_block_groups(chain, v, (corr[0], corr[1]), (s[2 * blk], s[2 * blk + 1]));
             }
         }
     }
@@ -412,6 +383,42 @@ fn grouped32_rows<const WR: usize>(
         }
     }
     gi
+}
+
+/// Block `blk` (64 columns, even/odd) of one weight row against 8
+/// activation rows: per row the 16 i16 sums of adjacent nibble products
+/// (each `maddubs` pair <= 3810, their sum <= 7620: no i16 saturation).
+///
+/// # Safety
+/// AVX2 is present, and `w` holds `(blk + 1) · 32` bytes and every `xs[i]`
+/// `(blk + 1) · 64` codes.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn block_8_rows(w: &[u8], xs: [&[i8]; 8], blk: usize, mask: __m256i) -> [__m256i; 8] {
+    // SAFETY: the caller's bounds; unaligned loads.
+    unsafe {
+        let b = _mm256_loadu_si256(w.as_ptr().add(blk * BLOCK / 2).cast());
+        let lo = _mm256_and_si256(b, mask);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(b), mask);
+        std::array::from_fn(|i| {
+            let xe = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK).cast());
+            let xo = _mm256_loadu_si256(xs[i].as_ptr().add(blk * BLOCK + 32).cast());
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo))
+        })
+    }
+}
+
+/// A block's two groups added to the 8 outputs' chain (the rows in the
+/// lanes): each group's sums reduced ([`groups_of_8_rows`]), less its
+/// `8·Σx` correction, converted, times its scale, added, first group first.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add_block_groups(chain: &mut __m256, v: [__m256i; 8], corr: (__m256i, __m256i), scales: (f32, f32)) {
+    let (a, b) = groups_of_8_rows(v);
+    let a = _mm256_sub_epi32(a, corr.0);
+    let b = _mm256_sub_epi32(b, corr.1);
+    *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_set1_ps(scales.0)));
+    *chain = _mm256_add_ps(*chain, _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(scales.1)));
 }
 
 /// W4A8-grouped batch micro-kernel (frame tile `WR` × 8): groups of 32

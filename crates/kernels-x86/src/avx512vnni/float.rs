@@ -180,7 +180,6 @@ fn q4_quad_tile<const MI: usize>(
     }
     for gi in 0..groups {
         let (col0, col_end) = (gi * g, ((gi + 1) * g).min(k));
-        let end = col_end.div_ceil(2);
         let x0 = gi * chunks_per_group * 8;
         let quads = (col_end - col0) / 32;
         let mut acc = [[_mm512_setzero_ps(); 2]; MI];
@@ -191,46 +190,78 @@ fn q4_quad_tile<const MI: usize>(
             // chunks_per_group, within every activation row (asserted above).
             add_quad(&mut acc, col0 / 2 + qd * 16, x0 + qd * 32);
         }
-        // a last pair of whole chunks (8 bytes per row), then single chunks
-        let (col1, xq) = (col0 + quads * 32, x0 + quads * 32);
-        let pairs = (col_end - col1) / 16;
-        for p in 0..pairs {
-            let b = col1 / 2 + p * 8;
-            if b.is_multiple_of(64) {
-                for row in w {
-                    // A hint: an address past the matrix is harmless.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
-                }
-            }
-            // SAFETY: col1 is even (g is) and col1 + 16p + 16 <= col_end <= k,
-            // so each row's 8 bytes at b lie within its ceil(k / 2).
-            let r: [__m128i; QUAD] = unsafe {
-                [
-                    _mm_loadl_epi64(w[0].as_ptr().add(b).cast()),
-                    _mm_loadl_epi64(w[1].as_ptr().add(b).cast()),
-                    _mm_loadl_epi64(w[2].as_ptr().add(b).cast()),
-                    _mm_loadl_epi64(w[3].as_ptr().add(b).cast()),
-                ]
-            };
-            // [a0-3 b0-3 a4-7 b4-7], [c0-3 d0-3 c4-7 d4-7] -> one chunk of every row
-            let (ab, cd) = (_mm_unpacklo_epi32(r[0], r[1]), _mm_unpacklo_epi32(r[2], r[3]));
-            let (first, second) = (_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
-            // SAFETY: xq + 16p + 16 <= x0 + 8 * chunks_per_group, within every
-            // activation row (asserted above).
-            unsafe {
-                add_products_quad(&mut acc, xs, xq + p * 16, dequantize_quad(first, values));
-                add_products_quad(&mut acc, xs, xq + p * 16 + 8, dequantize_quad(second, values));
-            }
-        }
-        for c in 4 * quads + 2 * pairs..chunks_per_group {
-            let chunk = padded_quad(w, (col0 + c * 8) / 2, end);
-            // SAFETY: c < chunks_per_group: the chunk's 8 floats lie within
-            // every activation row (asserted above).
-            unsafe { add_products_quad(&mut acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
-        }
+        // the rest of the group: pairs of whole chunks, then single chunks
+        let chunks = (quads, chunks_per_group);
+        add_group_tail(
+            &mut acc,
+            xs,
+            w,
+            (col0 + quads * 32, col_end),
+            (x0, chunks),
+            next,
+            values,
+        );
         for (t, a) in acc.iter().enumerate() {
             emit(t, gi, lane_trees(a));
         }
+    }
+}
+
+/// The part of one group of [`q4_quad_tile`] after its whole quads: pairs
+/// of whole chunks (8 bytes per row) from column `col1`, then single chunks
+/// (the last padded, up to the group's `chunks_per_group` of 8 columns) to
+/// `col_end`, added to `acc` in column order. `x0` is the group's first
+/// activation float and `quads` the quads already added.
+/// Called once per group, so its call costs nothing per column.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn add_group_tail<const MI: usize>(
+    acc: &mut [[__m512; 2]; MI],
+    xs: [&[f32]; MI],
+    w: [&[u8]; QUAD],
+    (col1, col_end): (usize, usize),
+    (x0, (quads, chunks_per_group)): (usize, (usize, usize)),
+    next: usize,
+    values: __m512,
+) {
+    let (col0, xq) = (col1 - quads * 32, x0 + quads * 32);
+    let end = col_end.div_ceil(2);
+    assert!(w.iter().all(|r| r.len() >= end) && xs.iter().all(|x| x.len() >= x0 + chunks_per_group * 8));
+    let pairs = (col_end - col1) / 16;
+    for p in 0..pairs {
+        let b = col1 / 2 + p * 8;
+        if b.is_multiple_of(64) {
+            for row in w {
+                // A hint: an address past the matrix is harmless.
+                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
+            }
+        }
+        // SAFETY: col1 is even (the group size is) and col1 + 16p + 16 <=
+        // col_end, so each row's 8 bytes at b lie within its `end` bytes
+        // (asserted above).
+        let r: [__m128i; QUAD] = unsafe {
+            [
+                _mm_loadl_epi64(w[0].as_ptr().add(b).cast()),
+                _mm_loadl_epi64(w[1].as_ptr().add(b).cast()),
+                _mm_loadl_epi64(w[2].as_ptr().add(b).cast()),
+                _mm_loadl_epi64(w[3].as_ptr().add(b).cast()),
+            ]
+        };
+        // [a0-3 b0-3 a4-7 b4-7], [c0-3 d0-3 c4-7 d4-7] -> one chunk of every row
+        let (ab, cd) = (_mm_unpacklo_epi32(r[0], r[1]), _mm_unpacklo_epi32(r[2], r[3]));
+        let (first, second) = (_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
+        // SAFETY: xq + 16p + 16 <= x0 + 8 * chunks_per_group, within every
+        // activation row (asserted above).
+        unsafe {
+            add_products_quad(acc, xs, xq + p * 16, dequantize_quad(first, values));
+            add_products_quad(acc, xs, xq + p * 16 + 8, dequantize_quad(second, values));
+        }
+    }
+    for c in 4 * quads + 2 * pairs..chunks_per_group {
+        let chunk = padded_quad(w, (col0 + c * 8) / 2, end);
+        // SAFETY: c < chunks_per_group: the chunk's 8 floats lie within
+        // every activation row (asserted above).
+        unsafe { add_products_quad(acc, xs, x0 + c * 8, dequantize_quad(chunk, values)) };
     }
 }
 
