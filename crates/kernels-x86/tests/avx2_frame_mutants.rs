@@ -8,7 +8,7 @@
 use std::arch::x86_64::*;
 
 use qlinear_kernels_scalar::frame::{Shapes, Tile};
-use qlinear_kernels_scalar::proof::mutants::first_failure;
+use qlinear_kernels_scalar::proof::mutants::{evenodd64_dot, first_failure};
 use qlinear_kernels_scalar::proof::Mismatch;
 use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
@@ -78,24 +78,11 @@ fn a_tree_sum_in_the_grouped_batch_tile_fails_the_proof() {
     assert!(m.k >= 256, "the tile needs 8 groups of 32: {m}");
 }
 
-/// `Σ x·b` (biased nibbles, uncorrected) over packed bytes `bytes` of
-/// 64-column block `blk`, the activations in the frame's even/odd layout:
-/// byte j holds column 2j (low nibble, at `x[64·blk + j]`) and 2j + 1 (high
-/// nibble, at `x[64·blk + 32 + j]`).
-fn evenodd_dot(x: &[i8], w: &[u8], blk: usize, bytes: std::ops::Range<usize>) -> i32 {
-    bytes
-        .map(|j| {
-            let b = w[32 * blk + j];
-            i32::from(b & 0x0F) * i32::from(x[64 * blk + j]) + i32::from(b >> 4) * i32::from(x[64 * blk + 32 + j])
-        })
-        .sum()
-}
-
 /// `Σ x·b` (biased, uncorrected) of group `gi` of 32 columns: half of a
 /// 64-column block on the even/odd layout.
 fn group_dot(x: &[i8], w: &[u8], gi: usize) -> i32 {
     let half = 16 * (gi % 2);
-    evenodd_dot(x, w, gi / 2, half..half + 16)
+    evenodd64_dot(x, w, gi / 2, half..half + 16)
 }
 
 /// The AVX2 W4A8-grouped tiles (1 × 1 and 16 × 8, groups of 32) in plain
@@ -415,7 +402,7 @@ fn w4a8_seq_rows(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], repeat_last: bool) {
     for (q, a) in acc.iter_mut().enumerate() {
         let r = if repeat_last && w.len() == 16 && q == 15 { 14 } else { q };
         *a = (0..x[0].len() / 64)
-            .map(|blk| evenodd_dot(x[0], w[r], blk, 0..32))
+            .map(|blk| evenodd64_dot(x[0], w[r], blk, 0..32))
             .sum();
     }
 }

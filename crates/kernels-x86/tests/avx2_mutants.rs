@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 use qlinear_kernels_scalar::frame::{Shapes, Tile};
-use qlinear_kernels_scalar::proof::mutants::first_failure;
+use qlinear_kernels_scalar::proof::mutants::{evenodd64_dot, first_failure};
 use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
 use qlinear_kernels_scalar::KernelFamily;
 use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
@@ -355,3 +355,51 @@ grouped_w4a16_mutant!(
     transposed_scales_in_the_w4a16_grouped_tile_fail_the_proof,
     "scales read from the transposed lane must fail"
 );
+
+/// The W4A8 16 × 4 batch tile (pairs of weight rows through the 2 × 4
+/// tile, in turn) in plain Rust, storing each pair's 2 × 4 sums as the 2 × 4
+/// tile lays them out (`slip`: a block of 8 at `8p`) instead of at the
+/// pair's columns of the 16-wide rows.
+fn w4a8_pairs(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], slip: bool) {
+    let wr = w.len();
+    for (i, x) in x.iter().enumerate() {
+        for (r, w) in w.iter().enumerate() {
+            let sum = (0..x.len() / 64).map(|blk| evenodd64_dot(x, w, blk, 0..32)).sum();
+            // pair r / 2, its row r % 2
+            let at = if slip && wr > 2 {
+                8 * (r / 2) + 2 * i + r % 2
+            } else {
+                i * wr + r
+            };
+            acc[at] = sum;
+        }
+    }
+}
+
+fn w4a8_pairs_stored_as_2x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_pairs(x, w, acc, true)
+}
+
+fn w4a8_pairs_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_pairs(x, w, acc, false)
+}
+
+const PAIR_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)];
+
+qlinear_kernels_scalar::w4a8_on_frame! {
+    tiles: PAIR_TILES,
+    chunk: 64,
+    block: 64,
+    layout: EvenOdd;
+    pairs_slipped => &[w4a8_pairs_right as TileI8Q4, w4a8_pairs_stored_as_2x4, w4a8_pairs_right],
+    pairs_right => &[w4a8_pairs_right as TileI8Q4; 3],
+}
+
+#[test]
+fn a_w4a8_pairs_tile_storing_each_pair_as_a_2x4_tile_fails_the_proof() {
+    first_failure(&pairs_slipped::TABLE, KernelFamily::W4A8)
+        .expect("each pair's sums stored as a 2 x 4 block must fail");
+    // and the harness is right: the same tile storing at the pair's columns passes
+    let right = first_failure(&pairs_right::TABLE, KernelFamily::W4A8);
+    assert!(right.is_none(), "{right:?}");
+}

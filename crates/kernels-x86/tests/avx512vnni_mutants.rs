@@ -42,9 +42,16 @@ macro_rules! table_on_frame {
     };
 }
 
-/// The tier's tiles: decode 16 × 1, batches 16 × 4 (W8A8) or 4 × 4.
+/// The tier's tiles: decode 16 × 1, batches 16 × 4 (W8A8), and for W4A8
+/// 4 × 4 and 16 × 4 (four 4 × 4 tiles in turn).
 const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(16, 4), Tile::new(1, 4)];
-const Q4_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+const W4A8_TILES: &[Tile] = &[
+    Tile::ONE,
+    Tile::new(16, 1),
+    Tile::new(4, 4),
+    Tile::new(16, 4),
+    Tile::new(1, 4),
+];
 /// W4A16's: 4 weight rows per register, × 1 or × 4 activation rows.
 const W4A16_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
 /// Grouped adds 8 × 16 (and 1 × 16) on `Layout::EvenOddQuads16`.
@@ -163,10 +170,12 @@ fn group_dot(x: &[i8], w: &[u8], gi: usize) -> i32 {
         .sum()
 }
 
-/// W4A8 per channel in the tier's layout, with two slips: the 16 × 1 tile's
-/// nibble halves swapped (low nibbles against the odd columns), and the 4 × 4
-/// tile writing its accumulators transposed (`acc[q · xr + i]`).
-fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, transposed: bool) {
+/// W4A8 per channel in the tier's layout, with three slips: the 16 × 1
+/// tile's nibble halves swapped (low nibbles against the odd columns), the
+/// 4 × 4 tile writing its accumulators transposed (`acc[q · xr + i]`), and
+/// the 16 × 4 tile storing each of its four 4 × 4 tiles as that tile lays
+/// them out (`quads_as_4x4`: a block of 16 at `16·(q / 4)`).
+fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, transposed: bool, quads_as_4x4: bool) {
     let (wr, xr) = (w.len(), x.len());
     for (i, xi) in x.iter().enumerate() {
         for (q, wq) in w.iter().enumerate() {
@@ -189,6 +198,8 @@ fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, tr
             };
             let at = if transposed && wr == 4 && xr == 4 {
                 q * xr + i
+            } else if quads_as_4x4 && wr == 16 && xr == 4 {
+                16 * (q / 4) + 4 * i + q % 4
             } else {
                 i * wr + q
             };
@@ -198,30 +209,34 @@ fn w4a8_with(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], halves_swapped: bool, tr
 }
 
 fn w4a8_halves_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    w4a8_with(x, w, acc, true, false)
+    w4a8_with(x, w, acc, true, false, false)
 }
 fn w4a8_transposed(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    w4a8_with(x, w, acc, false, true)
+    w4a8_with(x, w, acc, false, true, false)
+}
+fn w4a8_quads_as_4x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_with(x, w, acc, false, false, true)
 }
 fn w4a8_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    w4a8_with(x, w, acc, false, false)
+    w4a8_with(x, w, acc, false, false, false)
 }
 fn w4a8_quads_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    w4a8_with(x, w, acc, false, false);
+    w4a8_with(x, w, acc, false, false, false);
     if x.len() == 1 {
         quads_swapped(acc);
     }
 }
 
 qlinear_kernels_scalar::w4a8_on_frame! {
-    tiles: Q4_TILES,
+    tiles: W4A8_TILES,
     chunk: 64,
     block: 128,
     layout: EvenOdd;
-    halves_swapped => &[w4a8_halves_swapped as TileI8Q4; 4],
-    transposed => &[w4a8_transposed as TileI8Q4; 4],
-    quads_swapped_w4a8 => &[w4a8_quads_swapped as TileI8Q4; 4],
-    w4a8_right_tiles => &[w4a8_right as TileI8Q4; 4],
+    halves_swapped => &[w4a8_halves_swapped as TileI8Q4; 5],
+    transposed => &[w4a8_transposed as TileI8Q4; 5],
+    quads_swapped_w4a8 => &[w4a8_quads_swapped as TileI8Q4; 5],
+    quads_as_4x4 => &[w4a8_quads_as_4x4 as TileI8Q4; 5],
+    w4a8_right_tiles => &[w4a8_right as TileI8Q4; 5],
 }
 
 #[test]
@@ -230,6 +245,8 @@ fn the_w4a8_tiles_fail_the_proof_on_their_slips() {
     first_failure(&transposed::TABLE, KernelFamily::W4A8).expect("transposed accumulators must fail");
     first_failure(&quads_swapped_w4a8::TABLE, KernelFamily::W4A8)
         .expect("rows out of order in the decode reduction must fail");
+    first_failure(&quads_as_4x4::TABLE, KernelFamily::W4A8)
+        .expect("the 16 x 4 tile's quads stored as 4 x 4 blocks must fail");
     let right = first_failure(&w4a8_right_tiles::TABLE, KernelFamily::W4A8);
     assert!(right.is_none(), "{right:?}");
 }

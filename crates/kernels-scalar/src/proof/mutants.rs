@@ -45,6 +45,19 @@ pub fn evenodd_dot(x: &[i8], w: &[u8]) -> i32 {
     sum
 }
 
+/// `Σ x·b` (biased nibbles, uncorrected) over packed bytes `bytes` of
+/// 64-column block `blk` on `Layout::EvenOdd` with blocks of 64 (the x86
+/// tiers'): byte j holds column 2j (low nibble, at `x[64·blk + j]`) and
+/// 2j + 1 (high nibble, at `x[64·blk + 32 + j]`).
+pub fn evenodd64_dot(x: &[i8], w: &[u8], blk: usize, bytes: std::ops::Range<usize>) -> i32 {
+    bytes
+        .map(|j| {
+            let b = w[32 * blk + j];
+            i32::from(b & 0x0F) * i32::from(x[64 * blk + j]) + i32::from(b >> 4) * i32::from(x[64 * blk + 32 + j])
+        })
+        .sum()
+}
+
 /// For each `$module => $kernels`, `mod $module` with `TABLE`: the scalar
 /// tier with its W4A8 GEMM on the frame, over `tiles` (micro-kernel
 /// `kernels[i]` for `tiles[i]`), `chunk`, `block` and `layout` (a `Layout`

@@ -16,6 +16,7 @@ pub const AVX2: TierSpec = TierSpec {
         "tests/avx2_mutants.rs::saturating_and_unsigned_avx2_variants_fail_the_proof",
         "tests/avx2_mutants.rs::a_shared_correction_in_the_batch_tile_fails_the_proof",
         "tests/avx2_mutants.rs::a_nibble_order_slip_in_the_w4a16_unpack_fails_the_proof",
+        "tests/avx2_mutants.rs::a_w4a8_pairs_tile_storing_each_pair_as_a_2x4_tile_fails_the_proof",
         "tests/avx2_frame_mutants.rs::a_tree_sum_in_the_grouped_batch_tile_fails_the_proof",
         "tests/avx2_frame_mutants.rs::a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof",
         "tests/avx2_frame_mutants.rs::the_avx2_panel_tiles_fail_the_proof_on_their_slips",

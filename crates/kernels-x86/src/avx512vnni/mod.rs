@@ -43,6 +43,7 @@ mod entry {
         w4a8_1x1 => q4::tile_w4a8_seq::<1>: tile_q4,
         w4a8_16x1 => q4::tile_w4a8_seq::<16>: tile_q4,
         w4a8_4x4 => q4::tile_w4a8_batch::<4, 4>: tile_q4,
+        w4a8_16x4 => q4::tile_w4a8_batch_quads::<4>: tile_q4,
         w4a8_1x4 => q4::tile_w4a8_batch::<1, 4>: tile_q4,
         grouped_1x1 => q4_grouped::tile_w4a8_grouped_seq::<1>: tile_grouped,
         grouped_16x1 => q4_grouped::tile_w4a8_grouped_seq::<16>: tile_grouped,
@@ -81,13 +82,27 @@ const W8A8: Family<TileI8I8> = Family {
     layout: Layout::Aligned,
     scales_to_f32: avx2::scales_to_f32,
 };
-/// W4A8 batches in 4 × 4 tiles within 64-row chunks (128 KiB at K = 4096).
+/// W4A8 batches in 16 × 4 tiles (four 4 × 4 tiles in turn, the frame's
+/// work paid once per 16 weight rows) within 64-row chunks (128 KiB at K =
+/// 4096).
 const W4A8: Family<TileI8Q4> = Family {
     shapes: Shapes {
-        tiles: &[Tile::ONE, Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)],
+        tiles: &[
+            Tile::ONE,
+            Tile::new(16, 1),
+            Tile::new(4, 4),
+            Tile::new(16, 4),
+            Tile::new(1, 4),
+        ],
         chunk: 64,
     },
-    kernels: &[entry::w4a8_1x1, entry::w4a8_16x1, entry::w4a8_4x4, entry::w4a8_1x4],
+    kernels: &[
+        entry::w4a8_1x1,
+        entry::w4a8_16x1,
+        entry::w4a8_4x4,
+        entry::w4a8_16x4,
+        entry::w4a8_1x4,
+    ],
     block: q4::BLOCK,
     layout: Layout::EvenOdd,
     scales_to_f32: avx2::scales_to_f32,

@@ -141,6 +141,25 @@ fn dot_tile<const WR: usize, const XR: usize>(xs: [&[i8]; XR], w: [&[u8]; WR]) -
     std::array::from_fn(|i| std::array::from_fn(|r| hsum_epi32(acc[i][r])))
 }
 
+/// W4A8 batch micro-kernel (frame tile `4·QUADS` × 4): [`dot_tile`]'s
+/// 4 × 4 tile over `QUADS` quads of weight rows in turn, the 4 activation
+/// rows re-read from L1, so that the frame's work per tile call is paid once
+/// per `4·QUADS` weight rows (the AVX2 tier's 16 × 4 tile, for the same
+/// reason). Registers allow no wider tile (4 × 4 holds 16 accumulators
+/// beside 8 unpacked weight registers).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_batch_quads<const QUADS: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 4 && w.len() == 4 * QUADS && acc.len() == 16 * QUADS);
+    let xs: [&[i8]; 4] = std::array::from_fn(|i| x[i]);
+    for p in 0..QUADS {
+        let sums = dot_tile::<4, 4>(xs, std::array::from_fn(|r| w[4 * p + r]));
+        for (row, sums) in acc.chunks_exact_mut(4 * QUADS).zip(&sums) {
+            row[4 * p..4 * p + 4].copy_from_slice(sums);
+        }
+    }
+}
+
 /// W4A8 batch micro-kernel (frame tile `WR` × `XR`, through [`dot_tile`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
