@@ -69,3 +69,22 @@ pub const SCALAR_TIER: TierSpec = TierSpec {
     folder: "crates/kernels-scalar/src",
     mutants: &[],
 };
+
+/// A tier declaration's `fn detect()` for a tier detected at run time on
+/// one architecture: where `cfg(...)` holds, `$table` (an
+/// `Option<&'static KernelTable>`, the crate's detecting function) or the
+/// sentence `missing`; elsewhere the sentence `elsewhere`.
+#[macro_export]
+macro_rules! detect_on {
+    (cfg($($on:tt)*), $table:expr, missing: $missing:literal, elsewhere: $elsewhere:literal $(,)?) => {
+        #[cfg($($on)*)]
+        fn detect() -> Result<&'static $crate::KernelTable, &'static str> {
+            $table.ok_or($missing)
+        }
+
+        #[cfg(not($($on)*))]
+        fn detect() -> Result<&'static $crate::KernelTable, &'static str> {
+            Err($elsewhere)
+        }
+    };
+}

@@ -1,7 +1,7 @@
 //! The NEON I8MM tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_scalar::TierSpec;
 
 /// aarch64 FEAT_I8MM (`smmla`) for the batch families, on top of [`NEON_SDOT`](crate::NEON_SDOT).
 pub const NEON_I8MM: TierSpec = TierSpec {
@@ -18,12 +18,9 @@ pub const NEON_I8MM: TierSpec = TierSpec {
     ],
 };
 
-#[cfg(target_arch = "aarch64")]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    crate::i8mm_table().ok_or("this CPU lacks FEAT_I8MM (i8mm) or FEAT_DotProd")
-}
-
-#[cfg(not(target_arch = "aarch64"))]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    Err("neon-i8mm is aarch64 only")
-}
+qlinear_kernels_scalar::detect_on!(
+    cfg(target_arch = "aarch64"),
+    crate::i8mm_table(),
+    missing: "this CPU lacks FEAT_I8MM (i8mm) or FEAT_DotProd",
+    elsewhere: "neon-i8mm is aarch64 only",
+);

@@ -1,7 +1,7 @@
 //! The NEON tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_scalar::TierSpec;
 
 /// aarch64 baseline ASIMD (`smull` + `sadalp`).
 pub const NEON: TierSpec = TierSpec {
@@ -15,12 +15,9 @@ pub const NEON: TierSpec = TierSpec {
     mutants: &["tests/mutants.rs::a_neon_dot_summing_four_products_in_i16_fails_the_proof"],
 };
 
-#[cfg(target_arch = "aarch64")]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    crate::neon_table().ok_or("this CPU lacks ASIMD")
-}
-
-#[cfg(not(target_arch = "aarch64"))]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    Err("neon is aarch64 only")
-}
+qlinear_kernels_scalar::detect_on!(
+    cfg(target_arch = "aarch64"),
+    crate::neon_table(),
+    missing: "this CPU lacks ASIMD",
+    elsewhere: "neon is aarch64 only",
+);

@@ -1,7 +1,7 @@
 //! The NEON SDOT tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_scalar::TierSpec;
 
 /// aarch64 FEAT_DotProd (`sdot`).
 pub const NEON_SDOT: TierSpec = TierSpec {
@@ -19,12 +19,9 @@ pub const NEON_SDOT: TierSpec = TierSpec {
     ],
 };
 
-#[cfg(target_arch = "aarch64")]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    crate::sdot_table().ok_or("this CPU lacks FEAT_DotProd (dotprod)")
-}
-
-#[cfg(not(target_arch = "aarch64"))]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    Err("neon-sdot is aarch64 only")
-}
+qlinear_kernels_scalar::detect_on!(
+    cfg(target_arch = "aarch64"),
+    crate::sdot_table(),
+    missing: "this CPU lacks FEAT_DotProd (dotprod)",
+    elsewhere: "neon-sdot is aarch64 only",
+);

@@ -1,7 +1,7 @@
 //! The AVX2 tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_scalar::TierSpec;
 
 /// x86-64 AVX2 with F16C (for the group scales).
 pub const AVX2: TierSpec = TierSpec {
@@ -23,12 +23,9 @@ pub const AVX2: TierSpec = TierSpec {
     ],
 };
 
-#[cfg(target_arch = "x86_64")]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    crate::avx2_table().ok_or("this CPU lacks AVX2 or F16C")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    Err("avx2 is x86-64 only")
-}
+qlinear_kernels_scalar::detect_on!(
+    cfg(target_arch = "x86_64"),
+    crate::avx2_table(),
+    missing: "this CPU lacks AVX2 or F16C",
+    elsewhere: "avx2 is x86-64 only",
+);

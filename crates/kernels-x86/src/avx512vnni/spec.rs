@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_scalar::TierSpec;
 
 /// x86-64 AVX-512 (F, BW, VL) with VNNI (`vpdpbusd`).
 pub const AVX512_VNNI: TierSpec = TierSpec {
@@ -22,12 +22,9 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
     ],
 };
 
-#[cfg(target_arch = "x86_64")]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    crate::avx512vnni_table().ok_or("this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn detect() -> Result<&'static KernelTable, &'static str> {
-    Err("avx512-vnni is x86-64 only")
-}
+qlinear_kernels_scalar::detect_on!(
+    cfg(target_arch = "x86_64"),
+    crate::avx512vnni_table(),
+    missing: "this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)",
+    elsewhere: "avx512-vnni is x86-64 only",
+);
