@@ -116,6 +116,48 @@ fn a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof() {
     assert_eq!(failing(&seq_right_table::TABLE), vec![]);
 }
 
+/// The W4A8 16 × 4 batch tile (the 4 × 4 tile over each 4 weight rows in
+/// turn) in plain Rust, storing each quad's sums as the 4 × 4 tile lays them
+/// out (`slip`: a block of 16 at `16·(r / 4)`) instead of at the quad's
+/// columns of the 16-wide rows; `slip = false` is the tile done right.
+fn w4a8_quads(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32], slip: bool) {
+    let wr = w.len();
+    for (i, x) in x.iter().enumerate() {
+        for (r, w) in w.iter().enumerate() {
+            let at = if slip && wr == 16 {
+                16 * (r / 4) + 4 * i + r % 4
+            } else {
+                i * wr + r
+            };
+            acc[at] = evenodd_dot(x, w);
+        }
+    }
+}
+
+fn quads_as_4x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_quads(x, w, acc, true)
+}
+
+fn quads_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    w4a8_quads(x, w, acc, false)
+}
+
+const QUAD_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)];
+qlinear_kernels_scalar::w4a8_on_frame! {
+    tiles: QUAD_TILES,
+    chunk: 64,
+    block: 32,
+    layout: EvenOdd;
+    quads_stored_as_4x4 => &[quads_as_4x4 as TileI8Q4; 3],
+    quads_right_table => &[quads_right as TileI8Q4; 3],
+}
+
+#[test]
+fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
+    assert_eq!(failing(&quads_stored_as_4x4::TABLE), vec![KernelFamily::W4A8]);
+    assert_eq!(failing(&quads_right_table::TABLE), vec![]);
+}
+
 /// Two mistakes a relaxed-SIMD W4A8 tile could make, each registered on
 /// the frame as the tier's W4A8 tile:
 ///

@@ -1,5 +1,6 @@
 //! One-thread W8A8 and W4A8 GEMV timings (M = 1, hot weights, activations
-//! quantized per call) on every proven tier, for comparing a WebAssembly
+//! quantized per call), and W4A8 at M = 16 on a small layer, on every proven
+//! tier, for comparing a WebAssembly
 //! build under Node.js with the native build on the same machine
 //! (`cargo xtask wasm-bench`, `docs/benchmarks/history.md`). The weights and inputs
 //! are the browser page's (`web/src/lib.rs`), so the three agree.
@@ -13,6 +14,48 @@ use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 fn main() {
     let calls = 31;
+    gemvs(calls);
+    batches(calls);
+}
+
+/// Times `run` `calls` times after one warm-up and prints its line.
+fn time(calls: usize, label: &str, mut run: impl FnMut()) {
+    run();
+    let mut times: Vec<f64> = (0..calls)
+        .map(|_| {
+            let t = Instant::now();
+            run();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    println!(
+        "{label} {:.1} {:.1} {:.1}",
+        times[calls / 2],
+        times[0],
+        times[calls - 1]
+    );
+}
+
+/// W4A8 at M = 16 on a small model's layer (SmolLM2's 576 × 576), where
+/// the frame's work per tile call shows: printed as family `w4a8_m16`.
+fn batches(calls: usize) {
+    let (m, n, k) = (16usize, 576usize, 576usize);
+    let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
+    let x: Vec<f32> = (0..m * k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).expect("finite weights");
+    let mut y = vec![0f32; m * n];
+    for tier in selftest_report().proven_tiers() {
+        let route = Route::for_tier(tier)
+            .expect("proven")
+            .with_parallel_threshold(usize::MAX);
+        time(calls, &format!("w4a8_m16 {tier} {n} {k}"), || {
+            route.linear_q4_dynamic(&x, m, &q4, &mut y).expect("valid shapes")
+        });
+    }
+}
+
+fn gemvs(calls: usize) {
     for (n, k) in [(4096usize, 4096usize), (11008, 4096)] {
         let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
         let x: Vec<f32> = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
@@ -26,25 +69,13 @@ fn main() {
                 .expect("proven")
                 .with_parallel_threshold(usize::MAX);
             for family in ["w8a8", "w4a8"] {
-                let mut run = || match family {
-                    "w8a8" => route.linear_q8_dynamic(&x, 1, &q8, &mut y),
-                    _ => route.linear_q4_dynamic(&x, 1, &q4, &mut y),
-                };
-                run().expect("valid shapes");
-                let mut times: Vec<f64> = (0..calls)
-                    .map(|_| {
-                        let t = Instant::now();
-                        run().expect("valid shapes");
-                        t.elapsed().as_secs_f64() * 1e6
-                    })
-                    .collect();
-                times.sort_by(f64::total_cmp);
-                println!(
-                    "{family} {tier} {n} {k} {:.1} {:.1} {:.1}",
-                    times[calls / 2],
-                    times[0],
-                    times[calls - 1]
-                );
+                time(calls, &format!("{family} {tier} {n} {k}"), || {
+                    match family {
+                        "w8a8" => route.linear_q8_dynamic(&x, 1, &q8, &mut y),
+                        _ => route.linear_q4_dynamic(&x, 1, &q4, &mut y),
+                    }
+                    .expect("valid shapes")
+                });
             }
         }
     }

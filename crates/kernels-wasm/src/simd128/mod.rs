@@ -58,6 +58,7 @@ const DECODE_TILES: &[Tile] = &[
     Tile::new(4, 1),
     Tile::new(16, 1),
     Tile::new(4, 4),
+    Tile::new(16, 4),
     Tile::new(1, 4),
 ];
 
@@ -112,6 +113,7 @@ impl<D: NibbleDot> Int4<D> {
             tile_q4::<4, 1, D>,
             tile_q4_seq::<16, D>,
             tile_q4::<4, 4, D>,
+            tile_q4_quads::<4, D>,
             tile_q4::<1, 4, D>,
         ],
         block: 32,
@@ -218,6 +220,21 @@ fn tile_q4_seq<const WR: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mu
     assert!(w.len() == WR && acc.len() == WR);
     for q in 0..WR {
         tile_q4::<1, 1, D>(x, &w[q..q + 1], &mut acc[q..q + 1]);
+    }
+}
+
+/// W4A8 batch micro-kernel (`4·QUADS` × 4): the 4 × 4 tile over each 4
+/// weight rows in turn, each result stored at its rows' columns, so that the
+/// frame's work per tile call is paid once per `4·QUADS` rows (the x86
+/// tiers' 16 × 4 tiles, for the same reason).
+fn tile_q4_quads<const QUADS: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+    assert!(x.len() == 4 && w.len() == 4 * QUADS && acc.len() == 16 * QUADS);
+    let mut part = [0i32; 16];
+    for p in 0..QUADS {
+        tile_q4::<4, 4, D>(x, &w[4 * p..4 * p + 4], &mut part);
+        for (row, sums) in acc.chunks_exact_mut(4 * QUADS).zip(part.chunks_exact(4)) {
+            row[4 * p..4 * p + 4].copy_from_slice(sums);
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub const WASM_SIMD128: TierSpec = TierSpec {
     mutants: &[
         "tests/mutants.rs::a_saturating_simd128_batch_tile_fails_the_proof",
         "tests/mutants.rs::a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof",
+        "tests/mutants.rs::a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof",
     ],
 };
 
