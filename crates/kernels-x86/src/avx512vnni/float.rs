@@ -236,9 +236,8 @@ fn add_group_tail<const MI: usize>(
                 _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(next + b).cast());
             }
         }
-        // SAFETY: col1 is even (the group size is) and col1 + 16p + 16 <=
-        // col_end, so each row's 8 bytes at b lie within its `end` bytes
-        // (asserted above).
+        // b + 8 <= (col1 + 16p + 16) / 2 <= end (col1 even, as the group size).
+        // SAFETY: each row's 8 bytes at b lie within its `end` bytes (asserted above).
         let r: [__m128i; QUAD] = unsafe {
             [
                 _mm_loadl_epi64(w[0].as_ptr().add(b).cast()),
