@@ -3,6 +3,8 @@
 //! * `test`: everything CI checks — format, clippy `-D warnings`, docs, the
 //!   workspace tests (once more with each x86 tier forced), the independent
 //!   numpy golden-vector check, and the Python safetensors interop tests.
+//! * `fmt [--check]`: `cargo fmt`, and the tier folders, whose modules the
+//!   kernel crates' build scripts declare (`cargo fmt` does not reach them).
 //! * `selftest`: builds the CLI in release mode and runs `qlinear selftest`.
 //! * `bench [--quick] [--repeat N] [--compare REV] [--candle]`: the benchmark
 //!   matrix (see `docs/BENCHMARKS.md`); `bench --per-call [--callgrind]`:
@@ -32,6 +34,7 @@ type Result<T = ()> = std::result::Result<T, String>;
 mod arm_mca;
 mod bench;
 mod browser;
+mod fmt;
 mod fuzz;
 mod install;
 mod minilm;
@@ -45,6 +48,7 @@ mod wasm_bench;
 use arm_mca::*;
 use bench::*;
 use browser::*;
+use fmt::*;
 use fuzz::*;
 use install::*;
 use minilm::*;
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
+        Some("fmt") => fmt(args.get(1).is_some_and(|a| a == "--check")),
         Some("ci") => test().and_then(|()| fuzz(&[])).and_then(|()| browser()),
         Some("selftest") => selftest(&args[1..]),
         Some("bench") => bench(&args[1..]),
@@ -70,7 +75,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };

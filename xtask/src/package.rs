@@ -85,6 +85,7 @@ pub(crate) fn msrv() -> Result {
     for p in [
         "qlinear-quant-recipe",
         "qlinear-kernels-scalar",
+        "qlinear-tier-folders",
         "qlinear-kernels-x86",
         "qlinear-kernels-neon",
         "qlinear-kernels-wasm",

@@ -4,7 +4,7 @@ use super::*;
 
 pub(crate) fn test() -> Result {
     setup_test()?;
-    run(cargo().args(["fmt", "--all", "--check"]))?;
+    fmt(true)?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // the ISA crates that only compile their kernels on another target
     ensure_aarch64()?;

@@ -300,7 +300,7 @@ mod checklist {
     }
 
     /// Each declaration's folder holds it (`spec.rs`, with the tier's name),
-    /// and each mutant it names is a `#[test]` in its crate's file. Read from
+    /// and each mutant it names is a `#[test]` in a file of that folder. Read from
     /// the repository, so not in the WebAssembly builds (no file system).
     #[test]
     #[cfg(not(target_arch = "wasm32"))]
@@ -315,14 +315,19 @@ mod checklist {
                 "{tier}: {}/spec.rs does not declare it",
                 spec.folder
             );
-            let krate = spec
+            let (krate, inside) = spec
                 .folder
                 .split_once("/src")
-                .map_or_else(|| panic!("{tier}: a folder under a crate's src"), |(c, _)| c);
+                .unwrap_or_else(|| panic!("{tier}: a folder under a crate's src"));
             for mutant in spec.mutants {
                 let (file, test) = mutant
                     .split_once("::")
                     .unwrap_or_else(|| panic!("{tier}: {mutant:?} is not FILE::TEST"));
+                assert!(
+                    file.starts_with(&format!("src{inside}/")),
+                    "{tier}: {file} is not in the tier's folder {}",
+                    spec.folder
+                );
                 let text = read(&format!("{krate}/{file}"));
                 let is_test = text
                     .match_indices(&format!("fn {test}("))

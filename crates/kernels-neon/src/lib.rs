@@ -17,49 +17,16 @@
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 
-cfg_if::cfg_if! {
-    if #[cfg(target_arch = "aarch64")] {
-        #[macro_use]
-        mod int;
-        mod i8mm;
-        mod neon;
-        mod sdot;
+// The tiers share their integer entries and families (`int_entries!`,
+// `int_families!`), so this module comes first.
+#[cfg(target_arch = "aarch64")]
+#[macro_use]
+mod int;
 
-        use qlinear_kernels_scalar::KernelTable;
-
-        /// The NEON table, if this CPU reports ASIMD (every aarch64 CPU does).
-        pub fn neon_table() -> Option<&'static KernelTable> {
-            std::arch::is_aarch64_feature_detected!("neon").then_some(&neon::TABLE)
-        }
-
-        /// The NEON SDOT table, if this CPU reports FEAT_DotProd.
-        pub fn sdot_table() -> Option<&'static KernelTable> {
-            (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
-                .then_some(&sdot::TABLE)
-        }
-
-        /// The NEON I8MM table, if this CPU reports FEAT_I8MM (and the
-        /// FEAT_DotProd whose entries it shares).
-        pub fn i8mm_table() -> Option<&'static KernelTable> {
-            (std::arch::is_aarch64_feature_detected!("neon")
-                && std::arch::is_aarch64_feature_detected!("dotprod")
-                && std::arch::is_aarch64_feature_detected!("i8mm"))
-            .then_some(&i8mm::TABLE)
-        }
-    }
-}
-
-// Each tier's declaration lives in its folder and exists on every
-// architecture, where the kernels above do not.
-#[path = "i8mm/spec.rs"]
-mod i8mm_spec;
-#[path = "neon/spec.rs"]
-mod neon_spec;
-#[path = "sdot/spec.rs"]
-mod sdot_spec;
-pub use i8mm_spec::NEON_I8MM;
-pub use neon_spec::NEON;
-pub use sdot_spec::NEON_SDOT;
+// Each tier's folder (`src/neon/`, `src/sdot/`, `src/i8mm/`): its declaration
+// (`spec.rs`, on every architecture) and its kernels (`mod.rs`, aarch64
+// only), declared by the build script (`qlinear-tier-folders`).
+include!(concat!(env!("OUT_DIR"), "/tiers.rs"));
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

@@ -43,8 +43,10 @@ pub struct TierSpec {
     /// where its tiles, table and this declaration live.
     pub folder: &'static str,
     /// The tests that show the proof catches this tier's plausible
-    /// mistakes, as `FILE::TEST` with `FILE` under its crate
-    /// (`tests/avx2_mutants.rs::saturating_…`): each builds a deliberately
+    /// mistakes, as `FILE::TEST` with `FILE` in the tier's folder, relative
+    /// to its crate (`src/avx2/mutants.rs::saturating_…`, declared by the
+    /// folder's `mod.rs` as `#[cfg(test)] mod mutants;`, so the crate's
+    /// `cargo test` runs them): each builds a deliberately
     /// wrong kernel in the tier's style and expects the proof to fail it.
     /// Empty for the scalar tier alone, the reference the proof compares
     /// with.

@@ -12,39 +12,11 @@
 // Kernels walk several parallel arrays (rows, accumulators, outputs) by index.
 #![allow(clippy::needless_range_loop)]
 
-cfg_if::cfg_if! {
-    if #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))] {
-        mod simd128;
-
-        /// The SIMD128 table (this build has `+simd128`).
-        pub fn simd128_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
-            Some(&simd128::TABLE)
-        }
-    }
-}
-
-cfg_if::cfg_if! {
-    if #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))] {
-        mod relaxed;
-
-        /// The relaxed-SIMD table (this build has `+simd128,+relaxed-simd`):
-        /// SIMD128 with W4A8's nibble products on
-        /// `i16x8.relaxed_dot_i8x16_i7x16_s`, exact for qlinear's operands
-        /// (`docs/NUMERICS.md`).
-        pub fn relaxed_simd_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
-            Some(&relaxed::TABLE)
-        }
-    }
-}
-
-// Each tier's declaration lives in its folder and exists in every build,
-// where the kernels above do not.
-#[path = "relaxed/spec.rs"]
-mod relaxed_spec;
-#[path = "simd128/spec.rs"]
-mod simd128_spec;
-pub use relaxed_spec::WASM_RELAXED_SIMD;
-pub use simd128_spec::WASM_SIMD128;
+// Each tier's folder (`src/simd128/`, `src/relaxed/`): its declaration
+// (`spec.rs`, in every build) and its kernels (`mod.rs`, in the builds with
+// the tier's target features), declared by the build script
+// (`qlinear-tier-folders`).
+include!(concat!(env!("OUT_DIR"), "/tiers.rs"));
 
 // The crate README (its crates.io page) runs as a doctest.
 #[cfg(doctest)]

@@ -11,11 +11,16 @@
 //! Everything else (the dot entries, grouped W4A8, the float families, the
 //! quantizer) is the SDOT tier's; the plan picks per family and M which
 //! tier runs (at M = 1 half of each `smmla` is wasted, so SDOT usually wins).
+#![cfg(target_arch = "aarch64")]
 
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8, TileI8Q4};
 use qlinear_kernels_scalar::KernelTable;
 
 mod int;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which
 /// `crate::i8mm_table` returns only after detecting ASIMD, FEAT_DotProd and

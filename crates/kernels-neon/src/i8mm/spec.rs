@@ -13,10 +13,20 @@ pub const NEON_I8MM: TierSpec = TierSpec {
     emulated_without: &["cortex-a72", "neoverse-n1"],
     folder: "crates/kernels-neon/src/i8mm",
     mutants: &[
-        "tests/mutants.rs::an_i8mm_tile_read_transposed_fails_the_proof",
-        "tests/mutants.rs::an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof",
+        "src/i8mm/mutants.rs::an_i8mm_tile_read_transposed_fails_the_proof",
+        "src/i8mm/mutants.rs::an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof",
     ],
 };
+
+/// The NEON I8MM table, if this CPU reports FEAT_I8MM (and the FEAT_DotProd
+/// whose entries it shares).
+#[cfg(target_arch = "aarch64")]
+pub fn i8mm_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+    (std::arch::is_aarch64_feature_detected!("neon")
+        && std::arch::is_aarch64_feature_detected!("dotprod")
+        && std::arch::is_aarch64_feature_detected!("i8mm"))
+    .then_some(&crate::i8mm::TABLE)
+}
 
 qlinear_kernels_scalar::detect_on!(
     cfg(target_arch = "aarch64"),

@@ -2,12 +2,17 @@
 //! (each i8·i8 product is exact in i16, pairs widen into i32), float
 //! micro-kernels on two `float32x4_t` per 8 lanes with `vmulq` + `vaddq`,
 //! never `vfmaq`. The frame owns the loops; this module registers the tiles.
+#![cfg(target_arch = "aarch64")]
 
 use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod int;
 mod quantize;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which
 /// `crate::neon_table` returns only after detecting ASIMD; the kernels

@@ -12,8 +12,14 @@ pub const NEON: TierSpec = TierSpec {
     emulated_with: "max",
     emulated_without: &[],
     folder: "crates/kernels-neon/src/neon",
-    mutants: &["tests/mutants.rs::a_neon_dot_summing_four_products_in_i16_fails_the_proof"],
+    mutants: &["src/neon/mutants.rs::a_neon_dot_summing_four_products_in_i16_fails_the_proof"],
 };
+
+/// The NEON table, if this CPU reports ASIMD (every aarch64 CPU does).
+#[cfg(target_arch = "aarch64")]
+pub fn neon_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+    std::arch::is_aarch64_feature_detected!("neon").then_some(&crate::neon::TABLE)
+}
 
 qlinear_kernels_scalar::detect_on!(
     cfg(target_arch = "aarch64"),

@@ -1,10 +1,15 @@
 //! The NEON SDOT tier (FEAT_DotProd): integer micro-kernels on `sdot`, four
 //! exact i8·i8 products summed straight into each i32 lane; the float
 //! kernels and the activation quantizer are the NEON tier's.
+#![cfg(target_arch = "aarch64")]
 
 use qlinear_kernels_scalar::KernelTable;
 
 mod int;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which
 /// `crate::sdot_table` returns only after detecting ASIMD and FEAT_DotProd;

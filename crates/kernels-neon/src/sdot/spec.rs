@@ -13,11 +13,18 @@ pub const NEON_SDOT: TierSpec = TierSpec {
     emulated_without: &["cortex-a72"],
     folder: "crates/kernels-neon/src/sdot",
     mutants: &[
-        "tests/mutants.rs::an_sdot_kernel_with_the_wrong_lane_order_fails_the_proof",
-        "tests/mutants.rs::an_sdot_batch_tile_with_a_hoisted_load_fails_the_proof",
-        "tests/mutants.rs::an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof",
+        "src/sdot/mutants.rs::an_sdot_kernel_with_the_wrong_lane_order_fails_the_proof",
+        "src/sdot/mutants.rs::an_sdot_batch_tile_with_a_hoisted_load_fails_the_proof",
+        "src/sdot/mutants.rs::an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof",
     ],
 };
+
+/// The NEON SDOT table, if this CPU reports FEAT_DotProd.
+#[cfg(target_arch = "aarch64")]
+pub fn sdot_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+    (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
+        .then_some(&crate::sdot::TABLE)
+}
 
 qlinear_kernels_scalar::detect_on!(
     cfg(target_arch = "aarch64"),

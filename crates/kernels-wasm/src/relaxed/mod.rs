@@ -19,6 +19,7 @@
 //! `--experimental-wasm-relaxed-simd`, which `tools/wasi-runner.mjs` sets);
 //! an engine without it refuses the whole module, which is why this is a
 //! second build and not a run-time choice.
+#![cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
 
 use std::arch::wasm32::*;
 
@@ -26,6 +27,10 @@ use qlinear_kernels_scalar::frame::{Family, TileGroupedQ4, TileI8Q4};
 use qlinear_kernels_scalar::KernelTable;
 
 use crate::simd128::{dot_i8_q4_with, Int4, NibbleDot};
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 /// `i16x8.relaxed_dot_i8x16_i7x16_s` with the codes as the signed operand
 /// and the nibbles as the 7-bit one: lane j holds the products at bytes 2j

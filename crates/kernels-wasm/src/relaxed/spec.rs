@@ -14,10 +14,18 @@ pub const WASM_RELAXED_SIMD: TierSpec = TierSpec {
     emulated_without: &[],
     folder: "crates/kernels-wasm/src/relaxed",
     mutants: &[
-        "tests/mutants.rs::signed_nibbles_fail_the_proof_wherever_the_engine_reads_them_unsigned",
-        "tests/mutants.rs::i16_sums_across_the_row_fail_the_proof",
+        "src/relaxed/mutants.rs::signed_nibbles_fail_the_proof_wherever_the_engine_reads_them_unsigned",
+        "src/relaxed/mutants.rs::i16_sums_across_the_row_fail_the_proof",
     ],
 };
+
+/// The relaxed-SIMD table (this build has `+simd128,+relaxed-simd`): SIMD128
+/// with W4A8's nibble products on `i16x8.relaxed_dot_i8x16_i7x16_s`, exact
+/// for qlinear's operands (`docs/NUMERICS.md`).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
+pub fn relaxed_simd_table() -> Option<&'static KernelTable> {
+    Some(&crate::relaxed::TABLE)
+}
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
 fn detect() -> Result<&'static KernelTable, &'static str> {

@@ -11,6 +11,7 @@
 //! functions and register as they are. The W4A8 tiles are generic over how
 //! 16 nibbles meet 16 codes ([`NibbleDot`]), so that the relaxed-SIMD tier
 //! (`crate::relaxed`) is this tier with one instruction swapped.
+#![cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 
 use std::arch::wasm32::*;
 
@@ -19,6 +20,10 @@ use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_bias
 
 mod float;
 mod quantize;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     name: "wasm-simd128",

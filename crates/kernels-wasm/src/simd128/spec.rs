@@ -13,11 +13,17 @@ pub const WASM_SIMD128: TierSpec = TierSpec {
     emulated_without: &[],
     folder: "crates/kernels-wasm/src/simd128",
     mutants: &[
-        "tests/mutants.rs::a_saturating_simd128_batch_tile_fails_the_proof",
-        "tests/mutants.rs::a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof",
-        "tests/mutants.rs::a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof",
+        "src/simd128/mutants.rs::a_saturating_simd128_batch_tile_fails_the_proof",
+        "src/simd128/mutants.rs::a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof",
+        "src/simd128/mutants.rs::a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof",
     ],
 };
+
+/// The SIMD128 table (this build has `+simd128`).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub fn simd128_table() -> Option<&'static KernelTable> {
+    Some(&crate::simd128::TABLE)
+}
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn detect() -> Result<&'static KernelTable, &'static str> {

@@ -3,6 +3,7 @@
 //! 8-wide accumulator per row per group — exactly the 8 lanes of the spec.
 //! Every GEMM runs on the frame (`qlinear_kernels_scalar::frame`): this
 //! module registers the micro-kernels and their tiles.
+#![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
@@ -17,6 +18,12 @@ mod q4_grouped;
 mod q4_panels;
 pub(crate) mod q8;
 pub(crate) mod quantize;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod frame_mutants;
+#[cfg(test)]
+mod mutants;
 
 pub(crate) fn detected() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")

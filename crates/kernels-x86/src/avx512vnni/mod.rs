@@ -4,6 +4,7 @@
 //! registers the micro-kernels and their tiles. W4A16 keeps four rows' spec
 //! lanes per 512-bit register and a `vpermps` nibble lookup (`float`).
 //! W8A16 and the activation quantizer are the AVX2 ones.
+#![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
@@ -19,6 +20,10 @@ mod q4;
 mod q4_grouped;
 mod q4_panels;
 mod q8;
+
+// the plausible mistakes of this tier, which the proof must fail
+#[cfg(test)]
+mod mutants;
 
 pub(crate) fn detected() -> bool {
     avx2::detected()

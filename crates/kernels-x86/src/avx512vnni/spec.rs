@@ -13,14 +13,21 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
     emulated_without: &[],
     folder: "crates/kernels-x86/src/avx512vnni",
     mutants: &[
-        "tests/avx512vnni_mutants.rs::the_w8a8_tiles_fail_the_proof_on_their_slips",
-        "tests/avx512vnni_mutants.rs::the_w4a8_tiles_fail_the_proof_on_their_slips",
-        "tests/avx512vnni_mutants.rs::the_w4a8_grouped_tiles_fail_the_proof_on_their_slips",
-        "tests/avx512vnni_mutants.rs::the_w4a16_tiles_fail_the_proof_on_their_slip",
-        "tests/avx512vnni_mutants.rs::the_w4a16_grouped_tiles_fail_the_proof_on_their_slip",
-        "tests/avx512vnni_mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
+        "src/avx512vnni/mutants.rs::the_w8a8_tiles_fail_the_proof_on_their_slips",
+        "src/avx512vnni/mutants.rs::the_w4a8_tiles_fail_the_proof_on_their_slips",
+        "src/avx512vnni/mutants.rs::the_w4a8_grouped_tiles_fail_the_proof_on_their_slips",
+        "src/avx512vnni/mutants.rs::the_w4a16_tiles_fail_the_proof_on_their_slip",
+        "src/avx512vnni/mutants.rs::the_w4a16_grouped_tiles_fail_the_proof_on_their_slip",
+        "src/avx512vnni/mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
     ],
 };
+
+/// The AVX-512 VNNI table, if this CPU reports AVX-512 F, BW, VL, VNNI (and
+/// AVX2 and F16C, which its float kernels share with the AVX2 tier).
+#[cfg(target_arch = "x86_64")]
+pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+    crate::avx512vnni::detected().then_some(&crate::avx512vnni::TABLE)
+}
 
 qlinear_kernels_scalar::detect_on!(
     cfg(target_arch = "x86_64"),

@@ -3,7 +3,6 @@
 //! leftover groups, lane order), the sequential decode tiles (a repeated
 //! row) and the panel tiles (their slips). Every mutant must fail the
 //! selftest's proof, and the same tile done right must pass.
-#![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
