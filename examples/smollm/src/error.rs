@@ -31,6 +31,10 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A model's modes (`W8A8,ffn_down=W8A16`) do not parse: the spec and
+    /// the part at fault.
+    #[error("modes {0}")]
+    Modes(String),
     /// The prompt cannot run: empty, or longer than the context.
     #[error("prompt: {0}")]
     Prompt(String),

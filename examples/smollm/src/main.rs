@@ -13,8 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use qlinear::QuantLinearMode;
-use qlinear_smollm::{DecodeSplit, KvCache, Model, Sampler, Tokenizer};
+use qlinear_smollm::{DecodeSplit, KvCache, Model, Modes, Sampler, Tokenizer};
 
 #[derive(Parser)]
 #[command(
@@ -23,7 +22,8 @@ use qlinear_smollm::{DecodeSplit, KvCache, Model, Sampler, Tokenizer};
 )]
 struct Args {
     /// A GGUF file (f32 path) or a converted qlinear file, optionally
-    /// followed by `@MODE` (W8A8, W4A8, W8A16, W4A16) for its layers. With
+    /// followed by `@MODE` (W8A8, W4A8, W8A16, W4A16) for its layers, and
+    /// overrides by layer role (`@W8A8,ffn_down=W8A16`). With
     /// --eval, more models follow; the first is the reference.
     #[arg(required = true)]
     models: Vec<String>,
@@ -156,20 +156,20 @@ impl Split {
     }
 }
 
-/// `PATH[@MODE]`.
-fn model_arg(spec: &str) -> Result<(PathBuf, Option<QuantLinearMode>), String> {
+/// `PATH[@MODES]` (`model.safetensors@W8A8,ffn_down=W8A16`: [`Modes`]).
+fn model_arg(spec: &str) -> Result<(PathBuf, Modes), String> {
     match spec.rsplit_once('@') {
-        Some((path, mode)) if !mode.contains('/') => {
-            let mode = mode.parse::<QuantLinearMode>().map_err(|e| format!("{spec}: {e}"))?;
-            Ok((PathBuf::from(path), Some(mode)))
+        Some((path, modes)) if !modes.contains('/') => {
+            let modes = modes.parse::<Modes>().map_err(|e| format!("{spec}: {e}"))?;
+            Ok((PathBuf::from(path), modes))
         }
-        _ => Ok((PathBuf::from(spec), None)),
+        _ => Ok((PathBuf::from(spec), Modes::default())),
     }
 }
 
 fn load(spec: &str, in_place: bool) -> Result<(Model, qlinear_smollm::Meta), String> {
-    let (path, mode) = model_arg(spec)?;
-    Model::open(&path, mode, in_place).map_err(|e| format!("{}: {e}", path.display()))
+    let (path, modes) = model_arg(spec)?;
+    Model::open(&path, &modes, in_place).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The first `n` tokens of the text file `path`, or why not.

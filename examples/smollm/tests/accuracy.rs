@@ -58,7 +58,7 @@ fn quantized_perplexity_stays_above_the_measured_floors() {
         ("q4g32", "W4A8", 1.40, 0.60),
     ] {
         let path = converted(&gguf, dir.path(), scheme);
-        let (model, _) = Model::open(&path, Some(mode.parse().unwrap()), false).unwrap();
+        let (model, _) = Model::open(&path, &mode.parse().unwrap(), false).unwrap();
         let s = score(&model, &ids, 512).unwrap();
         let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
         eprintln!(
@@ -80,7 +80,8 @@ fn quantized_perplexity_stays_above_the_measured_floors() {
 /// 1024 tokens of the GFDL 1.3 (base-files; disjoint from the scored text):
 /// in f32 it scores as the model before it (the factors cancel up to f32
 /// rounding), and at q8 W8A8 it stays above its measured floor, below the
-/// unsmoothed file's.
+/// unsmoothed file's; with `ffn_down` and the head at W8A16 the top-1
+/// agreement stays above W8A8's.
 #[test]
 #[ignore = "release only (a 135M-parameter model): cargo xtask test runs it with --release --ignored"]
 fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
@@ -91,6 +92,16 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
     // smoothing that did nothing fails it
     const MAX_RATIO: f64 = 1.03;
     const MIN_AGREE: f64 = 0.87;
+    // the same file with `ffn_down` (whose input, SwiGLU's product, has the
+    // widest columns) and the head at W8A16 (`qlinear_smollm::Modes`),
+    // measured on the AMD EPYC Zen 4 (family 25 model 17): 1.0162 × f32
+    // and 93.3 % top-1. Over 1024 tokens the perplexity moves with a few
+    // positions (over 4096 the same rows are +0.96 % against W8A8's
+    // +2.78 %, docs/BENCHMARKS.md), so the top-1 floor is the one above
+    // W8A8's measured 90.0 %
+    const MIXED: &str = "W8A8,ffn_down=W8A16,token_embd=W8A16";
+    const MIXED_MAX_RATIO: f64 = 1.04;
+    const MIXED_MIN_AGREE: f64 = 0.915;
     let Some(gguf) = model() else { return };
     let file = GgufFile::open(&gguf).unwrap();
     let meta = Meta::from_gguf(&file);
@@ -120,16 +131,21 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
     model.write_f32(&path, &meta).unwrap();
     drop(model);
     let q8 = converted(&path, dir.path(), "q8");
-    let (model, _) = Model::open(&q8, Some("W8A8".parse().unwrap()), false).unwrap();
-    let s = score(&model, &scored, 512).unwrap();
-    let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
-    eprintln!("smoothed q8 W8A8: perplexity {ratio:.4} × f32, top-1 {agree:.4}");
-    assert!(
-        ratio <= MAX_RATIO,
-        "smoothed q8 W8A8: perplexity {ratio:.4} × f32's, the floor is {MAX_RATIO}"
-    );
-    assert!(
-        agree >= MIN_AGREE,
-        "smoothed q8 W8A8: top-1 agreement {agree:.4}, the floor is {MIN_AGREE}"
-    );
+    for (modes, max_ratio, min_agree) in [
+        ("W8A8", MAX_RATIO, MIN_AGREE),
+        (MIXED, MIXED_MAX_RATIO, MIXED_MIN_AGREE),
+    ] {
+        let (model, _) = Model::open(&q8, &modes.parse().unwrap(), false).unwrap();
+        let s = score(&model, &scored, 512).unwrap();
+        let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
+        eprintln!("smoothed q8 {modes}: perplexity {ratio:.4} × f32, top-1 {agree:.4}");
+        assert!(
+            ratio <= max_ratio,
+            "smoothed q8 {modes}: perplexity {ratio:.4} × f32's, the floor is {max_ratio}"
+        );
+        assert!(
+            agree >= min_agree,
+            "smoothed q8 {modes}: top-1 agreement {agree:.4}, the floor is {min_agree}"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use qlinear::format::{write_file, Dtype, OutputTensor};
 use qlinear::{ModelFile, QScheme, QuantizedWeight};
-use qlinear_smollm::{Config, DecodeSplit, Error, KvCache, Meta, Model, Phase};
+use qlinear_smollm::{Config, DecodeSplit, Error, KvCache, Meta, Model, Modes, Phase};
 
 fn meta(arch: &str) -> HashMap<String, String> {
     [
@@ -173,7 +173,7 @@ fn a_tiny_model_runs_and_decode_steps_equal_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let file = tiny(dir.path(), &[], 8);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
     assert_eq!(model.vocab(), 6);
     assert_eq!(
         (model.config.heads, model.config.kv_heads, model.config.head_dim),
@@ -233,14 +233,20 @@ fn bad_models_are_one_error_naming_what_is_wrong() {
     // a missing layer, and a layer of the wrong shape, name the tensor
     let file = tiny(dir.path(), &["blk.0.ffn_up"], 8);
     let meta_ = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
+    let e = Model::from_converted(&file, &meta_, &Modes::default())
+        .err()
+        .unwrap()
+        .to_string();
     assert_eq!(
         e,
         "blk.0.ffn_up.qweight: missing, and no float blk.0.ffn_up.weight either: every linear weight of the \
          model must be there"
     );
     let file = tiny(dir.path(), &[], 4);
-    let e = Model::from_converted(&file, &meta_, None).err().unwrap().to_string();
+    let e = Model::from_converted(&file, &meta_, &Modes::default())
+        .err()
+        .unwrap()
+        .to_string();
     assert_eq!(
         e,
         "blk.0.attn_q: shape [4, 8] where the model's hyper-parameters need [8, 8]"
@@ -315,7 +321,7 @@ fn a_team_step_has_the_bits_of_one_thread() {
     for scheme in [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)] {
         let file = small(dir.path(), Some(scheme), 0.75);
         let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-        let mut model = Model::from_converted(&file, &meta, None).unwrap();
+        let mut model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
         assert_eq!(model.decode_split(), DecodeSplit::Team);
         let mut batch = KvCache::new(&model.config, 32).unwrap();
         let all = model.forward(&mut batch, &ids, true).unwrap().to_vec();
@@ -352,7 +358,7 @@ fn a_failing_team_step_reports_the_layers_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = small(dir.path(), Some(QScheme::Q4Grouped(32)), f32::INFINITY);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
     for threads in [1, 2, 3] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let e = pool.install(|| {
@@ -374,7 +380,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
     let dir = tempfile::tempdir().unwrap();
     let file = small(dir.path(), None, 0.75);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let mut model = Model::from_converted(&file, &meta, None).unwrap();
+    let mut model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
     assert_eq!(model.description, "f32");
     let ids = [3u32, 61, 7, 0, 42, 18, 69, 5, 33];
     let logits = |m: &Model| {
@@ -418,7 +424,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
         assert_ne!(old, new, "{name} should be smoothed");
     }
     let meta2 = Meta::from_converted(written.file().metadata_map()).unwrap();
-    let reread = Model::from_converted(&written, &meta2, None).unwrap();
+    let reread = Model::from_converted(&written, &meta2, &Modes::default()).unwrap();
     assert_eq!(reread.config.heads, 6);
     assert_eq!(logits(&reread), after);
     // smoothing twice needs a new calibration; a quantized model has no f32
@@ -426,7 +432,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
     let e = model.smooth(0.5).unwrap_err().to_string();
     assert!(e.contains("no calibration rows"), "{e}");
     let q = small(dir.path(), Some(QScheme::Q8), 0.75);
-    let mut quantized = Model::from_converted(&q, &meta, None).unwrap();
+    let mut quantized = Model::from_converted(&q, &meta, &Modes::default()).unwrap();
     quantized.start_calibration();
     let e = quantized.smooth(0.5).unwrap_err().to_string();
     assert_eq!(
@@ -442,7 +448,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
         "token_embd.weight: quantized: only the f32 path can be written as f32"
     );
     assert!(!dir.path().join("no.safetensors").exists());
-    let e = Model::from_converted(&file, &meta, Some("W8A8".parse().unwrap()))
+    let e = Model::from_converted(&file, &meta, &"W8A8".parse().unwrap())
         .err()
         .unwrap()
         .to_string();
@@ -463,7 +469,7 @@ fn an_untied_head_is_the_files_output_weight() {
     let ids = [3u32, 61, 7, 0, 42];
     let logits = |file: &ModelFile| {
         let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-        let m = Model::from_converted(file, &meta, None).unwrap();
+        let m = Model::from_converted(file, &meta, &Modes::default()).unwrap();
         let mut cache = KvCache::new(&m.config, 32).unwrap();
         m.forward(&mut cache, &ids, true).unwrap().to_vec()
     };
@@ -486,7 +492,7 @@ fn an_untied_head_is_the_files_output_weight() {
     // the f32 model written out keeps its own head
     let file = small_with_head(dir.path(), None, 0.75, true);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
     let path = dir.path().join("written.safetensors");
     model.write_f32(&path, &meta).unwrap();
     assert_eq!(logits(&ModelFile::open(&path).unwrap()), logits(&file));
@@ -502,7 +508,7 @@ fn profiled_steps_keep_the_bits_and_time_every_thread() {
     let ids = [3u32, 61, 7, 0, 42];
     let file = small(dir.path(), Some(QScheme::Q8), 0.75);
     let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
-    let model = Model::from_converted(&file, &meta, None).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
     let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
     for threads in [1, 2, 3] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
@@ -538,4 +544,38 @@ fn profiled_steps_keep_the_bits_and_time_every_thread() {
             assert_eq!((again.steps, again.threads), (0, vec![[0; 5]; threads]));
         });
     }
+}
+
+/// Modes by layer role: `W8A8,ffn_down=W8A16` runs `ffn_down` with float
+/// activations and the rest W8A8, so its logits are neither all-W8A8's nor
+/// all-W8A16's; the description names the override; a mode the weight
+/// cannot run names the layer.
+#[test]
+fn modes_by_role_reach_their_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), Some(QScheme::Q8), 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let ids = [3u32, 61, 7, 0, 42];
+    let logits = |modes: &str| -> (Vec<u32>, String) {
+        let model = Model::from_converted(&file, &meta, &modes.parse().unwrap()).unwrap();
+        let mut cache = KvCache::new(&model.config, 32).unwrap();
+        let l = model.forward(&mut cache, &ids, true).unwrap();
+        (l.iter().map(|v| v.to_bits()).collect(), model.description.clone())
+    };
+    let (w8a8, _) = logits("W8A8");
+    let (w8a16, _) = logits("W8A16");
+    let (mixed, description) = logits("W8A8,ffn_down=W8A16");
+    assert_eq!(description, "q8 w8a8, ffn_down w8a16 (head q8 w8a8)");
+    assert_ne!(mixed, w8a8);
+    assert_ne!(mixed, w8a16);
+    // every role overridden to the mode for all is that mode
+    let every: String = qlinear_smollm::ROLES.iter().map(|r| format!(",{r}=W8A16")).collect();
+    assert_eq!(logits(&format!("W8A8{every}")).0, w8a16);
+    assert_eq!(logits("W8A8,ffn_down=W8A8").0, w8a8);
+
+    let e = Model::from_converted(&file, &meta, &"W8A8,ffn_down=W4A8".parse().unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("blk.0.ffn_down"), "{e}");
 }

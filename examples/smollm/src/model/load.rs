@@ -36,16 +36,16 @@ impl Model {
     }
 
     /// The quantized path: every linear of a converted file as a
-    /// [`qlinear::Linear`] (in `mode`, or its weight's default), the tied
+    /// [`qlinear::Linear`] (in its mode of `modes`, or its weight's default), the tied
     /// embedding as the LM head; a `token_embd` kept in float is quantized
     /// to q8 for the head (the table itself stays f32 for the lookup). A
-    /// projection the file keeps in float runs in f32 (a `mode` is then an
+    /// projection the file keeps in float runs in f32 (a mode for it is then an
     /// error: it has none); a file with nothing quantized (as
     /// [`Model::write_f32`] writes it) is the f32 path, head included.
-    pub fn from_converted(file: &ModelFile, meta: &Meta, mode: Option<QuantLinearMode>) -> Result<Model> {
+    pub fn from_converted(file: &ModelFile, meta: &Meta, modes: &Modes) -> Result<Model> {
         let config = Config::from_meta(meta)?;
         let quantized = file.linears();
-        let linear = |prefix: &str, n: usize, k: usize| converted_linear(file, &quantized, mode, prefix, n, k);
+        let linear = |prefix: &str, n: usize, k: usize| converted_linear(file, &quantized, modes, prefix, n, k);
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
             let found = file.shape(name).ok_or_else(|| Error::Tensor {
                 tensor: name.into(),
@@ -84,7 +84,7 @@ impl Model {
                 QuantizedWeight::quantize(QScheme::Q8, vocab, config.hidden, &w).map_err(qlinear::Error::from)?,
                 None,
             )?;
-            if let Some(mode) = mode {
+            if let Some(mode) = modes.for_layer(head_name) {
                 let m = head_mode(head_name, &l, mode);
                 l = l.with_mode(m)?;
             }
@@ -96,13 +96,19 @@ impl Model {
         let description = match (&head, first) {
             (Dense::Q(l), Some(first)) => {
                 let first = file.linear(first)?;
-                let mode = mode.unwrap_or(first.mode());
+                let mode = modes.all.unwrap_or(first.mode());
+                let overrides: String = modes.by_role.iter().map(|(r, m)| format!(", {r} {m}")).collect();
                 let kept = if quantized.iter().filter(|p| p.starts_with("blk.")).count() < 7 * config.layers {
                     ", some layers f32"
                 } else {
                     ""
                 };
-                format!("{} {mode} (head {} {}{kept})", first.scheme(), l.scheme(), l.mode())
+                format!(
+                    "{} {mode}{overrides} (head {} {}{kept})",
+                    first.scheme(),
+                    l.scheme(),
+                    l.mode()
+                )
             }
             (Dense::Q(l), None) => format!("f32 (head {} {})", l.scheme(), l.mode()),
             (Dense::F32 { .. }, _) => "f32".into(),
@@ -166,17 +172,18 @@ impl Model {
 }
 
 /// Layer `prefix` (`[n, k]`) of a converted file: its `qlinear::Linear` in
-/// `mode` (the head's mode where `prefix` is the head, [`head_mode`]), or,
+/// its mode of `modes` (the head's mode where `prefix` is the head, [`head_mode`]), or,
 /// where the converter kept it in float (`quantized` does not list it),
 /// its f32 weight (an error with a `mode`: it has none).
 fn converted_linear(
     file: &ModelFile,
     quantized: &[String],
-    mode: Option<QuantLinearMode>,
+    modes: &Modes,
     prefix: &str,
     n: usize,
     k: usize,
 ) -> Result<Dense> {
+    let mode = modes.for_layer(prefix);
     if !quantized.iter().any(|p| p == prefix) {
         // a layer the converter kept in float (or an f32 file's)
         let name = format!("{prefix}.weight");

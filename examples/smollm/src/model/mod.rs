@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::attend::dot;
 use crate::profile::{counters, take, Clock, Counters, Phase, StepTimes};
 use crate::team::{share, share_items, AbortUnlessDone, Exchange};
-use crate::{Error, Meta, Result};
+use crate::{Error, Meta, Modes, Result};
 
 mod cache;
 mod calibrate;
@@ -158,10 +158,10 @@ pub struct Model {
 impl Model {
     /// Opens `path`: a GGUF file runs the f32 path (every weight
     /// dequantized to f32), a converted qlinear file the quantized one
-    /// (its layers in `mode`, or each weight's default mode), their codes
+    /// (its layers in `modes`: [`Modes::for_layer`]), their codes
     /// copied, or with `in_place` read in place from the file's memory
     /// ([`ModelFile::open_in_place`]).
-    pub fn open(path: &Path, mode: Option<QuantLinearMode>, in_place: bool) -> Result<(Model, Meta)> {
+    pub fn open(path: &Path, modes: &Modes, in_place: bool) -> Result<(Model, Meta)> {
         let mut magic = [0u8; 4];
         let is_gguf = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
@@ -178,7 +178,7 @@ impl Model {
                 ModelFile::open(path)?
             };
             let meta = Meta::from_converted(file.file().metadata_map())?;
-            Ok((Model::from_converted(&file, &meta, mode)?, meta))
+            Ok((Model::from_converted(&file, &meta, modes)?, meta))
         }
     }
 
