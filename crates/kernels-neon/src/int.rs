@@ -140,6 +140,17 @@ macro_rules! int_kernels {
             }
         }
 
+        /// W4A8 batch micro-kernel (frame tile `4·QUADS` × 4): [`tile_q4`]'s
+        /// 4 × 4 tile over each 4 weight rows in turn
+        /// (`qlinear_kernels_scalar::frame::quads_in_turn`), so that the
+        /// frame's work per tile call is paid once per `4·QUADS` rows, as on
+        /// the x86 and WebAssembly tiers.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_q4_quads<const QUADS: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            qlinear_kernels_scalar::frame::quads_in_turn::<QUADS>(x, w, acc, |x, w, acc| tile_q4::<4, 4>(x, w, acc));
+        }
+
         /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR`
         /// rows over whole blocks of 32 columns (16 packed bytes), the
         /// activations split even/odd per block; two blocks per step.
@@ -294,12 +305,25 @@ macro_rules! int_families {
             layout: Layout::Natural,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
         };
+        /// W4A8 also batches 16 weight rows a tile call (the 4 × 4 tile in turn).
         pub(crate) const W4A8: Family<TileI8Q4> = Family {
             shapes: Shapes {
-                tiles: INT_TILES,
+                tiles: &[
+                    Tile::ONE,
+                    Tile::new(4, 1),
+                    Tile::new(4, 4),
+                    Tile::new(16, 4),
+                    Tile::new(1, 4),
+                ],
                 chunk: 64,
             },
-            kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_4x4, entry::w4a8_1x4],
+            kernels: &[
+                entry::w4a8_1x1,
+                entry::w4a8_4x1,
+                entry::w4a8_4x4,
+                entry::w4a8_16x4,
+                entry::w4a8_1x4,
+            ],
             block: 32,
             layout: Layout::EvenOdd,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
@@ -335,6 +359,7 @@ macro_rules! int_entries {
             w4a8_1x1 => int::tile_q4::<1, 1>: tile_q4,
             w4a8_4x1 => int::tile_q4::<4, 1>: tile_q4,
             w4a8_4x4 => int::tile_q4::<4, 4>: tile_q4,
+            w4a8_16x4 => int::tile_q4_quads::<4>: tile_q4,
             w4a8_1x4 => int::tile_q4::<1, 4>: tile_q4,
             grouped_1x1 => int::tile_grouped::<1, 1>: tile_grouped,
             grouped_4x1 => int::tile_grouped::<4, 1>: tile_grouped,

@@ -354,6 +354,33 @@ pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
     }
 }
 
+/// A `4·QUADS` × 4 W4A8 tile made of a tier's 4 × 4 tile (`tile`, the
+/// `TileI8Q4` contract) over each 4 weight rows in turn, each of its sums
+/// stored at its rows' columns (`acc[i · 4·QUADS + 4p + q]`), so that the
+/// frame's work per tile call (the views, the scales, the store) is paid
+/// once per `4·QUADS` weight rows. Integer sums: the bits are the inner
+/// tile's. Used by the tiers whose 4 × 4 tile takes slices (WebAssembly,
+/// NEON); the x86 tiers' inner tiles take arrays and loop themselves.
+///
+/// # Panics
+/// Unless `x` has 4 rows, `w` `4·QUADS` and `acc` `16·QUADS` entries.
+#[inline(always)]
+pub fn quads_in_turn<const QUADS: usize>(
+    x: &[&[i8]],
+    w: &[&[u8]],
+    acc: &mut [i32],
+    tile: impl Fn(&[&[i8]], &[&[u8]], &mut [i32]),
+) {
+    assert!(x.len() == 4 && w.len() == 4 * QUADS && acc.len() == 16 * QUADS);
+    let mut part = [0i32; 16];
+    for p in 0..QUADS {
+        tile(x, &w[4 * p..4 * p + 4], &mut part);
+        for (row, sums) in acc.chunks_exact_mut(4 * QUADS).zip(part.chunks_exact(4)) {
+            row[4 * p..4 * p + 4].copy_from_slice(sums);
+        }
+    }
+}
+
 // The families (`int.rs`, `float.rs`) call the sweep, the rows' and the
 // views' small accessors once a tile: those carry `#[inline]`. A release
 // build may give each module a codegen unit of its own, and a call across

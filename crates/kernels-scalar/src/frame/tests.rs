@@ -263,3 +263,38 @@ fn tail_proof_calls_run_every_tile_once() {
     }
     assert_eq!(used.len(), TILES.len(), "{used:?}");
 }
+
+/// `quads_in_turn` stores quad `p`'s sum for activation row `i` and weight
+/// row `q` at `acc[i · 4·QUADS + 4p + q]`.
+#[test]
+fn quads_in_turn_stores_each_quad_at_its_rows_columns() {
+    // a 4 × 4 "tile" whose sum names its activation row and weight row
+    let tile = |x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]| {
+        for (i, xr) in x.iter().enumerate() {
+            for (q, wr) in w.iter().enumerate() {
+                acc[i * 4 + q] = 1000 * i32::from(xr[0]) + i32::from(wr[0]);
+            }
+        }
+    };
+    let xs: Vec<[i8; 1]> = (0..4).map(|i| [i as i8]).collect();
+    let ws: Vec<[u8; 1]> = (0..12).map(|r| [r as u8]).collect();
+    let x: Vec<&[i8]> = xs.iter().map(|r| &r[..]).collect();
+    let w: Vec<&[u8]> = ws.iter().map(|r| &r[..]).collect();
+    let mut acc = [0i32; 48];
+    super::quads_in_turn::<3>(&x, &w, &mut acc, tile);
+    for i in 0..4 {
+        for r in 0..12 {
+            assert_eq!(acc[i * 12 + r], 1000 * i as i32 + r as i32, "row {i}, weight row {r}");
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "assertion failed")]
+#[cfg_attr(target_os = "wasi", ignore)]
+fn quads_in_turn_refuses_rows_that_are_not_its_quads() {
+    let x: [&[i8]; 4] = [&[0], &[0], &[0], &[0]];
+    let w: [&[u8]; 12] = [&[0]; 12];
+    let mut acc = [0i32; 32];
+    super::quads_in_turn::<2>(&x, &w, &mut acc, |_, _, _| {});
+}

@@ -233,14 +233,7 @@ fn tile_q4_seq<const WR: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mu
 /// frame's work per tile call is paid once per `4·QUADS` rows (the x86
 /// tiers' 16 × 4 tiles, for the same reason).
 fn tile_q4_quads<const QUADS: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    assert!(x.len() == 4 && w.len() == 4 * QUADS && acc.len() == 16 * QUADS);
-    let mut part = [0i32; 16];
-    for p in 0..QUADS {
-        tile_q4::<4, 4, D>(x, &w[4 * p..4 * p + 4], &mut part);
-        for (row, sums) in acc.chunks_exact_mut(4 * QUADS).zip(part.chunks_exact(4)) {
-            row[4 * p..4 * p + 4].copy_from_slice(sums);
-        }
-    }
+    qlinear_kernels_scalar::frame::quads_in_turn::<QUADS>(x, w, acc, tile_q4::<4, 4, D>);
 }
 
 /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR` rows
