@@ -29,9 +29,12 @@ pub(crate) fn wasm_bench() -> Result {
     let native = root().join("target/release/examples/gemv_timing");
     let wasm = wasm_dir.join(WASI).join("release/examples/gemv_timing.wasm");
     // Node 20 here sometimes dies with SIGSEGV while exiting after the
-    // module has written all its lines (about one run in five with this
-    // module's few hundred MiB of linear memory; the test binaries are not
-    // affected): a failed run is repeated, up to three times.
+    // module has written all its lines (one run in five with this module's
+    // few hundred MiB of linear memory on `7b45e49`, three in four on
+    // `0bcca8e`, both on the AMD EPYC Zen 4; the test binaries are not
+    // affected). A run whose output ends with the example's closing `done`
+    // is complete and kept whatever its exit; another failed run is
+    // repeated, up to three times.
     let out_file = root().join("target/wasm-bench.out");
     let capture = |cmd: &mut Command| -> Result<String> {
         let mut last = String::new();
@@ -43,8 +46,13 @@ pub(crate) fn wasm_bench() -> Result {
                 .stdout(file)
                 .status()
                 .map_err(|e| e.to_string())?;
+            let out = std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
             if status.success() {
-                return std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()));
+                return Ok(out);
+            }
+            if out.lines().last() == Some("done") {
+                eprintln!("xtask: {cmd:?} exited with {status} after its last line: its output is complete");
+                return Ok(out);
             }
             last = format!("{cmd:?} failed: {status}");
             eprintln!("xtask: {last}; once more");

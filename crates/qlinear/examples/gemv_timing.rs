@@ -5,7 +5,8 @@
 //! (`cargo xtask wasm-bench`, `docs/benchmarks/history.md`). The weights and inputs
 //! are the browser page's (`web/src/lib.rs`), so the three agree.
 //!
-//! Prints one line per case: `family tier n k median_us min_us max_us`.
+//! Prints one line per case: `family tier n k median_us min_us max_us`,
+//! then `done` (so that a runner can tell a complete output from a cut one).
 
 use std::time::Instant;
 
@@ -16,6 +17,7 @@ fn main() {
     let calls = 31;
     gemvs(calls);
     batches(calls);
+    println!("done");
 }
 
 /// Times `run` `calls` times after one warm-up and prints its line.
