@@ -162,6 +162,17 @@ impl IntRows<'_> {
     }
 }
 
+impl IntRows<'_> {
+    /// The padded block alone of view `d` ([`view`](Self::view)): the bytes
+    /// the padded view holds past the unpadded one, which every layout lays
+    /// out as one whole block of its own.
+    #[inline]
+    pub(crate) fn tail_view(&self, xr: usize, i0: usize, d: usize) -> &[i8] {
+        let whole = self.view(xr, i0, d, false).len();
+        &self.view(xr, i0, d, true)[whole..]
+    }
+}
+
 /// What a cached layout was made from: the rows (by address and shape) and
 /// the layout, so that a cache is never read for other rows or another
 /// family's layout.

@@ -134,8 +134,34 @@ fn q4_tiles_read_the_padded_block_where_the_weight_rows_reach_it() {
         want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
     );
     // rows 0..4 and 4..8 end inside the codes (7 · 20 + 32 <= 180); the
-    // tile holding row 8 takes the whole block and the frame the tail
-    assert_eq!(*TILE_LENS.lock().unwrap(), [(64, 32), (64, 32), (32, 16)]);
+    // tile holding row 8 takes the whole block, then the padded block alone
+    // against a copy of row 8's tail
+    assert_eq!(*TILE_LENS.lock().unwrap(), [(64, 32), (64, 32), (32, 16), (32, 16)]);
+}
+
+#[test]
+fn a_tiles_tail_rows_are_copies_cut_or_filled_to_the_padded_block() {
+    // K = 40 in blocks of 32: rows of 20 bytes, of which 4 lie past the
+    // whole blocks; the padded block is 16 bytes a row
+    let (n, k) = (3, 40);
+    let wf: Vec<f32> = (0..n * k).map(|i| ((i * 11 % 17) as f32 - 8.0) / 3.0).collect();
+    let w = QuantizedMatrixQ4::quantize(n, k, qlinear_quant_recipe::GroupSize::PerChannel, &wf).unwrap();
+    let codes = vec![1i8; k];
+    let x = ActivationsQ8::new(1, k, &codes, &[1.0], &[40], k).unwrap();
+    let xs = IntRows::copied(&x, 32, Layout::Aligned);
+    let reach = PaddedReach::new(&xs, &w);
+    let (mut scratch, mut views) = (Vec::new(), Views::new());
+    let rows = reach.tail_rows(&mut scratch, &mut views, 1, 2);
+    assert_eq!(rows.len(), 2);
+    for (q, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), 16);
+        assert_eq!(&row[..4], &w.row_packed(1 + q)[16..20]);
+        assert!(row[4..].iter().all(|&b| b == 0), "row {q} filled with zeros");
+    }
+    // the activations' padded block alone: columns 32..40, then zeros
+    let tail = xs.tail_view(1, 0, 0);
+    assert_eq!(tail.len(), 32);
+    assert!(tail[..8].iter().all(|&c| c == 1) && tail[8..].iter().all(|&c| c == 0));
 }
 
 #[test]
