@@ -1,6 +1,7 @@
 //! One-thread W8A8 and W4A8 GEMV timings (M = 1, hot weights, activations
-//! quantized per call), and W4A8 at M = 16 on a small layer, on every proven
-//! tier, for comparing a WebAssembly
+//! quantized per call), W4A8 per channel and grouped by 32 at M = 1 on
+//! SmolLM2's layer shapes, and W4A8 at M = 16 on a small layer, on every
+//! proven tier, for comparing a WebAssembly
 //! build under Node.js with the native build on the same machine
 //! (`cargo xtask wasm-bench`, `docs/benchmarks/history.md`). The weights and inputs
 //! are the browser page's (`web/src/lib.rs`), so the three agree.
@@ -16,6 +17,7 @@ use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 fn main() {
     let calls = 31;
     gemvs(calls);
+    small_gemvs(calls * 4);
     batches(calls);
     println!("done");
 }
@@ -37,6 +39,29 @@ fn time(calls: usize, label: &str, mut run: impl FnMut()) {
         times[0],
         times[calls - 1]
     );
+}
+
+/// W4A8 per channel and grouped by 32 at M = 1 on SmolLM2's layer shapes
+/// (issue 21: grouped within 1.3× of per channel on every tier), printed
+/// as families `w4a8_m1` and `w4a8_g32_m1`.
+fn small_gemvs(calls: usize) {
+    for (n, k) in [(576usize, 576usize), (1536, 576), (576, 1536)] {
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
+        let x: Vec<f32> = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
+        let per_channel = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).expect("finite weights");
+        let grouped = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).expect("finite weights");
+        let mut y = vec![0f32; n];
+        for tier in selftest_report().proven_tiers() {
+            let route = Route::for_tier(tier)
+                .expect("proven")
+                .with_parallel_threshold(usize::MAX);
+            for (family, q4) in [("w4a8_m1", &per_channel), ("w4a8_g32_m1", &grouped)] {
+                time(calls, &format!("{family} {tier} {n} {k}"), || {
+                    route.linear_q4_dynamic(&x, 1, q4, &mut y).expect("valid shapes")
+                });
+            }
+        }
+    }
 }
 
 /// W4A8 at M = 16 on a small model's layer (SmolLM2's 576 × 576), where
