@@ -368,3 +368,49 @@ macro_rules! int_entries {
         }
     };
 }
+
+/// Test code of the tiers' mutants: the W4A8 16 × 4 batch tile of tier
+/// module `$tier` (its 4 × 4 tile over each 4 weight rows in turn) done
+/// wrong, each quad's sums stored as the 4 × 4 tile lays them out (a block
+/// of 16 at `16·p`, instead of at the quad's columns of the 16-wide rows),
+/// and the tier's own 16 × 4 tile on the same harness: `mod $wrong` and
+/// `mod $right`, each with a `TABLE` whose W4A8 runs on the frame. The
+/// caller runs them only where the tier's features are detected.
+#[cfg(test)]
+macro_rules! quads_mutant_tables {
+    ($tier:ident, $wrong:ident, $right:ident) => {
+        fn quads_as_4x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            for (p, block) in acc.chunks_exact_mut(16).enumerate() {
+                // SAFETY: the tests run these tables only after detecting
+                // the tier's features.
+                unsafe { crate::$tier::int::tile_q4::<4, 4>(x, &w[4 * p..4 * p + 4], block) }
+            }
+        }
+
+        fn quads_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            // SAFETY: as above.
+            unsafe { crate::$tier::int::tile_q4_quads::<4>(x, w, acc) }
+        }
+
+        /// The tier's 1 × 1 and 1 × 4 tiles, for the rows the 16 × 4 tile
+        /// leaves.
+        fn single(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
+            // SAFETY: as above.
+            unsafe {
+                match x.len() {
+                    1 => crate::$tier::int::tile_q4::<1, 1>(x, w, acc),
+                    _ => crate::$tier::int::tile_q4::<1, 4>(x, w, acc),
+                }
+            }
+        }
+
+        qlinear_kernels_scalar::w4a8_on_frame! {
+            tiles: &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)],
+            chunk: 64,
+            block: 32,
+            layout: EvenOdd;
+            $wrong => &[single as TileI8Q4, quads_as_4x4, single],
+            $right => &[single as TileI8Q4, quads_right, single],
+        }
+    };
+}

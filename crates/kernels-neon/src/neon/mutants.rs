@@ -67,42 +67,9 @@ fn the_real_neon_tables_pass() {
     }
 }
 
-/// The W4A8 16 × 4 batch tile (the tier's 4 × 4 tile over each 4 weight
-/// rows in turn) storing each quad's sums as the 4 × 4 tile lays them out,
-/// a block of 16 at `16·p`, instead of at the quad's columns of the 16-wide
-/// rows.
-fn quads_as_4x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    for (p, block) in acc.chunks_exact_mut(16).enumerate() {
-        // SAFETY: every aarch64 CPU has ASIMD (the baseline tier's feature).
-        unsafe { crate::neon::int::tile_q4::<4, 4>(x, &w[4 * p..4 * p + 4], block) }
-    }
-}
-
-/// The tier's own 16 × 4 tile, on the same harness.
-fn quads_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    // SAFETY: every aarch64 CPU has ASIMD.
-    unsafe { crate::neon::int::tile_q4_quads::<4>(x, w, acc) }
-}
-
-/// The tier's 1 × 1 and 1 × 4 tiles, for the rows the 16 × 4 tile leaves.
-fn single(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    // SAFETY: every aarch64 CPU has ASIMD.
-    unsafe {
-        match x.len() {
-            1 => crate::neon::int::tile_q4::<1, 1>(x, w, acc),
-            _ => crate::neon::int::tile_q4::<1, 4>(x, w, acc),
-        }
-    }
-}
-
-qlinear_kernels_scalar::w4a8_on_frame! {
-    tiles: &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)],
-    chunk: 64,
-    block: 32,
-    layout: EvenOdd;
-    quads_stored_as_4x4 => &[single as TileI8Q4, quads_as_4x4, single],
-    quads_in_turn => &[single as TileI8Q4, quads_right, single],
-}
+// the W4A8 16 × 4 tile with its quads stored as 4 × 4 tiles, and the
+// tier's own 16 × 4 tile (`crate::int::quads_mutant_tables`)
+quads_mutant_tables!(neon, quads_stored_as_4x4, quads_in_turn);
 
 #[test]
 fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {

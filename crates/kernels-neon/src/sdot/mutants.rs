@@ -219,44 +219,11 @@ fn an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof() {
     assert_eq!(failing(&decode_right::TABLE), vec![]);
 }
 
-/// The SDOT tier's W4A8 16 × 4 batch tile (its own `sdot` 4 × 4 tile over
-/// each 4 weight rows in turn) storing each quad's sums as the 4 × 4 tile
-/// lays them out, a block of 16 at `16·p`, instead of at the quad's columns
-/// of the 16-wide rows. NEON's mutant of the same name covers the loop the
-/// tiers share (`frame::quads_in_turn`); this one reaches the tier's own
-/// tile through the same registration.
-fn sdot_quads_as_4x4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    for (p, block) in acc.chunks_exact_mut(16).enumerate() {
-        // SAFETY: the test runs this only after detecting dotprod.
-        unsafe { crate::sdot::int::tile_q4::<4, 4>(x, &w[4 * p..4 * p + 4], block) }
-    }
-}
-
-/// The tier's own 16 × 4 tile, on the same harness.
-fn sdot_quads_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    // SAFETY: the test runs this only after detecting dotprod.
-    unsafe { crate::sdot::int::tile_q4_quads::<4>(x, w, acc) }
-}
-
-/// The tier's 1 × 1 and 1 × 4 tiles, for the rows the 16 × 4 tile leaves.
-fn sdot_single(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    // SAFETY: the test runs this only after detecting dotprod.
-    unsafe {
-        match x.len() {
-            1 => crate::sdot::int::tile_q4::<1, 1>(x, w, acc),
-            _ => crate::sdot::int::tile_q4::<1, 4>(x, w, acc),
-        }
-    }
-}
-
-qlinear_kernels_scalar::w4a8_on_frame! {
-    tiles: &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)],
-    chunk: 64,
-    block: 32,
-    layout: EvenOdd;
-    sdot_quads_stored_as_4x4 => &[sdot_single as TileI8Q4, sdot_quads_as_4x4, sdot_single],
-    sdot_quads_in_turn => &[sdot_single as TileI8Q4, sdot_quads_right, sdot_single],
-}
+// The SDOT tier's own W4A8 16 × 4 tile with its quads stored as 4 × 4
+// tiles, and done right (`crate::int::quads_mutant_tables`). NEON's mutant
+// of the same kind covers the loop the tiers share
+// (`frame::quads_in_turn`); this one reaches the tier's own `sdot` tile.
+quads_mutant_tables!(sdot, sdot_quads_stored_as_4x4, sdot_quads_in_turn);
 
 #[test]
 fn an_sdot_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
