@@ -1,7 +1,8 @@
 //! One-thread W8A8 and W4A8 GEMV timings (M = 1, hot weights, activations
 //! quantized per call), W4A8 per channel and grouped by 32 at M = 1 on
-//! SmolLM2's layer shapes, and W4A8 at M = 16 on a small layer, on every
-//! proven tier, for comparing a WebAssembly
+//! SmolLM2's layer shapes (grouped also in the panel form where the tier
+//! has panel tiles), and W4A8 per channel and grouped at M = 16 on a small
+//! layer, on every proven tier, for comparing a WebAssembly
 //! build under Node.js with the native build on the same machine
 //! (`cargo xtask wasm-bench`, `docs/benchmarks/history.md`). The weights and inputs
 //! are the browser page's (`web/src/lib.rs`), so the three agree.
@@ -11,7 +12,7 @@
 
 use std::time::Instant;
 
-use qlinear::tiers::Route;
+use qlinear::tiers::{PanelsQ4, Route};
 use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 fn main() {
@@ -60,6 +61,14 @@ fn small_gemvs(calls: usize) {
                     route.linear_q4_dynamic(&x, 1, q4, &mut y).expect("valid shapes")
                 });
             }
+            // the panel form, which `Linear` holds where the tier has panel
+            // tiles (`w4a8_g32p_m1`)
+            if route.has_panels() {
+                let panels = PanelsQ4::new(&grouped).expect("a panel shape");
+                time(calls, &format!("w4a8_g32p_m1 {tier} {n} {k}"), || {
+                    route.linear_q4_panels(&x, 1, &panels, &mut y).expect("valid shapes")
+                });
+            }
         }
     }
 }
@@ -71,6 +80,8 @@ fn batches(calls: usize) {
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
     let x: Vec<f32> = (0..m * k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
     let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).expect("finite weights");
+    let grouped = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).expect("finite weights");
+    let panels = PanelsQ4::new(&grouped).expect("a panel shape");
     let mut y = vec![0f32; m * n];
     for tier in selftest_report().proven_tiers() {
         let route = Route::for_tier(tier)
@@ -79,6 +90,15 @@ fn batches(calls: usize) {
         time(calls, &format!("w4a8_m16 {tier} {n} {k}"), || {
             route.linear_q4_dynamic(&x, m, &q4, &mut y).expect("valid shapes")
         });
+        // grouped by 32, natural and (where the tier has panel tiles) panels
+        time(calls, &format!("w4a8_g32_m16 {tier} {n} {k}"), || {
+            route.linear_q4_dynamic(&x, m, &grouped, &mut y).expect("valid shapes")
+        });
+        if route.has_panels() {
+            time(calls, &format!("w4a8_g32p_m16 {tier} {n} {k}"), || {
+                route.linear_q4_panels(&x, m, &panels, &mut y).expect("valid shapes")
+            });
+        }
     }
 }
 

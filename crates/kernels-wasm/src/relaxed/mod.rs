@@ -26,6 +26,7 @@ use std::arch::wasm32::*;
 use qlinear_kernels_scalar::frame::{Family, TileGroupedQ4, TileI8Q4};
 use qlinear_kernels_scalar::KernelTable;
 
+use crate::simd128::panels::{PanelDot, Panels};
 use crate::simd128::{dot_i8_q4_with, Int4, NibbleDot};
 
 // the plausible mistakes of this tier, which the proof must fail
@@ -43,6 +44,36 @@ impl NibbleDot for RelaxedDot {
         i16x8_relaxed_dot_i8x16_i7x16(x, nibbles)
     }
 }
+
+/// The panel tiles' products (`crate::simd128::panels`): the codes as the
+/// signed operand and the nibbles as the 7-bit one, as above; lane j holds
+/// bytes 2j and 2j + 1, both of row j / 2, so `a` alone carries every
+/// product (at most 2 · 1905 a lane and load, 15 240 over a group's 4
+/// loads: no engine can saturate or wrap) and one pairwise widening leaves
+/// each row's sum in its own i32 lane.
+impl PanelDot for RelaxedDot {
+    #[inline]
+    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+        (
+            i16x8_add(
+                i16x8_relaxed_dot_i8x16_i7x16(even, lo),
+                i16x8_relaxed_dot_i8x16_i7x16(odd, hi),
+            ),
+            i16x8_splat(0),
+        )
+    }
+
+    #[inline]
+    fn rows(a: v128, _: v128) -> v128 {
+        i32x4_extadd_pairwise_i16x8(a)
+    }
+}
+
+qlinear_kernels_scalar::panel_entry!(
+    /// The relaxed-SIMD tier's panel entry (the frame's sweep over its
+    /// panel tiles).
+    fn gemm_w4a8_grouped_panels = Panels::<RelaxedDot>::FAMILY
+);
 
 const W4A8: Family<TileI8Q4> = Int4::<RelaxedDot>::W4A8;
 const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<RelaxedDot>::W4A8_GROUPED;
@@ -63,7 +94,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_q4,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
-    gemm_w4a8_grouped_panels: None,
+    gemm_w4a8_grouped_panels: Some(gemm_w4a8_grouped_panels),
     shapes: gemm::SHAPES,
     ..crate::simd128::TABLE
 };

@@ -108,3 +108,25 @@ fn the_same_harness_passes_a_right_relaxed_tile_and_the_real_table() {
     let table = crate::relaxed_simd_table().expect("built with +relaxed-simd");
     assert_eq!(failing(table), vec![]);
 }
+
+/// The relaxed panel tile's products with the halves swapped: the odd codes
+/// against the low nibbles and the even against the high.
+struct HalvesSwapped;
+
+impl crate::simd128::panels::PanelDot for HalvesSwapped {
+    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+        <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::products(lo, hi, odd, even)
+    }
+    fn rows(a: v128, b: v128) -> v128 {
+        <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::rows(a, b)
+    }
+}
+
+crate::simd128::panels::panel_tiles_with!(halves_swapped, HalvesSwapped);
+crate::simd128::panels::panel_tiles_with!(panels_right, crate::relaxed::RelaxedDot);
+
+#[test]
+fn a_relaxed_panel_tile_with_its_halves_swapped_fails_the_proof() {
+    assert_eq!(failing(&halves_swapped::TABLE), vec![KernelFamily::W4A8Grouped]);
+    assert_eq!(failing(&panels_right::TABLE), vec![]);
+}

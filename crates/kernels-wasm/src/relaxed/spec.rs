@@ -16,6 +16,7 @@ pub const WASM_RELAXED_SIMD: TierSpec = TierSpec {
     mutants: &[
         "src/relaxed/mutants.rs::signed_nibbles_fail_the_proof_wherever_the_engine_reads_them_unsigned",
         "src/relaxed/mutants.rs::i16_sums_across_the_row_fail_the_proof",
+        "src/relaxed/mutants.rs::a_relaxed_panel_tile_with_its_halves_swapped_fails_the_proof",
     ],
 };
 

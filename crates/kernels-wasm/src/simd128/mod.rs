@@ -5,7 +5,8 @@
 //! relaxed-SIMD FMA. The frame owns the loops, tails and outputs; this
 //! module registers the tiles: 4 weight rows per pass for M = 1 sharing each
 //! activation load (W4A8: 16 rows one after another), 4 × 4 for batches,
-//! single rows for what is left.
+//! single rows for what is left; and W4A8 grouped's panel tiles
+//! ([`panels`]), which `Linear` runs on a weight it holds in the panel form.
 //!
 //! The whole build has `+simd128`, so the kernels are ordinary safe
 //! functions and register as they are. The W4A8 tiles are generic over how
@@ -19,6 +20,7 @@ use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4,
 use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
 
 mod float;
+pub(crate) mod panels;
 mod quantize;
 
 // the plausible mistakes of this tier, which the proof must fail
@@ -33,7 +35,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
-    gemm_w4a8_grouped_panels: None,
+    gemm_w4a8_grouped_panels: Some(panels::gemm_w4a8_grouped_panels),
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,

@@ -156,3 +156,28 @@ fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
     assert_eq!(failing(&quads_stored_as_4x4::TABLE), vec![KernelFamily::W4A8]);
     assert_eq!(failing(&quads_right_table::TABLE), vec![]);
 }
+
+/// The panel tile's products with the rows' pairs added across rows: after
+/// the pairwise widening, lanes 0 and 2 (rows 0 and 1) added where lanes 0
+/// and 1 (row 0's two halves) belong, the slip of a shuffle written
+/// `[0, 1, 4, 5] + [2, 3, 6, 7]` for `[0, 2, 4, 6] + [1, 3, 5, 7]`.
+struct RowsMixed;
+
+impl crate::simd128::panels::PanelDot for RowsMixed {
+    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+        <crate::simd128::ExtMul as crate::simd128::panels::PanelDot>::products(lo, hi, even, odd)
+    }
+    fn rows(a: v128, b: v128) -> v128 {
+        let (a, b) = (i32x4_extadd_pairwise_i16x8(a), i32x4_extadd_pairwise_i16x8(b));
+        i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(a, b), i32x4_shuffle::<2, 3, 6, 7>(a, b))
+    }
+}
+
+crate::simd128::panels::panel_tiles_with!(rows_mixed, RowsMixed);
+crate::simd128::panels::panel_tiles_with!(rows_right, crate::simd128::ExtMul);
+
+#[test]
+fn a_panel_tile_adding_its_pairs_across_rows_fails_the_proof() {
+    assert_eq!(failing(&rows_mixed::TABLE), vec![KernelFamily::W4A8Grouped]);
+    assert_eq!(failing(&rows_right::TABLE), vec![]);
+}

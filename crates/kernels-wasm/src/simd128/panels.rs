@@ -1,0 +1,189 @@
+//! W4A8 grouped tiles on the panel form of a weight
+//! (`qlinear_kernels_scalar::panels`), for both WebAssembly tiers: one
+//! 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
+//! row, so the products of its low (high) nibbles with an activation row's
+//! 4 even (odd) codes, broadcast, stay apart by row and add up to each
+//! row's sum of the group with no reduction across a row's lanes. In the
+//! natural layout the 32 columns of a group lie along one row's lanes and
+//! must be reduced per group before its float step, which made grouped
+//! decode take 2.7–3.8× per channel's time under Node.js (the Zen 4,
+//! `docs/benchmarks/history.md`). The float step of §6.1 then runs on 4
+//! rows at a time: `f32x4_mul`, then `f32x4_add`, in increasing g from +0,
+//! never a relaxed fused multiply-add.
+
+use std::arch::wasm32::*;
+
+use half::f16;
+use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, TilePanelQ4, PANEL_ROWS};
+
+use super::ExtMul;
+
+/// How a tier multiplies the nibbles of 4 rows' 4 packed bytes (one
+/// 16-byte panel load) by 4 activation codes broadcast to every row.
+pub(crate) trait PanelDot {
+    /// Two i16x8 of exact products for `lo` (the low nibbles) against
+    /// `even` and `hi` against `odd` (each the same 4 codes in every 4-byte
+    /// group), such that [`PanelDot::rows`] of their sums over a group's 4
+    /// loads gives the 4 rows' sums. A lane holds at most 2 products of
+    /// |15 · 127| per load, so a group's 4 loads add in i16 exactly
+    /// (at most 8 · 1905 = 15 240 a lane).
+    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128);
+    /// The 4 rows' i32 sums from a group's two i16x8 accumulators.
+    fn rows(a: v128, b: v128) -> v128;
+}
+
+/// SIMD128's widening multiplies: the low 8 bytes (rows 0 and 1) in `a`,
+/// the high 8 (rows 2 and 3) in `b`, one product a lane.
+impl PanelDot for ExtMul {
+    #[inline]
+    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+        (
+            i16x8_add(i16x8_extmul_low_i8x16(lo, even), i16x8_extmul_low_i8x16(hi, odd)),
+            i16x8_add(i16x8_extmul_high_i8x16(lo, even), i16x8_extmul_high_i8x16(hi, odd)),
+        )
+    }
+
+    #[inline]
+    fn rows(a: v128, b: v128) -> v128 {
+        // each row's 4 lanes widened in pairs: [r0, r0, r1, r1] and
+        // [r2, r2, r3, r3], then each pair added
+        let (a, b) = (i32x4_extadd_pairwise_i16x8(a), i32x4_extadd_pairwise_i16x8(b));
+        i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(a, b), i32x4_shuffle::<1, 3, 5, 7>(a, b))
+    }
+}
+
+/// `f32` of 4 f16 scales held as the low 16 bits of each i32 lane, exactly
+/// (`half`'s `to_f32`): the magnitude's bits moved to an f32's exponent
+/// and mantissa read as 2^-112 times the value, so one product by 2^112
+/// makes it exact for normal and subnormal halves alike, then the sign.
+/// Scales are finite (the matrix refuses others), so no infinity or NaN
+/// comes here.
+#[inline]
+fn f16x4_to_f32(h: v128) -> v128 {
+    let magnitude = i32x4_shl(v128_and(h, i32x4_splat(0x7FFF)), 13);
+    let value = f32x4_mul(magnitude, f32x4_splat(f32::from_bits((127 + 112) << 23)));
+    v128_or(value, i32x4_shl(v128_and(h, i32x4_splat(0x8000)), 16))
+}
+
+/// The 16 rows' scales of one group, `s[at..at + 16]`, as 4 × f32x4.
+#[inline]
+fn scales16(s: &[f16], at: usize) -> [v128; 4] {
+    assert!(at + 16 <= s.len());
+    // SAFETY: the 16 f16 (32 bytes) at `at` lie inside `s` (asserted);
+    // v128_load has no alignment requirement.
+    let (lo, hi) = unsafe {
+        (
+            v128_load(s.as_ptr().add(at).cast()),
+            v128_load(s.as_ptr().add(at + 8).cast()),
+        )
+    };
+    [
+        f16x4_to_f32(u32x4_extend_low_u16x8(lo)),
+        f16x4_to_f32(u32x4_extend_high_u16x8(lo)),
+        f16x4_to_f32(u32x4_extend_low_u16x8(hi)),
+        f16x4_to_f32(u32x4_extend_high_u16x8(hi)),
+    ]
+}
+
+/// W4A8 grouped over one panel for `XR` activation rows (the
+/// `TilePanelQ4` contract) with the products of `D`: each load of 4 rows'
+/// 8 columns is unpacked once and serves the `XR` rows. Writes
+/// `out[i · 16 + q]`.
+pub(crate) fn tile_panel<const XR: usize, D: PanelDot>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    s: &[f16],
+    out: &mut [f32],
+) {
+    let groups = check_tile(XR, x, sums, panel, s, out);
+    // The activations and the panel are read through pointers, with no
+    // bounds check at each load (`check_tile` holds each activation row to
+    // `32 · groups` codes and the panel to `16 · 32 · groups / 2` bytes):
+    // checked loads and a 4-byte gather per broadcast ran the tile 1.5–2×
+    // slower under Node.js.
+    let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+    let mut total = [[f32x4_splat(0.0); 4]; XR];
+    for g in 0..groups {
+        let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
+        for c in 4 * g..4 * g + 4 {
+            // columns 8c .. 8c + 8 of each activation row: 4 even codes,
+            // then 4 odd, each 4 repeated in every 4-byte group
+            // SAFETY: 8c + 8 <= 32 · groups = every x[t].len() (`check_tile`);
+            // v128_load32_splat reads 4 bytes with no alignment requirement.
+            let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
+                (
+                    v128_load32_splat(xp[t].add(8 * c).cast()),
+                    v128_load32_splat(xp[t].add(8 * c + 4).cast()),
+                )
+            });
+            for j in 0..4 {
+                // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups = panel.len()
+                // (`check_tile`); v128_load has no alignment requirement.
+                let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
+                let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
+                for t in 0..XR {
+                    let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
+                    acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
+                }
+            }
+        }
+        let scale = scales16(s, PANEL_ROWS * g);
+        for t in 0..XR {
+            let correction = i32x4_splat(sums[t][g].wrapping_mul(8));
+            for j in 0..4 {
+                let exact = i32x4_sub(D::rows(acc[t][j].0, acc[t][j].1), correction);
+                total[t][j] = f32x4_add(total[t][j], f32x4_mul(f32x4_convert_i32x4(exact), scale[j]));
+            }
+        }
+    }
+    for (t, rows) in total.iter().enumerate() {
+        for (j, &four) in rows.iter().enumerate() {
+            let at = PANEL_ROWS * t + 4 * j;
+            assert!(at + 4 <= out.len());
+            // SAFETY: the 4 f32 at `at` lie inside `out` (asserted);
+            // v128_store has no alignment requirement.
+            unsafe { v128_store(out.as_mut_ptr().add(at).cast(), four) };
+        }
+    }
+}
+
+/// The panel tiles of a tier whose products are `D`'s: 4 activation rows
+/// (each unpacked load serves 4), then 1.
+pub(crate) struct Panels<D>(std::marker::PhantomData<D>);
+
+impl<D: PanelDot> Panels<D> {
+    pub(crate) const FAMILY: PanelFamily = PanelFamily {
+        tiles: &[
+            (4, tile_panel::<4, D> as TilePanelQ4),
+            (1, tile_panel::<1, D> as TilePanelQ4),
+        ],
+    };
+}
+
+qlinear_kernels_scalar::panel_entry!(
+    /// The SIMD128 tier's panel entry (the frame's sweep over its panel tiles).
+    pub(crate) fn gemm_w4a8_grouped_panels = Panels::<ExtMul>::FAMILY
+);
+
+/// Test code of the tiers' mutants: `mod $module` with `TABLE`, the scalar
+/// tier with the panel tiles (4 and 1 activation rows) on the products of
+/// `$dot`, a [`PanelDot`] done right or wrong.
+#[cfg(test)]
+macro_rules! panel_tiles_with {
+    ($module:ident, $dot:ty) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            qlinear_kernels_scalar::panel_entry!(
+                fn entry = crate::simd128::panels::Panels::<$dot>::FAMILY
+            );
+            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..qlinear_kernels_scalar::SCALAR
+            };
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use panel_tiles_with;
