@@ -7,7 +7,7 @@ use std::arch::asm;
 /// fits i16 and four fit i32 trivially).
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn dot16(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) fn dot16(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     // SAFETY: `sdot` only reads the two vector registers and updates `acc`;
     // FEAT_DotProd is enabled for this function and detected before dispatch.
     unsafe {

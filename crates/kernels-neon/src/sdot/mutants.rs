@@ -2,8 +2,9 @@
 //! with the nibbles zipped in the wrong lane order, a batch tile with a
 //! hoisted activation load, a decode step (128 columns, `ld1` of four
 //! registers) that consumes its two activation loads in the wrong order,
-//! and the W4A8 16 × 4 tile storing its quads' sums as 4 × 4 tiles (the
-//! last three on the frame, reached through their declared tiles).
+//! the W4A8 16 × 4 tile storing its quads' sums as 4 × 4 tiles, and the
+//! W4A8 grouped panel tile with its activation loads swapped (the last
+//! four on the frame, reached through their declared tiles).
 
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -233,4 +234,55 @@ fn an_sdot_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
     }
     assert_eq!(failing(&sdot_quads_stored_as_4x4::TABLE), vec![KernelFamily::W4A8]);
     assert_eq!(failing(&sdot_quads_in_turn::TABLE), vec![]);
+}
+
+/// The SDOT panel tile consuming its two activation loads in the wrong
+/// order: each 8 columns' odd codes where the even ones go (the tier's own
+/// tile, handed each activation row with the halves of every 8 columns
+/// exchanged).
+fn panel_codes_swapped(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+    let swapped: Vec<Vec<i8>> = x
+        .iter()
+        .map(|r| {
+            r.chunks_exact(8)
+                .flat_map(|p| p[4..].iter().chain(&p[..4]).copied())
+                .collect()
+        })
+        .collect();
+    let views: Vec<&[i8]> = swapped.iter().map(Vec::as_slice).collect();
+    match x.len() {
+        4 => super::entry::panel_x4(&views, sums, panel, s, out),
+        _ => super::entry::panel_x1(&views, sums, panel, s, out),
+    }
+}
+
+/// `mod $module` with `TABLE`: the scalar tier with panel tiles of 4 and 1
+/// activation rows.
+macro_rules! panel_tiles {
+    ($module:ident, $four:path, $one:path) => {
+        mod $module {
+            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4};
+            use qlinear_kernels_scalar::{KernelTable, SCALAR};
+            const FAMILY: PanelFamily = PanelFamily {
+                tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
+            };
+            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..SCALAR
+            };
+        }
+    };
+}
+panel_tiles!(codes_swapped, super::panel_codes_swapped, super::panel_codes_swapped);
+panel_tiles!(panels_right, crate::sdot::entry::panel_x4, crate::sdot::entry::panel_x1);
+
+#[test]
+fn an_sdot_panel_tile_with_its_activation_loads_swapped_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("dotprod") {
+        eprintln!("skipped: this CPU has no FEAT_DotProd");
+        return;
+    }
+    assert_eq!(failing(&codes_swapped::TABLE), vec![KernelFamily::W4A8Grouped]);
+    assert_eq!(failing(&panels_right::TABLE), vec![]);
 }
