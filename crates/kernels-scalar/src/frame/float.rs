@@ -24,11 +24,12 @@ pub(super) fn float_per_channel<W: 'static>(
     let mut out = [0f32; MAX_TILE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f_shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+        let xv = xv.set_for((i0, t.xr, false), |d| xs.row(i0 + d));
         let wv = wv.set_rows(codes, r0, t.wr, stride, stride);
         (kernels[index])(xv, wv, x.k, &mut out[..t.wr * t.xr]);
         let s = &s[r0..r0 + t.wr];
-        for (d, out) in out[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
+        for d in 0..t.xr {
+            let out = &mut out[d * t.wr..(d + 1) * t.wr];
             for (v, &sr) in out.iter_mut().zip(s) {
                 *v *= sr;
             }
@@ -94,11 +95,12 @@ pub fn gemm_w4a16_grouped(
     let (mut xv, mut wv) = (Views::new(), Views::new());
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-            let xv = xv.set(t.xr, |d| xs.row(i0 + d));
+            let xv = xv.set_for((i0, t.xr, false), |d| xs.row(i0 + d));
             let wv = wv.set_rows(packed, r0, t.wr, stride, stride);
             let st = sf.rows(r0, t.wr);
             (f.kernels[index])(xv, wv, st, g, &mut out[..t.wr * t.xr]);
-            for (d, out) in out[..t.wr * t.xr].chunks_exact(t.wr).enumerate() {
+            for d in 0..t.xr {
+                let out = &out[d * t.wr..(d + 1) * t.wr];
                 y.set_run(i0 + d, r0 - rows.start, out);
             }
         });

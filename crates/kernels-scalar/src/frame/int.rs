@@ -30,11 +30,12 @@ pub fn gemm_w8a8(
     let mut out = [0f32; MAX_SIDE];
     let (mut xv, mut wv) = (Views::new(), Views::new());
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
-        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, false));
+        let xv = xv.set_for((i0, t.xr, false), |d| xs.view(t.xr, i0, d, false));
         let wv = wv.set_rows(codes, r0, t.wr, x.k, kb);
         (f.kernels[index])(xv, wv, &mut acc[..t.wr * t.xr]);
         let s = &s[r0..r0 + t.wr];
-        for (d, acc) in acc[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
+        for d in 0..t.xr {
+            let acc = &mut acc[d * t.wr..(d + 1) * t.wr];
             let (i, xs) = (i0 + d, x.scales[i0 + d]);
             // the columns past the whole blocks, tested once a tile row
             if tails {
@@ -156,7 +157,7 @@ pub fn gemm_w4a8(
     let mut scratch = Vec::new();
     f.shapes.sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
         let padded = reach.covers(r0 + t.wr);
-        let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, padded));
+        let xv = xv.set_for((i0, t.xr, padded), |d| xs.view(t.xr, i0, d, padded));
         let wv = reach.rows(&mut wv, r0, t.wr, padded);
         let kernel = f.kernels[index];
         kernel(xv, wv, &mut acc[..t.wr * t.xr]);
@@ -170,7 +171,8 @@ pub fn gemm_w4a8(
             add_tail_tile(kernel, xs, &reach, &mut scratch, t, r0, i0, &mut acc);
         }
         let s = &s[r0..r0 + t.wr];
-        for (d, acc) in acc[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
+        for d in 0..t.xr {
+            let acc = &mut acc[d * t.wr..(d + 1) * t.wr];
             let i = i0 + d;
             let (correction, xs_scale) = (8 * x.row_sums(i)[0], x.scales[i]);
             // the columns past the whole blocks, tested once a tile row
@@ -309,13 +311,14 @@ pub fn gemm_w4a8_grouped(
     sf.shapes(&f.shapes)
         .sweep_indexed(x.m, rows.clone(), |index, t, r0, i0| {
             let padded = reach.covers(r0 + t.wr);
-            let xv = xv.set(t.xr, |d| xs.view(t.xr, i0, d, padded));
-            let sv = sv.set(t.xr, |d| &x.row_sums(i0 + d)[..groups]);
+            let xv = xv.set_for((i0, t.xr, padded), |d| xs.view(t.xr, i0, d, padded));
+            let sv = sv.set_for((i0, t.xr, false), |d| &x.row_sums(i0 + d)[..groups]);
             let wv = reach.rows(&mut wv, r0, t.wr, padded);
             let st = sf.rows(r0, t.wr);
             let kernel = f.kernels[index];
             let done = kernel(xv, sv, wv, st, g, &mut out[..t.wr * t.xr]);
-            for (d, out) in out[..t.wr * t.xr].chunks_exact_mut(t.wr).enumerate() {
+            for d in 0..t.xr {
+                let out = &mut out[d * t.wr..(d + 1) * t.wr];
                 let i = i0 + d;
                 // the groups the micro-kernel left, in increasing g
                 if done < groups {

@@ -203,7 +203,18 @@ impl Shapes {
     /// micro-kernel's).
     #[inline]
     fn sweep_indexed(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(usize, Tile, usize, usize)) {
-        let chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
+        let mut chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
+        // one activation step covering every row (decode) passes over each
+        // chunk once, in order, so chunks change nothing when the widest
+        // tile divides them (the tiles are the same): sweep the range as
+        // one chunk, and skip a chunk's set-up per 16-row decode tile
+        // (`Views::set_for` has the figure)
+        if m <= self.max_xr() && chunk < rows.len() {
+            let xr = self.pick(m, usize::MAX).1.xr;
+            if xr >= m && chunk.is_multiple_of(self.pick(xr, usize::MAX).1.wr) {
+                chunk = rows.len();
+            }
+        }
         // a step's tiles depend only on the activation rows left, capped at
         // the tallest tile: the same in every chunk, so each is picked once
         // per sweep (picking per chunk cost 14 instructions a weight row of

@@ -21,6 +21,9 @@ pub(crate) struct IntRows<'a> {
     /// [`Layout::EvenOddQuads16`]'s blocks, aligned like the rows.
     pub(super) quads: Vec<i8>,
     pub(super) quads_start: usize,
+    /// Bytes a column: 1, or 2 for the paired layouts (computed once, not
+    /// divided out per view).
+    pub(super) per: usize,
 }
 
 /// The alignment of every copied activation row, in bytes.
@@ -42,6 +45,7 @@ impl<'a> IntRows<'a> {
                 stride: x.k,
                 quads: Vec::new(),
                 quads_start: 0,
+                per: 1,
             };
         }
         IntRows::copied(x, block, layout)
@@ -142,6 +146,7 @@ impl IntRows<'static> {
             stride,
             quads,
             quads_start,
+            per: if paired { 2 } else { 1 },
         }
     }
 }
@@ -165,9 +170,7 @@ impl IntRows<'_> {
             let at = self.quads_start + i0 / 16 * 16 * self.kp;
             &self.quads[at..at + 16 * cols]
         } else {
-            // bytes per column: 1, or 2 for the paired layouts
-            let per = self.len.checked_div(self.kp).unwrap_or(1);
-            &self.row(i0 + d)[..per * cols]
+            &self.row(i0 + d)[..self.per * cols]
         }
     }
 }

@@ -324,3 +324,81 @@ fn quads_in_turn_refuses_rows_that_are_not_its_quads() {
     let mut acc = [0i32; 32];
     super::quads_in_turn::<2>(&x, &w, &mut acc, |_, _, _| {});
 }
+
+#[test]
+fn one_activation_step_sweeps_its_chunks_tiles_as_one_range() {
+    // m = 1..3 take one step of 1-row tiles (4 × 1 the widest), which
+    // divides the chunk of 8: the range is swept whole, with the tiles the
+    // chunks would have given
+    const DECODE: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+    for (chunk, rows) in [(8, 0..30), (8, 3..22), (4, 5..9), (12, 0..40)] {
+        let shapes = Shapes { tiles: DECODE, chunk };
+        let whole = Shapes {
+            tiles: DECODE,
+            chunk: 0,
+        };
+        let mut got = Vec::new();
+        shapes.sweep(1, rows.clone(), |t, r0, i0| got.push((t, r0, i0)));
+        let mut want = Vec::new();
+        for c0 in rows.clone().step_by(chunk) {
+            whole.sweep(1, c0..(c0 + chunk).min(rows.end), |t, r0, i0| want.push((t, r0, i0)));
+        }
+        assert_eq!(got, want, "chunk {chunk} rows {rows:?}");
+    }
+    // a chunk the widest tile does not divide keeps its chunks
+    let shapes = Shapes {
+        tiles: DECODE,
+        chunk: 6,
+    };
+    let mut got = Vec::new();
+    shapes.sweep(1, 0..12, |t, r0, _| got.push((t.wr, r0)));
+    assert_eq!(got, [(4, 0), (1, 4), (1, 5), (4, 6), (1, 10), (1, 11)]);
+}
+
+#[test]
+fn activation_views_are_remade_only_for_other_rows() {
+    let rows: Vec<Vec<i8>> = (0..4).map(|i| vec![i as i8; 8]).collect();
+    let made = std::cell::Cell::new(0);
+    let mut views = Views::new();
+    let mut set = |key: ViewKey| {
+        let v: Vec<Vec<i8>> = views
+            .set_for(key, |d| {
+                made.set(made.get() + 1);
+                &rows[key.0 + d][..if key.2 { 8 } else { 4 }]
+            })
+            .iter()
+            .map(|r| r.to_vec())
+            .collect();
+        v
+    };
+    assert_eq!(set((1, 2, false)), [vec![1; 4], vec![2; 4]]);
+    assert_eq!(made.get(), 2);
+    // the same rows again: nothing remade
+    assert_eq!(set((1, 2, false)), [vec![1; 4], vec![2; 4]]);
+    assert_eq!(made.get(), 2);
+    // other rows, another height, the padded reach: each remade
+    assert_eq!(set((2, 2, false)), [vec![2; 4], vec![3; 4]]);
+    assert_eq!(set((2, 1, false)), [vec![2; 4]]);
+    assert_eq!(set((2, 1, true)), [vec![2; 8]]);
+    assert_eq!(made.get(), 6);
+}
+
+#[test]
+fn a_run_adds_the_bias_four_at_a_time_and_the_rest_one_by_one() {
+    for width in [1, 4, 7, 16] {
+        let bias: Vec<f32> = (0..width).map(|j| j as f32 * 0.5 - 3.0).collect();
+        let values: Vec<f32> = (0..width).map(|j| 1.0 / (j as f32 + 1.0)).collect();
+        let (mut run, mut one) = (vec![9f32; 2 * width], vec![9f32; 2 * width]);
+        let mut y = OutputTile::new(&mut run, width);
+        y.bias = &bias;
+        y.set_run(1, 0, &values);
+        let mut y = OutputTile::new(&mut one, width);
+        y.bias = &bias;
+        for (j, &v) in values.iter().enumerate() {
+            y.set(1, j, v);
+        }
+        assert_eq!(run, one, "width {width}");
+        // row 0 untouched; output 0 of row 1 is 1 / 1 + (−3)
+        assert!(run[..width].iter().all(|&v| v == 9.0) && run[width] == -2.0);
+    }
+}
