@@ -204,17 +204,6 @@ impl Shapes {
     #[inline]
     fn sweep_indexed(&self, m: usize, rows: Range<usize>, mut run: impl FnMut(usize, Tile, usize, usize)) {
         let mut chunk = if self.chunk == 0 { rows.len().max(1) } else { self.chunk };
-        // one activation step covering every row (decode) passes over each
-        // chunk once, in order, so chunks change nothing when the widest
-        // tile divides them (the tiles are the same): sweep the range as
-        // one chunk, and skip a chunk's set-up per 16-row decode tile
-        // (`Views::set_for` has the figure)
-        if m <= self.max_xr() && chunk < rows.len() {
-            let xr = self.pick(m, usize::MAX).1.xr;
-            if xr >= m && chunk.is_multiple_of(self.pick(xr, usize::MAX).1.wr) {
-                chunk = rows.len();
-            }
-        }
         // a step's tiles depend only on the activation rows left, capped at
         // the tallest tile: the same in every chunk, so each is picked once
         // per sweep (picking per chunk cost 14 instructions a weight row of
@@ -222,18 +211,32 @@ impl Shapes {
         // before `75abfa8`: docs/benchmarks/history.md)
         let cap = self.max_xr().min(MAX_SIDE);
         let mut steps: [Option<(usize, usize, Tile)>; MAX_SIDE + 1] = [None; MAX_SIDE + 1];
+        let mut step = |left: usize| {
+            *steps[left].get_or_insert_with(|| {
+                let xr = self.pick(left, usize::MAX).1.xr;
+                // the widest tile for a chunk's full blocks
+                let (wide, wt) = self.pick(xr, usize::MAX);
+                (xr, wide, wt)
+            })
+        };
+        // one activation step covering every row (decode) passes over each
+        // chunk once, in order, so chunks change nothing when the widest
+        // tile divides them (the tiles are the same): sweep the range as
+        // one chunk, and skip a chunk's set-up per 16-row decode tile
+        // (`Views::set_for` has the figure)
+        if m > 0 && chunk < rows.len() {
+            let (xr, _, wt) = step(m.min(cap));
+            if xr >= m && chunk.is_multiple_of(wt.wr) {
+                chunk = rows.len();
+            }
+        }
         let mut c0 = rows.start;
         while c0 < rows.end {
             let c1 = (c0 + chunk).min(rows.end);
             let mut i0 = 0;
             while i0 < m {
                 let left = (m - i0).min(cap);
-                let (xr, wide, wt) = *steps[left].get_or_insert_with(|| {
-                    let xr = self.pick(left, usize::MAX).1.xr;
-                    // the widest tile for a chunk's full blocks
-                    let (wide, wt) = self.pick(xr, usize::MAX);
-                    (xr, wide, wt)
-                });
+                let (xr, wide, wt) = step(left);
                 let mut r0 = c0;
                 while r0 < c1 {
                     let (index, t) = if r0 + wt.wr <= c1 {
