@@ -203,8 +203,8 @@ fn the_plan_picks_its_fastest_timing_in_each_regime() {
     let proven = qlinear_dispatch::selftest_report().proven_tiers();
     // W4A8 grouped decode is timed on the panel form wherever a SIMD tier
     // has panel tiles; a tier without them cannot run that form, so its
-    // time may be infinite, and then it is never picked (aarch64's
-    // baseline NEON beside SDOT's panel tiles)
+    // time may be infinite, and then it is never picked (every SIMD tier
+    // has panel tiles now, but a tier may come without them)
     let has_panels = |t: Int8Tier| Route::for_tier(t).is_ok_and(|r| r.has_panels());
     let panel_form = proven.iter().any(|&t| t != Int8Tier::Scalar && has_panels(t));
     for family in KernelFamily::GEMM {

@@ -22,6 +22,10 @@
 #[cfg(target_arch = "aarch64")]
 #[macro_use]
 mod int;
+// Their W4A8 grouped panel tiles (`panel_tile!`), likewise.
+#[cfg(target_arch = "aarch64")]
+#[macro_use]
+mod panels;
 
 // Each tier's folder (`src/neon/`, `src/sdot/`, `src/i8mm/`): its declaration
 // (`spec.rs`, on every architecture) and its kernels (`mod.rs`, aarch64

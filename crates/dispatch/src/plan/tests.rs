@@ -122,7 +122,7 @@ fn a_table_without_a_panel_entry_never_wins_on_lent_panel_forms() {
 #[test]
 fn panel_copies_are_built_only_for_a_simd_tier_with_panel_tiles() {
     // the scalar table has a panel entry (its portable tile): alone, or
-    // beside SIMD tiers without panel tiles (NEON, wasm), no copies
+    // beside SIMD tiers without panel tiles, no copies
     assert!(SCALAR.gemm_w4a8_grouped_panels.is_some());
     assert!(!builds_panels(&[(Int8Tier::Scalar, &SCALAR)]));
     assert!(!builds_panels(&[

@@ -325,7 +325,7 @@ pub(super) fn pick(
 
 /// Whether the plan times W4A8 grouped on the panel form (the decode pool
 /// lent as panel forms, the batch matrix copied): only where a SIMD tier
-/// reads it (AVX2 and AVX-512 VNNI have panel tiles; NEON and wasm none).
+/// reads it (every SIMD tier has panel tiles now; a table may have none).
 /// The scalar tier's panel tile never wins a timing, so it alone builds
 /// none.
 pub(super) fn builds_panels(tables: &[(Int8Tier, &KernelTable)]) -> bool {

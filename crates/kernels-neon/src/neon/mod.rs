@@ -8,6 +8,7 @@ use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod int;
+pub(crate) mod panels;
 mod quantize;
 
 // the plausible mistakes of this tier, which the proof must fail
@@ -22,8 +23,21 @@ mod entry {
     int_entries!();
     qlinear_kernels_scalar::safe_entries! {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
+        panel_x4 => panels::tile_panel::<4>: tile_panel,
+        panel_x1 => panels::tile_panel::<1>: tile_panel,
     }
 }
+
+/// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each unpacked
+/// load serves 4), then 1.
+const PANELS: qlinear_kernels_scalar::panels::PanelFamily = qlinear_kernels_scalar::panels::PanelFamily {
+    tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
+};
+
+qlinear_kernels_scalar::panel_entry!(
+    /// The tier's panel entry (the frame's sweep over `PANELS`).
+    fn gemm_w4a8_grouped_panels = PANELS
+);
 
 int_families!();
 
@@ -44,7 +58,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
-    gemm_w4a8_grouped_panels: None,
+    gemm_w4a8_grouped_panels: Some(gemm_w4a8_grouped_panels),
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,

@@ -1,7 +1,8 @@
 //! Deliberately wrong baseline NEON kernels must fail the selftest's proof:
-//! a dot that sums four products in an i16 lane before widening, and a
-//! W4A8 16 × 4 tile that stores its quads' sums as 4 × 4 tiles. Beside
-//! them, every aarch64 table this CPU has passes.
+//! a dot that sums four products in an i16 lane before widening, a W4A8
+//! 16 × 4 tile that stores its quads' sums as 4 × 4 tiles, and a W4A8
+//! grouped panel tile that pairs its rows crosswise. Beside them, every
+//! aarch64 table this CPU has passes.
 
 use std::arch::aarch64::*;
 
@@ -75,4 +76,46 @@ quads_mutant_tables!(neon, quads_stored_as_4x4, quads_in_turn);
 fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
     assert_eq!(failing(&quads_stored_as_4x4::TABLE), vec![KernelFamily::W4A8]);
     assert_eq!(failing(&quads_in_turn::TABLE), vec![]);
+}
+
+/// The tier's panel tile with each group's widened pairs added lane by
+/// lane (`add` where `addp` goes): lane 0 then holds half of row 0's sum
+/// and half of row 2's.
+mod rows_crossed {
+    use std::arch::aarch64::*;
+
+    use crate::neon::panels::{group_add, GroupSums};
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    fn group_rows(acc: GroupSums) -> int32x4_t {
+        vaddq_s32(vpaddlq_s16(acc.0), vpaddlq_s16(acc.1))
+    }
+
+    panel_tile!(
+        "neon",
+        GroupSums,
+        (vdupq_n_s16(0), vdupq_n_s16(0)),
+        group_add,
+        group_rows
+    );
+}
+
+fn rows_crossed_x4(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+    // SAFETY: every aarch64 CPU has ASIMD (the baseline tier's feature).
+    unsafe { rows_crossed::tile_panel::<4>(x, sums, panel, s, out) }
+}
+
+fn rows_crossed_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
+    // SAFETY: as for `rows_crossed_x4`.
+    unsafe { rows_crossed::tile_panel::<1>(x, sums, panel, s, out) }
+}
+
+panel_tiles!(panels_crossed, super::rows_crossed_x4, super::rows_crossed_x1);
+panel_tiles!(panels_right, crate::neon::entry::panel_x4, crate::neon::entry::panel_x1);
+
+#[test]
+fn a_neon_panel_tile_pairing_its_rows_crosswise_fails_the_proof() {
+    assert_eq!(failing(&panels_crossed::TABLE), vec![KernelFamily::W4A8Grouped]);
+    assert_eq!(failing(&panels_right::TABLE), vec![]);
 }

@@ -256,24 +256,6 @@ fn panel_codes_swapped(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f1
     }
 }
 
-/// `mod $module` with `TABLE`: the scalar tier with panel tiles of 4 and 1
-/// activation rows.
-macro_rules! panel_tiles {
-    ($module:ident, $four:path, $one:path) => {
-        mod $module {
-            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4};
-            use qlinear_kernels_scalar::{KernelTable, SCALAR};
-            const FAMILY: PanelFamily = PanelFamily {
-                tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
-            };
-            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
-            pub(crate) static TABLE: KernelTable = KernelTable {
-                gemm_w4a8_grouped_panels: Some(entry),
-                ..SCALAR
-            };
-        }
-    };
-}
 panel_tiles!(codes_swapped, super::panel_codes_swapped, super::panel_codes_swapped);
 panel_tiles!(panels_right, crate::sdot::entry::panel_x4, crate::sdot::entry::panel_x1);
 

@@ -1,119 +1,24 @@
-//! SDOT W4A8 grouped tiles on the panel form of a weight
-//! (`qlinear_kernels_scalar::panels`): a 16-byte load is the same 8 columns
-//! of 4 weight rows, 4 packed bytes a row, so one `sdot` of its low (high)
-//! nibbles against an activation row's 4 even (odd) codes, repeated in
-//! every 4-byte group, adds each row's 4 products into that row's own i32
-//! lane: a group's sums need no reduction across lanes (in the natural
-//! layout a group of 32 lies along one row's lanes and is reduced before
-//! its float step; on WebAssembly, whose tiles are alike, that cost 2.7–3.8×
-//! per channel's decode time, `docs/benchmarks/history.md`). The float step
-//! of §6.1 runs on 4 rows at a time, `vmulq_f32` then `vaddq_f32` (never a
-//! fused `fmla`), in increasing g from +0.
+//! SDOT's W4A8 grouped panel tiles (`crate::panels`): one `sdot` of a
+//! load's low (high) nibbles against the even (odd) codes adds each row's
+//! 4 products into that row's own i32 lane, so a group's sums need no
+//! widening.
 
 use std::arch::aarch64::*;
 
-use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, PANEL_ROWS};
-
 use super::int::dot16;
 
-/// `f32` of 4 f16 scales held as the low 16 bits of each u32 lane, exactly
-/// (`half`'s `to_f32`): the magnitude's bits moved to an f32's exponent and
-/// mantissa read as 2^-112 times the value, one product by 2^112 (exact for
-/// normal and subnormal halves alike: Linux runs aarch64 without
-/// flush-to-zero), then the sign. Scales are finite (the matrix refuses
-/// others).
-#[inline]
-#[target_feature(enable = "neon")]
-fn f16x4_to_f32(h: uint32x4_t) -> float32x4_t {
-    let magnitude = vshlq_n_u32::<13>(vandq_u32(h, vdupq_n_u32(0x7FFF)));
-    let value = vmulq_f32(
-        vreinterpretq_f32_u32(magnitude),
-        vdupq_n_f32(f32::from_bits((127 + 112) << 23)),
-    );
-    let sign = vshlq_n_u32::<16>(vandq_u32(h, vdupq_n_u32(0x8000)));
-    vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(value), sign))
-}
-
-/// The 16 rows' scales of one group, `s[at..at + 16]`, as 4 × f32x4.
-#[inline]
-#[target_feature(enable = "neon")]
-fn scales16(s: &[f16], at: usize) -> [float32x4_t; 4] {
-    assert!(at + 16 <= s.len());
-    // SAFETY: the 16 f16 (two loads of 8 u16) at `at` lie inside `s`
-    // (asserted); `vld1q_u16` needs only 2-byte alignment, which `f16` has.
-    let (lo, hi) = unsafe {
-        (
-            vld1q_u16(s.as_ptr().add(at).cast()),
-            vld1q_u16(s.as_ptr().add(at + 8).cast()),
-        )
-    };
-    [
-        f16x4_to_f32(vmovl_u16(vget_low_u16(lo))),
-        f16x4_to_f32(vmovl_high_u16(lo)),
-        f16x4_to_f32(vmovl_u16(vget_low_u16(hi))),
-        f16x4_to_f32(vmovl_high_u16(hi)),
-    ]
-}
-
-/// W4A8 grouped over one panel for `XR` activation rows (the
-/// `TilePanelQ4` contract): each load of 4 rows' 8 columns is unpacked once
-/// and serves the `XR` rows. Writes `out[i · 16 + q]`.
+/// Adds one load's products into the 4 rows' i32 lanes.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-pub(crate) fn tile_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
-    let groups = check_tile(XR, x, sums, panel, s, out);
-    // The activations and the panel are read through pointers, with no
-    // bounds check at each load: `check_tile` holds each activation row to
-    // `32 · groups` codes and the panel to `16 · 32 · groups / 2` bytes.
-    let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
-    let mask = vdupq_n_u8(0x0F);
-    let mut total = [[vdupq_n_f32(0.0); 4]; XR];
-    for g in 0..groups {
-        let mut acc = [[vdupq_n_s32(0); 4]; XR];
-        for c in 4 * g..4 * g + 4 {
-            // columns 8c .. 8c + 8 of each activation row: 4 even codes,
-            // then 4 odd, each 4 repeated in every 4-byte group
-            let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
-                // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
-                // (`check_tile`); unaligned 4-byte reads.
-                let (e, o) = unsafe {
-                    (
-                        xp[t].add(8 * c).cast::<u32>().read_unaligned(),
-                        xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
-                    )
-                };
-                (
-                    vreinterpretq_s8_u32(vdupq_n_u32(e)),
-                    vreinterpretq_s8_u32(vdupq_n_u32(o)),
-                )
-            });
-            for j in 0..4 {
-                // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups = panel.len()
-                // (`check_tile`); `vld1q_u8` has no alignment requirement.
-                let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
-                let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
-                let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
-                for t in 0..XR {
-                    acc[t][j] = dot16(dot16(acc[t][j], lo, codes[t].0), hi, codes[t].1);
-                }
-            }
-        }
-        let scale = scales16(s, PANEL_ROWS * g);
-        for t in 0..XR {
-            let correction = vdupq_n_s32(sums[t][g].wrapping_mul(8));
-            for j in 0..4 {
-                let exact = vsubq_s32(acc[t][j], correction);
-                total[t][j] = vaddq_f32(total[t][j], vmulq_f32(vcvtq_f32_s32(exact), scale[j]));
-            }
-        }
-    }
-    for (t, rows) in total.iter().enumerate() {
-        for (j, &four) in rows.iter().enumerate() {
-            let at = PANEL_ROWS * t + 4 * j;
-            assert!(at + 4 <= out.len());
-            // SAFETY: the 4 f32 at `at` lie inside `out` (asserted).
-            unsafe { vst1q_f32(out.as_mut_ptr().add(at), four) };
-        }
-    }
+fn group_add(acc: int32x4_t, lo: int8x16_t, hi: int8x16_t, even: int8x16_t, odd: int8x16_t) -> int32x4_t {
+    dot16(dot16(acc, lo, even), hi, odd)
 }
+
+/// The 4 rows' sums: the lanes as they are.
+#[inline]
+#[target_feature(enable = "neon")]
+fn group_rows(acc: int32x4_t) -> int32x4_t {
+    acc
+}
+
+panel_tile!("neon,dotprod", int32x4_t, vdupq_n_s32(0), group_add, group_rows);

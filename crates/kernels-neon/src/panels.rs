@@ -1,0 +1,162 @@
+//! W4A8 grouped tiles on the panel form of a weight
+//! (`qlinear_kernels_scalar::panels`), for every aarch64 tier, generated
+//! from one body over the tier's way of adding a load's products into its
+//! 4 rows' lanes (`panel_tile!`): `smull` pairs added in i16 and widened
+//! per group for NEON, `sdot` straight into i32 for NEON SDOT (and I8MM,
+//! which inherits it).
+//!
+//! A 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
+//! row, so the products of its low (high) nibbles with an activation row's
+//! 4 even (odd) codes, repeated in every 4-byte group, stay apart by row: a
+//! group's sums need no reduction across a row's lanes. In the natural
+//! layout a group of 32 lies along one row's lanes and is reduced before
+//! its float step; on WebAssembly, whose tiles are alike, that cost
+//! 2.7–3.8× per channel's decode time (`docs/benchmarks/history.md`). The
+//! float step of §6.1 runs on 4 rows at a time, `vmulq_f32` then
+//! `vaddq_f32` (never a fused `fmla`), in increasing g from +0.
+
+use std::arch::aarch64::*;
+
+use half::f16;
+
+/// `f32` of 4 f16 scales held as the low 16 bits of each u32 lane, exactly
+/// (`half`'s `to_f32`): the magnitude's bits moved to an f32's exponent and
+/// mantissa read as 2^-112 times the value, one product by 2^112 (exact for
+/// normal and subnormal halves alike: Linux runs aarch64 without
+/// flush-to-zero), then the sign. Scales are finite (the matrix refuses
+/// others).
+#[inline]
+#[target_feature(enable = "neon")]
+fn f16x4_to_f32(h: uint32x4_t) -> float32x4_t {
+    let magnitude = vshlq_n_u32::<13>(vandq_u32(h, vdupq_n_u32(0x7FFF)));
+    let value = vmulq_f32(
+        vreinterpretq_f32_u32(magnitude),
+        vdupq_n_f32(f32::from_bits((127 + 112) << 23)),
+    );
+    let sign = vshlq_n_u32::<16>(vandq_u32(h, vdupq_n_u32(0x8000)));
+    vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(value), sign))
+}
+
+/// The 16 rows' scales of one group, `s[at..at + 16]`, as 4 × f32x4.
+#[inline]
+#[target_feature(enable = "neon")]
+pub(crate) fn scales16(s: &[f16], at: usize) -> [float32x4_t; 4] {
+    assert!(at + 16 <= s.len());
+    // SAFETY: the 16 f16 (two loads of 8 u16) at `at` lie inside `s`
+    // (asserted); `vld1q_u16` needs only 2-byte alignment, which `f16` has.
+    let (lo, hi) = unsafe {
+        (
+            vld1q_u16(s.as_ptr().add(at).cast()),
+            vld1q_u16(s.as_ptr().add(at + 8).cast()),
+        )
+    };
+    [
+        f16x4_to_f32(vmovl_u16(vget_low_u16(lo))),
+        f16x4_to_f32(vmovl_high_u16(lo)),
+        f16x4_to_f32(vmovl_u16(vget_low_u16(hi))),
+        f16x4_to_f32(vmovl_high_u16(hi)),
+    ]
+}
+
+/// Defines `tile_panel::<XR>`, W4A8 grouped over one panel for `XR`
+/// activation rows (the `TilePanelQ4` contract) with the tier's target
+/// features `$feature`: each load of 4 rows' 8 columns is unpacked once and
+/// serves the `XR` rows. A group's sums of 4 rows are kept in a `$acc`,
+/// starting at `$zero`; `$add(acc, lo, hi, even, odd)` adds one load's
+/// products (its low nibbles against the even codes, its high against the
+/// odd) and `$rows(acc)` gives the 4 rows' exact i32 sums. Writes
+/// `out[i · 16 + q]`.
+macro_rules! panel_tile {
+    ($feature:literal, $acc:ty, $zero:expr, $add:ident, $rows:ident) => {
+        /// W4A8 grouped over one panel for `XR` activation rows (see
+        /// `crate::panels::panel_tile!`).
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_panel<const XR: usize>(
+            x: &[&[i8]],
+            sums: &[&[i32]],
+            panel: &[u8],
+            s: &[half::f16],
+            out: &mut [f32],
+        ) {
+            use qlinear_kernels_scalar::panels::{check_tile, PANEL_ROWS};
+            let groups = check_tile(XR, x, sums, panel, s, out);
+            // The activations and the panel are read through pointers, with
+            // no bounds check at each load: `check_tile` holds each
+            // activation row to `32 · groups` codes and the panel to
+            // `16 · 32 · groups / 2` bytes.
+            let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+            let mask = vdupq_n_u8(0x0F);
+            let mut total = [[vdupq_n_f32(0.0); 4]; XR];
+            for g in 0..groups {
+                let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
+                for c in 4 * g..4 * g + 4 {
+                    // columns 8c .. 8c + 8 of each activation row: 4 even
+                    // codes, then 4 odd, each 4 repeated in every 4-byte group
+                    let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
+                        // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
+                        // (`check_tile`); unaligned 4-byte reads.
+                        let (e, o) = unsafe {
+                            (
+                                xp[t].add(8 * c).cast::<u32>().read_unaligned(),
+                                xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
+                            )
+                        };
+                        (
+                            vreinterpretq_s8_u32(vdupq_n_u32(e)),
+                            vreinterpretq_s8_u32(vdupq_n_u32(o)),
+                        )
+                    });
+                    for j in 0..4 {
+                        // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups =
+                        // panel.len() (`check_tile`); `vld1q_u8` has no
+                        // alignment requirement.
+                        let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
+                        let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
+                        let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
+                        for t in 0..XR {
+                            acc[t][j] = $add(acc[t][j], lo, hi, codes[t].0, codes[t].1);
+                        }
+                    }
+                }
+                let scale = $crate::panels::scales16(s, PANEL_ROWS * g);
+                for t in 0..XR {
+                    let correction = vdupq_n_s32(sums[t][g].wrapping_mul(8));
+                    for j in 0..4 {
+                        let exact = vsubq_s32($rows(acc[t][j]), correction);
+                        total[t][j] = vaddq_f32(total[t][j], vmulq_f32(vcvtq_f32_s32(exact), scale[j]));
+                    }
+                }
+            }
+            for (t, rows) in total.iter().enumerate() {
+                for (j, &four) in rows.iter().enumerate() {
+                    let at = PANEL_ROWS * t + 4 * j;
+                    assert!(at + 4 <= out.len());
+                    // SAFETY: the 4 f32 at `at` lie inside `out` (asserted).
+                    unsafe { vst1q_f32(out.as_mut_ptr().add(at), four) };
+                }
+            }
+        }
+    };
+}
+
+/// Test code of the tiers' mutants: `mod $module` with `TABLE`, the scalar
+/// tier with the panel tiles `$four` and `$one` (4 and 1 activation rows,
+/// safe `TilePanelQ4`s).
+#[cfg(test)]
+macro_rules! panel_tiles {
+    ($module:ident, $four:path, $one:path) => {
+        mod $module {
+            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4};
+            use qlinear_kernels_scalar::{KernelTable, SCALAR};
+            const FAMILY: PanelFamily = PanelFamily {
+                tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
+            };
+            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
+            pub(crate) static TABLE: KernelTable = KernelTable {
+                gemm_w4a8_grouped_panels: Some(entry),
+                ..SCALAR
+            };
+        }
+    };
+}
