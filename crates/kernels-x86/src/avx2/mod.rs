@@ -58,14 +58,17 @@ mod entry {
         panel_x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
         w8a16_1x1 => float::tile_w8a16::<1, 1>: tile_f32q8,
         w8a16_4x1 => float::tile_w8a16::<4, 1>: tile_f32q8,
+        w8a16_16x1 => float::tile_w8a16_16x1: tile_f32q8,
         w8a16_2x4 => float::tile_w8a16::<2, 4>: tile_f32q8,
         w8a16_1x4 => float::tile_w8a16::<1, 4>: tile_f32q8,
         w4a16_1x1 => float::tile_w4a16::<1, 1>: tile_f32q4,
         w4a16_4x1 => float::tile_w4a16::<4, 1>: tile_f32q4,
+        w4a16_16x1 => float::tile_w4a16_16x1: tile_f32q4,
         w4a16_2x4 => float::tile_w4a16::<2, 4>: tile_f32q4,
         w4a16_1x4 => float::tile_w4a16::<1, 4>: tile_f32q4,
         w4a16g_1x1 => float::tile_w4a16_grouped::<1, 1>: tile_f32q4_grouped,
         w4a16g_4x1 => float::tile_w4a16_grouped::<4, 1>: tile_f32q4_grouped,
+        w4a16g_16x1 => float::tile_w4a16_grouped_16x1: tile_f32q4_grouped,
         w4a16g_2x4 => float::tile_w4a16_grouped::<2, 4>: tile_f32q4_grouped,
         w4a16g_1x4 => float::tile_w4a16_grouped::<1, 4>: tile_f32q4_grouped,
     }
@@ -161,15 +164,30 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
 };
 /// 4 rows × 1 so that 4 independent lane chains are in flight for M = 1
 /// (each output's 8 lanes are one dependent `add` chain by the spec's
-/// order); 2 × 4 for batches, each weight chunk dequantized once for 4
-/// activation rows, over 4-row chunks so the matrix streams once.
-const FLOAT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
+/// order), and 16 × 1, that tile over 16 rows in turn (`rows_in_turn`: the
+/// frame's work paid once per 16 rows); 2 × 4 for batches, each weight
+/// chunk dequantized once for 4 activation rows, over 16-row chunks so the
+/// matrix streams once (a chunk the 16-row tile fits, so that a decode call
+/// sweeps its rows as one range).
+const FLOAT_TILES: &[Tile] = &[
+    Tile::ONE,
+    Tile::new(4, 1),
+    Tile::new(16, 1),
+    Tile::new(2, 4),
+    Tile::new(1, 4),
+];
 const W8A16: Family<TileF32Q8> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 4,
+        chunk: 16,
     },
-    kernels: &[entry::w8a16_1x1, entry::w8a16_4x1, entry::w8a16_2x4, entry::w8a16_1x4],
+    kernels: &[
+        entry::w8a16_1x1,
+        entry::w8a16_4x1,
+        entry::w8a16_16x1,
+        entry::w8a16_2x4,
+        entry::w8a16_1x4,
+    ],
     block: 8,
     layout: Layout::Chunked,
     scales_to_f32: entry::scales_to_f32,
@@ -177,9 +195,15 @@ const W8A16: Family<TileF32Q8> = Family {
 const W4A16: Family<TileF32Q4> = Family {
     shapes: Shapes {
         tiles: FLOAT_TILES,
-        chunk: 4,
+        chunk: 16,
     },
-    kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_2x4, entry::w4a16_1x4],
+    kernels: &[
+        entry::w4a16_1x1,
+        entry::w4a16_4x1,
+        entry::w4a16_16x1,
+        entry::w4a16_2x4,
+        entry::w4a16_1x4,
+    ],
     block: 8,
     layout: Layout::Chunked,
     scales_to_f32: entry::scales_to_f32,
@@ -192,6 +216,7 @@ const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
     kernels: &[
         entry::w4a16g_1x1,
         entry::w4a16g_4x1,
+        entry::w4a16g_16x1,
         entry::w4a16g_2x4,
         entry::w4a16g_1x4,
     ],

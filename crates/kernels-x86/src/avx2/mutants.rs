@@ -396,3 +396,79 @@ fn a_w4a8_pairs_tile_storing_each_pair_as_a_2x4_tile_fails_the_proof() {
     let right = first_failure(&pairs_right::TABLE, KernelFamily::W4A8);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// The 16-row float decode tiles (`float::rows_in_turn`) done wrong, on the
+/// tier's own 4 × 1 tiles: W8A16 storing every 4 rows' partials at the
+/// first 4 outputs (the other 12 keep what the frame's buffer held), and
+/// W4A16 grouped handing every 4 rows the first 4 rows' group scales. The
+/// same tiles done right beside them.
+mod float_16x1 {
+    use super::*;
+    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped, TileF32Q8};
+
+    fn w8a16_first_outputs(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
+        for p in 0..4 {
+            crate::avx2::entry::w8a16_4x1(x, &w[4 * p..4 * p + 4], k, &mut out[..4]);
+        }
+    }
+
+    fn w4a16g_first_scales(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
+        let groups = s.len() / 16;
+        for p in 0..4 {
+            let out = &mut out[4 * p..4 * p + 4];
+            crate::avx2::entry::w4a16g_4x1(x, &w[4 * p..4 * p + 4], &s[..4 * groups], g, out);
+        }
+    }
+
+    const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
+
+    macro_rules! float_tables {
+        ($($module:ident: $w8a16:path, $w4a16g:path;)+) => {$(
+            pub(super) mod $module {
+                use super::*;
+                const W8A16: Family<TileF32Q8> = Family {
+                    shapes: Shapes { tiles: TILES, chunk: 16 },
+                    kernels: &[crate::avx2::entry::w8a16_1x1, crate::avx2::entry::w8a16_4x1, $w8a16],
+                    block: 8,
+                    layout: Layout::Chunked,
+                    scales_to_f32: crate::avx2::entry::scales_to_f32,
+                };
+                const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
+                    shapes: Shapes { tiles: TILES, chunk: 16 },
+                    kernels: &[crate::avx2::entry::w4a16g_1x1, crate::avx2::entry::w4a16g_4x1, $w4a16g],
+                    block: 8,
+                    layout: Layout::Chunked,
+                    scales_to_f32: crate::avx2::entry::scales_to_f32,
+                };
+                qlinear_kernels_scalar::frame_gemms! {
+                    w8a16: W8A16, w4a16_grouped: W4A16_GROUPED; ..GemmShapes::SINGLE
+                }
+                pub(crate) static TABLE: KernelTable = KernelTable {
+                    gemm_w8a16,
+                    gemm_w4a16_grouped,
+                    shapes: SHAPES,
+                    ..SCALAR
+                };
+            }
+        )+};
+    }
+
+    float_tables! {
+        slipped: w8a16_first_outputs, w4a16g_first_scales;
+        right: crate::avx2::entry::w8a16_16x1, crate::avx2::entry::w4a16g_16x1;
+    }
+}
+
+#[test]
+fn the_16_row_float_decode_tiles_fail_the_proof_on_their_slips() {
+    if !is_x86_feature_detected!("avx2") {
+        eprintln!("skipped: this CPU has no AVX2");
+        return;
+    }
+    use qlinear_kernels_scalar::proof::mutants::failing;
+    assert_eq!(
+        failing(&float_16x1::slipped::TABLE),
+        vec![KernelFamily::W8A16, KernelFamily::W4A16Grouped]
+    );
+    assert_eq!(failing(&float_16x1::right::TABLE), vec![]);
+}
