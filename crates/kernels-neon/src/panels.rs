@@ -140,6 +140,24 @@ macro_rules! panel_tile {
     };
 }
 
+/// A tier's `PANELS` (its `entry::panel_x4` and `entry::panel_x1`, the
+/// safe entries of its `tile_panel::<4>` and `tile_panel::<1>`) and its
+/// `gemm_w4a8_grouped_panels`, the frame's sweep over them.
+macro_rules! panel_family {
+    () => {
+        /// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each
+        /// unpacked load serves 4), then 1.
+        const PANELS: qlinear_kernels_scalar::panels::PanelFamily = qlinear_kernels_scalar::panels::PanelFamily {
+            tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
+        };
+
+        qlinear_kernels_scalar::panel_entry!(
+            /// The tier's panel entry (the frame's sweep over `PANELS`).
+            fn gemm_w4a8_grouped_panels = PANELS
+        );
+    };
+}
+
 /// Test code of the tiers' mutants: `mod $module` with `TABLE`, the scalar
 /// tier with the panel tiles `$four` and `$one` (4 and 1 activation rows,
 /// safe `TilePanelQ4`s).

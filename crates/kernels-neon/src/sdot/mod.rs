@@ -24,16 +24,7 @@ mod entry {
     }
 }
 
-/// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each unpacked
-/// load serves 4), then 1.
-const PANELS: qlinear_kernels_scalar::panels::PanelFamily = qlinear_kernels_scalar::panels::PanelFamily {
-    tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
-};
-
-qlinear_kernels_scalar::panel_entry!(
-    /// The tier's panel entry (the frame's sweep over `PANELS`).
-    fn gemm_w4a8_grouped_panels = PANELS
-);
+panel_family!();
 
 int_families!();
 
