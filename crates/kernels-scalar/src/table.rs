@@ -390,9 +390,48 @@ pub fn activation_group_sums_into(codes: &[i8], m: usize, k: usize, group: usize
         sums.resize(m, 0);
         return;
     }
-    sums.extend(
-        codes
-            .chunks_exact(group)
-            .map(|g| g.iter().map(|&c| i32::from(c)).sum::<i32>()),
-    );
+    sums.extend(codes.chunks_exact(group).map(group_sum));
+}
+
+/// `Σ c` of one group of codes, exact: 32 codes at a time in 16 i16 lanes
+/// (two codes a lane, at most 2 · 128 = 256 in magnitude), widened once per
+/// 32, which the compiler turns into vector code; one code at a time it
+/// took 1.7 instructions a code, 4 % of a W4A8 decode call at 192 × 576
+/// (callgrind, AVX2, AMD EPYC Zen 4, family 25 model 17).
+fn group_sum(g: &[i8]) -> i32 {
+    let mut chunks = g.chunks_exact(32);
+    let mut sum = 0i32;
+    for c in &mut chunks {
+        let lanes: [i16; 16] = std::array::from_fn(|j| i16::from(c[j]) + i16::from(c[j + 16]));
+        sum += lanes.iter().map(|&v| i32::from(v)).sum::<i32>();
+    }
+    sum + chunks.remainder().iter().map(|&c| i32::from(c)).sum::<i32>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_sums_are_the_plain_sums_at_every_length_and_extreme() {
+        // lengths across the 32-code steps and their remainders, codes at
+        // both ends of i8 (a lane of two is then ±256) and in between
+        for len in [0usize, 1, 31, 32, 33, 63, 64, 100, 576] {
+            for fill in [i8::MIN, i8::MAX, -1, 0] {
+                let mut codes = vec![fill; len];
+                for (i, c) in codes.iter_mut().enumerate().skip(1).step_by(7) {
+                    *c = (i as i32 * 37 % 255 - 127) as i8;
+                }
+                let want: i32 = codes.iter().map(|&c| i32::from(c)).sum();
+                assert_eq!(group_sum(&codes), want, "len {len} fill {fill}");
+            }
+        }
+        // and by group: two rows of 64 in groups of 32
+        let codes: Vec<i8> = (0..128).map(|i| (i as i8).wrapping_mul(3)).collect();
+        let want: Vec<i32> = codes
+            .chunks(32)
+            .map(|g| g.iter().map(|&c| i32::from(c)).sum())
+            .collect();
+        assert_eq!(activation_group_sums(&codes, 2, 64, 32), want);
+    }
 }
