@@ -94,8 +94,8 @@ macro_rules! panel_tile {
                     // columns 8c .. 8c + 8 of each activation row: 4 even
                     // codes, then 4 odd, each 4 repeated in every 4-byte group
                     let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
-                        // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
-                        // (`check_tile`); unaligned 4-byte reads.
+                        // 8c + 8 <= 32 · groups = every x[t].len() (`check_tile`)
+                        // SAFETY: both reads in bounds as above, unaligned reads.
                         let (e, o) = unsafe {
                             (
                                 xp[t].add(8 * c).cast::<u32>().read_unaligned(),
@@ -108,9 +108,9 @@ macro_rules! panel_tile {
                         )
                     });
                     for j in 0..4 {
-                        // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups =
-                        // panel.len() (`check_tile`); `vld1q_u8` has no
-                        // alignment requirement.
+                        // the load's 16 bytes end at 64c + 16j + 16 <= 64 · 4 · groups
+                        // = panel.len() (`check_tile`); no alignment is needed
+                        // SAFETY: in bounds as above, an unaligned 16-byte load.
                         let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
                         let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
                         let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));

@@ -8,6 +8,8 @@ use qlinear_kernels_scalar::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod int;
+// `neon_panel_tile!` serves the mutants too
+#[macro_use]
 pub(crate) mod panels;
 mod quantize;
 

@@ -92,13 +92,7 @@ mod rows_crossed {
         vaddq_s32(vpaddlq_s16(acc.0), vpaddlq_s16(acc.1))
     }
 
-    panel_tile!(
-        "neon",
-        GroupSums,
-        (vdupq_n_s16(0), vdupq_n_s16(0)),
-        group_add,
-        group_rows
-    );
+    neon_panel_tile!(group_rows);
 }
 
 fn rows_crossed_x4(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {

@@ -35,10 +35,18 @@ pub(crate) fn group_rows(acc: GroupSums) -> int32x4_t {
     vpaddq_s32(vpaddlq_s16(acc.0), vpaddlq_s16(acc.1))
 }
 
-panel_tile!(
-    "neon",
-    GroupSums,
-    (vdupq_n_s16(0), vdupq_n_s16(0)),
-    group_add,
-    group_rows
-);
+/// `panel_tile!` on NEON's group sums and `group_add`, with `$rows` for
+/// the rows' sums: the tier's `group_rows`, or a mutant's (`mutants.rs`).
+macro_rules! neon_panel_tile {
+    ($rows:ident) => {
+        panel_tile!(
+            "neon",
+            GroupSums,
+            (vdupq_n_s16(0), vdupq_n_s16(0)),
+            group_add,
+            $rows
+        );
+    };
+}
+
+neon_panel_tile!(group_rows);
