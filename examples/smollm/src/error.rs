@@ -48,6 +48,11 @@ pub enum Error {
     /// not finite and positive, or an `alpha` outside `[0, 1]`.
     #[error("smoothing: {0}")]
     Smooth(String),
+    /// A model cannot be rotated or run rotated: a width with no Hadamard
+    /// matrix here, a model rotated already or quantized, an unknown
+    /// rotation in the metadata, or smoothing asked of a rotated model.
+    #[error("rotation: {0}")]
+    Rotation(String),
     /// A thread of a decode step's team stopped because another thread of
     /// the step failed (that thread's error is the one reported).
     #[error("decode step: another thread of the team failed")]

@@ -17,6 +17,7 @@ mod meta;
 mod model;
 mod modes;
 pub mod profile;
+pub mod rotate;
 mod sample;
 pub mod smooth;
 mod team;

@@ -91,6 +91,14 @@ struct Args {
     /// `qlinear convert`.
     #[arg(long, requires = "calibrate")]
     smooth_out: Option<PathBuf>,
+    /// Write the first model (a GGUF, or an f32 file as --smooth-out writes
+    /// it) rotated for W8A8 here, an f32 safetensors file for `qlinear
+    /// convert`: every projection's input and weight rows multiplied by a
+    /// Hadamard matrix, which spreads the activations' large columns over
+    /// all of them (the model computes the same function; a rotated file
+    /// rotates its inputs as it runs).
+    #[arg(long, conflicts_with_all = ["calibrate", "eval", "bench"])]
+    rotate_out: Option<PathBuf>,
     /// The share of the activations' range --smooth-out moves into the
     /// weights, from 0 (none) to 1.
     #[arg(long, default_value_t = 0.5)]
@@ -123,7 +131,7 @@ struct Args {
     /// With --bench: time the phases of every decode step, per thread
     /// (projections, attention, waits, the LM head, the rest), and print
     /// where a token's time goes. A profiled step runs as a team, of one
-    /// thread at one thread, and reads the clock 12 times a layer.
+    /// thread at one thread, and reads the clock 16 times a layer.
     #[arg(long, requires = "bench")]
     profile_step: bool,
     /// Read a converted file's codes in place from its memory
@@ -261,9 +269,7 @@ fn check_calibrate_args(args: &Args) -> Result<(), String> {
     }
     // neither output may be the input, nor the other output
     let input = std::path::Path::new(&args.models[0]);
-    let same = |a: &std::path::Path, b: &std::path::Path| {
-        a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
-    };
+    let same = same_file;
     let outs: Vec<&PathBuf> = [&args.importance_out, &args.smooth_out].into_iter().flatten().collect();
     for (i, out) in outs.iter().enumerate() {
         if same(out, input) || outs[..i].iter().any(|o| same(o, out)) {
@@ -273,6 +279,23 @@ fn check_calibrate_args(args: &Args) -> Result<(), String> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Whether `a` and `b` name the same file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// `--rotate-out`: the first model rotated ([`Model::rotate_weights`]),
+/// written as f32.
+fn rotate(args: &Args, out: &std::path::Path) -> Result<(), String> {
+    let (mut model, meta) = load(&args.models[0], args.in_place)?;
+    model.rotate_weights().map_err(|e| format!("{}: {e}", args.models[0]))?;
+    model
+        .write_f32(out, &meta)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!("the model rotated for W8A8 written to {}", out.display());
     Ok(())
 }
 
@@ -351,6 +374,15 @@ fn run(args: Args) -> Result<(), String> {
     if args.calibrate.is_some() {
         check_calibrate_args(&args)?;
     }
+    if let Some(out) = &args.rotate_out {
+        let (input, _) = model_arg(&args.models[0])?;
+        if args.models.len() > 1 || same_file(out, &input) {
+            return Err(format!(
+                "{}: --rotate-out writes one model's rotation to a file other than the model",
+                out.display()
+            ));
+        }
+    }
     let start = Instant::now();
     qlinear::init().map_err(|e| e.to_string())?;
     // what the process held before the model: the peak beyond it is the model's
@@ -363,6 +395,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     if let Some(text) = &args.calibrate {
         return calibrate(&args, text);
+    }
+    if let Some(out) = &args.rotate_out {
+        return rotate(&args, out);
     }
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());

@@ -1,4 +1,4 @@
-//! `qlinear-smollm`'s argument checks (`--calibrate`'s outputs, `--profile-step`
+//! `qlinear-smollm`'s argument checks (`--calibrate`'s and `--rotate-out`'s outputs, `--profile-step`
 //! without `--bench`): each refusal is one line
 //! on stderr and a failing exit, made before any model is read, with no
 //! output written and the input untouched.
@@ -86,4 +86,43 @@ fn profile_step_needs_bench() {
     assert!(!ok);
     assert!(err.contains("--bench"), "{err}");
     assert!(!err.contains("missing.gguf"), "the model was read: {err}");
+}
+
+/// `--rotate-out` writes one model's rotation to a new file: the model
+/// itself, a second model or `--eval` beside it are refused before the
+/// model is read, and a file that is not a model is one error with no
+/// output written; the input is never touched.
+#[test]
+fn rotate_out_refuses_its_input_and_leaves_no_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.gguf");
+    std::fs::write(&model, b"not a model").unwrap();
+    let out = dir.path().join("rotated.safetensors");
+    let (m, o) = (model.as_os_str(), out.as_os_str());
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 3] = [
+        (
+            vec![m, "--rotate-out".as_ref(), m],
+            "--rotate-out writes one model's rotation to a file other than the model",
+        ),
+        (
+            vec![m, m, "--rotate-out".as_ref(), o],
+            "--rotate-out writes one model's rotation to a file other than the model",
+        ),
+        (vec![m, "--rotate-out".as_ref(), o], "model.gguf"),
+    ];
+    for (args, want) in cases {
+        let (ok, err) = run(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote an output");
+        assert_eq!(
+            std::fs::read(&model).unwrap(),
+            b"not a model",
+            "{args:?} touched the input"
+        );
+    }
+    // with --eval it is a usage error
+    let (ok, err) = run(&[m, "--rotate-out".as_ref(), o, "--eval".as_ref(), m]);
+    assert!(!ok && err.contains("--eval") && !out.exists(), "{err}");
 }

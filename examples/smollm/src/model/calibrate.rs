@@ -85,6 +85,16 @@ impl Model {
     /// outside `[0, 1]`, or a factor that is not finite and positive.
     pub fn smooth(&mut self, alpha: f32) -> Result<()> {
         use crate::smooth::{divide, divide_rows, factors, scale_columns, shared_over_heads};
+        if self.is_rotated() {
+            // the norms' weights act before the rotation, the weights'
+            // columns after it: a factor divided out of one is not the
+            // factor multiplied into the other
+            return Err(Error::Rotation(
+                "the model is rotated: smoothing divides factors out of the norm weights, \
+                 which act before the rotation; smooth the model first, then rotate it"
+                    .into(),
+            ));
+        }
         let (heads, kv_heads, head_dim) = (self.config.heads, self.config.kv_heads, self.config.head_dim);
         for (b, l) in self.layers.iter_mut().enumerate() {
             let name = |n: &str| format!("blk.{b}.{n}");
@@ -137,6 +147,50 @@ impl Model {
         Ok(())
     }
 
+    /// Rotates the model for W8A8 ([`crate::rotate`]): every projection's
+    /// and the LM head's weight rows, and the token table's rows, are
+    /// multiplied by the Hadamard matrix of their width (`W ← W H`), and
+    /// from now on the model rotates each projection's input the same way
+    /// (`x ← x H`; the table's rows back by `Hᵀ`). In exact arithmetic the
+    /// model computes the same function; in f32 it differs by rounding.
+    /// [`Model::write_f32`] then writes it with the key that says so.
+    ///
+    /// Errors ([`Error::Rotation`]): a model rotated already, a layer or
+    /// table that is not f32 (opened from a converted file), a width with
+    /// no Hadamard matrix here. Nothing is changed on an error.
+    pub fn rotate_weights(&mut self) -> Result<()> {
+        if self.is_rotated() {
+            return Err(Error::Rotation("the model is rotated already".into()));
+        }
+        let rotation = Rotation::new(&self.config)?;
+        let not_f32 = |name: &str| {
+            Error::Rotation(format!(
+                "{name} is quantized: rotation needs the f32 path (a GGUF file, or an f32 one)"
+            ))
+        };
+        if !matches!(self.embed, Table::F32(_)) {
+            return Err(not_f32("token_embd.weight"));
+        }
+        for (name, d) in self.linears_mut() {
+            d.weights(&name).map_err(|_| not_f32(&name))?;
+        }
+        for (name, d) in self.linears_mut() {
+            // ffn_down reads the MLP's width, every other layer the hidden one
+            let h = if name.ends_with("ffn_down") {
+                &rotation.ffn
+            } else {
+                &rotation.hidden
+            };
+            h.apply(d.weights_mut());
+        }
+        if let Table::F32(e) = &mut self.embed {
+            rotation.hidden.apply(e);
+        }
+        self.rotation = Some(rotation);
+        self.description.push_str(", rotated");
+        Ok(())
+    }
+
     /// Writes the f32 model as a safetensors file that `qlinear convert`
     /// takes as its input: every tensor under its GGUF name in f32, and
     /// `meta`'s keys as `gguf.KEY` entries (the tokenizer, the template and
@@ -184,7 +238,14 @@ impl Model {
                 tensors.push(raw(format!("{name}.weight"), vec![d.n(), w.len() / d.n().max(1)], w));
             }
         }
-        qlinear::format::write_file(path, &meta.to_converted(), tensors).map_err(qlinear::Error::from)?;
+        let mut entries = meta.to_converted();
+        let key = format!("gguf.{ROTATION_KEY}");
+        // the key says what the weights are, whatever `meta` said
+        entries.remove(&key);
+        if self.is_rotated() {
+            entries.insert(key, serde_json::Value::from(HADAMARD).to_string());
+        }
+        qlinear::format::write_file(path, &entries, tensors).map_err(qlinear::Error::from)?;
         Ok(())
     }
 

@@ -7,6 +7,7 @@ impl Model {
     /// The f32 path: a GGUF file's weights dequantized exactly.
     pub fn from_gguf(file: &GgufFile, meta: &Meta) -> Result<Model> {
         let config = Config::from_meta(meta)?;
+        let rotation = Rotation::from_meta(meta, &config)?;
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
             let info = file.tensor(name).ok_or_else(|| Error::Tensor {
                 tensor: name.into(),
@@ -25,7 +26,7 @@ impl Model {
             None => (Dense::f32(embed.clone(), vocab, config.hidden), "token_embd"),
         };
         Model::assemble(
-            config,
+            (config, rotation),
             vocab,
             Table::F32(embed),
             head,
@@ -44,6 +45,7 @@ impl Model {
     /// [`Model::write_f32`] writes it) is the f32 path, head included.
     pub fn from_converted(file: &ModelFile, meta: &Meta, modes: &Modes) -> Result<Model> {
         let config = Config::from_meta(meta)?;
+        let rotation = Rotation::from_meta(meta, &config)?;
         let quantized = file.linears();
         let linear = |prefix: &str, n: usize, k: usize| converted_linear(file, &quantized, modes, prefix, n, k);
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
@@ -66,7 +68,15 @@ impl Model {
                 None => (Dense::f32(w.clone(), vocab, config.hidden), "token_embd"),
             };
             let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
-            return Model::assemble(config, vocab, Table::F32(w), head, "f32".into(), tensor, dense);
+            return Model::assemble(
+                (config, rotation),
+                vocab,
+                Table::F32(w),
+                head,
+                "f32".into(),
+                tensor,
+                dense,
+            );
         }
         // the head: `output` where the file has it, else the token table
         let head_name = if quantized.iter().any(|p| p == "output") || file.shape("output.weight").is_some() {
@@ -115,7 +125,7 @@ impl Model {
         };
         let dense = |name: &str, n: usize, k: usize| linear(name, n, k);
         Model::assemble(
-            config,
+            (config, rotation),
             vocab,
             Table::Q(embed),
             (head, head_name),
@@ -126,7 +136,7 @@ impl Model {
     }
 
     pub(super) fn assemble(
-        mut config: Config,
+        (mut config, rotation): (Config, Option<Rotation>),
         vocab: usize,
         embed: Table,
         (head, head_name): (Dense, &'static str),
@@ -165,8 +175,13 @@ impl Model {
             head,
             head_name,
             rope,
-            description,
+            description: if rotation.is_some() {
+                format!("{description}, rotated")
+            } else {
+                description
+            },
             split: DecodeSplit::default(),
+            rotation,
         })
     }
 }

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::attend::dot;
 use crate::profile::{counters, take, Clock, Counters, Phase, StepTimes};
+use crate::rotate::{Hadamard, HADAMARD, ROTATION_KEY};
 use crate::team::{share, share_items, AbortUnlessDone, Exchange};
 use crate::{Error, Meta, Modes, Result};
 
@@ -153,6 +154,46 @@ pub struct Model {
     pub description: String,
     /// How a decode step spreads over the pool's threads.
     split: DecodeSplit,
+    /// A rotated model's input rotations ([`crate::rotate`]), or none.
+    rotation: Option<Rotation>,
+}
+
+/// The Hadamard rotations of a rotated model ([`crate::rotate`]): of the
+/// inputs of width `hidden` (the attention's and the MLP's projections
+/// after their norms, the output projection's heads, the LM head) and of
+/// `ffn_down`'s input.
+struct Rotation {
+    hidden: Hadamard,
+    ffn: Hadamard,
+}
+
+/// Which of a [`Rotation`]'s matrices rotates a buffer's rows.
+#[derive(Clone, Copy)]
+enum Width {
+    Hidden,
+    Ffn,
+}
+
+impl Rotation {
+    /// The rotation `meta` declares ([`ROTATION_KEY`]), or none. Errors: a
+    /// value other than [`HADAMARD`], a width with no matrix.
+    fn from_meta(meta: &Meta, c: &Config) -> Result<Option<Rotation>> {
+        match meta.get(ROTATION_KEY) {
+            None => Ok(None),
+            Some(v) if v.as_str() == Some(HADAMARD) => Rotation::new(c).map(Some),
+            Some(v) => Err(Error::Metadata {
+                key: ROTATION_KEY.into(),
+                reason: format!("is {v}: this build rotates by {HADAMARD:?} only"),
+            }),
+        }
+    }
+
+    fn new(c: &Config) -> Result<Rotation> {
+        Ok(Rotation {
+            hidden: Hadamard::new(c.hidden, "the hidden state (llama.embedding_length)")?,
+            ffn: Hadamard::new(c.ffn, "ffn_down's input (llama.feed_forward_length)")?,
+        })
+    }
 }
 
 impl Model {
@@ -236,6 +277,7 @@ impl Model {
         }
         for (l, layer) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &layer.attn_norm, c.eps, &mut s.h);
+            self.rotate_inputs(&mut s.h, Width::Hidden);
             layer.q.forward(&s.h, m, &mut s.q)?;
             layer.k.forward(&s.h, m, &mut s.k)?;
             layer.v.forward(&s.h, m, &mut s.v)?;
@@ -259,14 +301,17 @@ impl Model {
                 span: base + m,
             };
             attention(c, base, &s.q, &held, &mut s.att, &mut s.scores);
+            self.rotate_inputs(&mut s.att, Width::Hidden);
             layer.o.forward(&s.att, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, o)| *x += o);
             rms_norm_rows(&s.x, &layer.ffn_norm, c.eps, &mut s.h);
+            self.rotate_inputs(&mut s.h, Width::Hidden);
             layer.gate.forward(&s.h, m, &mut s.g)?;
             layer.up.forward(&s.h, m, &mut s.u)?;
             rows_of(&mut s.g, c.ffn)
                 .zip(s.u.par_chunks(c.ffn).with_min_len(ROWS_PER_TASK))
                 .for_each(|(g, u)| swiglu(g, u));
+            self.rotate_inputs(&mut s.g, Width::Ffn);
             layer.down.forward(&s.g, m, &mut s.h)?;
             s.x.iter_mut().zip(&s.h).for_each(|(x, d)| *x += d);
         }
@@ -274,6 +319,7 @@ impl Model {
         let rows = if all { m } else { 1 };
         let from = (m - rows) * h;
         rms_norm(&s.x[from..], &self.norm, c.eps, &mut s.h[..rows * h]);
+        self.rotate_inputs(&mut s.h[..rows * h], Width::Hidden);
         self.head.forward(&s.h[..rows * h], rows, &mut s.logits)?;
         Ok(&s.logits)
     }
@@ -285,7 +331,33 @@ impl Model {
             Table::F32(e) => row.copy_from_slice(&e[t as usize * h..(t as usize + 1) * h]),
             Table::Q(e) => e.row(t as usize, row)?,
         }
+        if let Some(r) = &self.rotation {
+            // a rotated model's table holds `E H`: `E`'s row is `row Hᵀ`
+            r.hidden.apply_transposed(row);
+        }
         Ok(())
+    }
+
+    /// On a rotated model, `x ← x H` for each row of `x` (`H` of `width`,
+    /// [`crate::rotate`]), the rows spread over the pool; nothing otherwise.
+    fn rotate_inputs(&self, x: &mut [f32], width: Width) {
+        if let Some(r) = &self.rotation {
+            let h = match width {
+                Width::Hidden => &r.hidden,
+                Width::Ffn => &r.ffn,
+            };
+            if x.len() == h.len() {
+                // one row (a decode step's, on the thread that holds it)
+                h.apply(x);
+            } else {
+                rows_of(x, h.len()).for_each(|row| h.apply(row));
+            }
+        }
+    }
+
+    /// Whether the model is rotated ([`crate::rotate`]).
+    pub fn is_rotated(&self) -> bool {
+        self.rotation.is_some()
     }
 
     /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:

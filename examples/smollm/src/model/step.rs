@@ -69,6 +69,7 @@ impl Model {
                 self.team_mlp(&mut m, layer, s)?;
             }
             rms_norm(&s.x, &self.norm, c.eps, &mut s.h[..h]);
+            self.rotate_inputs(&mut s.h[..h], Width::Hidden);
             m.clock.lap(Phase::Other);
             let v_rows = share(c.vocab, t, threads);
             self.head
@@ -121,6 +122,7 @@ impl Model {
         let c = &self.config;
         let (h, hd, pos) = (c.hidden, c.head_dim, m.pos);
         rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
+        self.rotate_inputs(&mut s.h[..h], Width::Hidden);
         m.clock.lap(Phase::Other);
         let (q_rows, kv_rows) = (m.q_rows.clone(), m.kv_rows.clone());
         layer
@@ -165,6 +167,8 @@ impl Model {
         m.clock.lap(Phase::Attention);
         m.exchange.all_gather(m.t, &mut m.round, q_rows, &mut s.att)?;
         m.clock.lap(Phase::Waits);
+        self.rotate_inputs(&mut s.att, Width::Hidden);
+        m.clock.lap(Phase::Other);
         let h_rows = m.h_rows.clone();
         layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
         m.clock.lap(Phase::Projections);
@@ -182,6 +186,7 @@ impl Model {
         let h = c.hidden;
         let (f_rows, h_rows) = (m.f_rows.clone(), m.h_rows.clone());
         rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
+        self.rotate_inputs(&mut s.h[..h], Width::Hidden);
         m.clock.lap(Phase::Other);
         layer
             .gate
@@ -194,6 +199,8 @@ impl Model {
         m.clock.lap(Phase::Other);
         m.exchange.all_gather(m.t, &mut m.round, f_rows, &mut s.g)?;
         m.clock.lap(Phase::Waits);
+        self.rotate_inputs(&mut s.g, Width::Ffn);
+        m.clock.lap(Phase::Other);
         layer
             .down
             .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
