@@ -52,7 +52,36 @@ fn the_f32_path_matches_the_numpy_reference() {
     }
     let file = GgufFile::open(&path).unwrap();
     let meta = Meta::from_gguf(&file);
-    let tok = Tokenizer::from_meta(&meta).unwrap();
+    matches_the_numpy_reference(&path, &Model::from_gguf(&file, &meta).unwrap(), &meta);
+}
+
+/// The model rotated for W8A8 (`Model::rotate_weights`) and written as
+/// f32: the reference reads the file and builds the Hadamard matrices
+/// from the construction as documented, with `np.kron`.
+#[test]
+fn the_rotated_f32_path_matches_the_numpy_reference_on_its_file() {
+    let Some(path) = model() else { return };
+    if !smollm2::python_gguf() {
+        return;
+    }
+    let file = GgufFile::open(&path).unwrap();
+    let meta = Meta::from_gguf(&file);
+    let mut model = Model::from_gguf(&file, &meta).unwrap();
+    model.rotate_weights().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rotated = dir.path().join("rotated.safetensors");
+    model.write_f32(&rotated, &meta).unwrap();
+    drop(model);
+    let (model, meta) = Model::open(&rotated, &Default::default(), false).unwrap();
+    assert!(model.is_rotated());
+    matches_the_numpy_reference(&rotated, &model, &meta);
+}
+
+/// `model`'s logits at every position of [`PROMPT`] within 1e-3 of the
+/// largest of `tools/smollm_reference.py`'s on `path`, and its 32 greedy
+/// tokens through the KV cache the reference's.
+fn matches_the_numpy_reference(path: &std::path::Path, model: &Model, meta: &Meta) {
+    let tok = Tokenizer::from_meta(meta).unwrap();
     let ids = tok.encode(PROMPT).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (logits_path, ids_path) = (dir.path().join("logits.bin"), dir.path().join("ids.txt"));
@@ -60,7 +89,7 @@ fn the_f32_path_matches_the_numpy_reference() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/smollm_reference.py");
     let st = Command::new("python3")
         .arg(script)
-        .arg(&path)
+        .arg(path)
         .arg(list.join(","))
         .arg(&logits_path)
         .arg(&ids_path)
@@ -73,7 +102,6 @@ fn the_f32_path_matches_the_numpy_reference() {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    let model = Model::from_gguf(&file, &meta).unwrap();
     let vocab = model.vocab();
     let mut cache = KvCache::new(&model.config, 128).unwrap();
     let ours = model.forward(&mut cache, &ids, true).unwrap();
