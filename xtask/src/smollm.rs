@@ -99,7 +99,13 @@ pub(crate) fn smollm(args: &[String]) -> Result {
             .arg("--smooth-out")
             .arg(&smoothed))?;
     }
-    let configs = convert_all(&cli, &gguf, &q4_0, (&importance, &smoothed), short)?;
+    // the model rotated for W8A8 (a Hadamard matrix on every projection's
+    // input and weight rows; no calibration)
+    let rotated = dir.join("rotated-f32.safetensors");
+    if !rotated.exists() {
+        run(Command::new(&smollm).arg(&gguf).arg("--rotate-out").arg(&rotated))?;
+    }
+    let configs = convert_all(&cli, &gguf, &q4_0, (&importance, &smoothed, &rotated), short)?;
     println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
     run(Command::new(&smollm)
         .arg(dir.join("q4g32-canonical.safetensors"))
@@ -149,12 +155,13 @@ pub(crate) fn smollm(args: &[String]) -> Result {
 /// llama.cpp's files keep it): the GGUF itself (the f32 path), each scheme
 /// by each recipe (canonical only with `short`; activation-aware weighted
 /// by `importance`), the model `smoothed` for W8A8 at q8 (also with
-/// [`MIXED_Q8`]), and the Q4_0 file imported; as `PATH@MODES` arguments.
+/// [`MIXED_Q8`]), the model `rotated` for W8A8 at q8 by the search recipe,
+/// and the Q4_0 file imported; as `PATH@MODES` arguments.
 fn convert_all(
     cli: &Path,
     gguf: &Path,
     q4_0: &Path,
-    (importance, smoothed): (&Path, &Path),
+    (importance, smoothed, rotated): (&Path, &Path, &Path),
     short: bool,
 ) -> Result<Vec<String>> {
     let dir = root().join("target/smollm");
@@ -199,6 +206,11 @@ fn convert_all(
     for mode in ["W8A8", "W8A16", MIXED_Q8] {
         configs.push(format!("{}@{mode}", q8_smoothed.display()));
     }
+    let q8_rotated = dir.join("q8-rotated.safetensors");
+    convert(rotated, &q8_rotated, "q8", &["--recipe".as_ref(), "search".as_ref()])?;
+    for mode in ["W8A8", "W8A16"] {
+        configs.push(format!("{}@{mode}", q8_rotated.display()));
+    }
     let imported = dir.join("q4_0-imported.safetensors");
     convert(q4_0, &imported, "q4g32", &[])?;
     configs.push(format!("{}@W4A8", imported.display()));
@@ -232,20 +244,25 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     let dir = root().join("target/smollm");
-    let configs: Vec<String> = [
+    let timed = [
         ("q8-canonical", "W8A8"),
-        ("q8-smoothed", MIXED_Q8),
+        ("q8-rotated", "W8A8"),
         ("q4-canonical", "W4A8"),
         ("q4g32-canonical", "W4A8"),
         ("q4g32-canonical", "W4A16"),
         ("q4_0-imported", "W4A8"),
-    ]
-    .iter()
-    .map(|(f, m)| format!("{}@{m}", dir.join(format!("{f}.safetensors")).display()))
-    .collect();
-    if !dir.join("q4_0-imported.safetensors").exists() {
-        return Err("run cargo xtask smollm first: it converts the configurations timed here".into());
+    ];
+    let file = |f: &str| dir.join(format!("{f}.safetensors"));
+    if let Some((missing, _)) = timed.iter().find(|(f, _)| !file(f).exists()) {
+        return Err(format!(
+            "{}: missing; run cargo xtask smollm first: it converts the configurations timed here",
+            file(missing).display()
+        ));
     }
+    let configs: Vec<String> = timed
+        .iter()
+        .map(|(f, m)| format!("{}@{m}", file(f).display()))
+        .collect();
     run(cargo().args(["build", "--quiet", "--release", "-p", "qlinear-smollm"]))?;
     let smollm = root().join("target/release/qlinear-smollm");
     let llama = args.iter().any(|a| a == "--llamacpp");
