@@ -13,7 +13,7 @@ use qlinear::gguf::GgufFile;
 #[path = "../../../crates/formats/tests/support/smollm2.rs"]
 mod smollm2;
 use qlinear_cli::convert::{convert, Input, Options};
-use qlinear_smollm::{score, Meta, Model, Tokenizer};
+use qlinear_smollm::{score, Meta, Model, Scores, Tokenizer};
 use smollm2::smollm2_gguf as model;
 
 const TEXT: &str = "/usr/share/common-licenses/GPL-3";
@@ -42,6 +42,33 @@ fn converted_by(input: &Path, dir: &Path, scheme: &str, recipe: &str) -> PathBuf
     out
 }
 
+/// `s`'s perplexity at most `max_ratio` × `f32`'s and its top-1 agreement
+/// with `f32` at least `min_agree` (`what` names the model in the message).
+fn holds_the_floors(what: &str, s: &Scores, f32: &Scores, max_ratio: f64, min_agree: f64) {
+    let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(f32));
+    eprintln!(
+        "{what}: perplexity {:.4} ({ratio:.4} × f32), top-1 {agree:.4}",
+        s.perplexity()
+    );
+    assert!(
+        ratio <= max_ratio,
+        "{what}: perplexity {ratio:.4} × f32's, the floor is {max_ratio}"
+    );
+    assert!(
+        agree >= min_agree,
+        "{what}: top-1 agreement {agree:.4}, the floor is {min_agree}"
+    );
+}
+
+/// A model transformed to compute the same function (smoothed, rotated)
+/// scores as `f32`: its perplexity within 1e-4 and 99 % top-1.
+fn keeps_the_f32_scores(what: &str, s: &Scores, f32: &Scores) {
+    let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(f32));
+    eprintln!("{what} f32: perplexity {ratio:.6} × f32, top-1 {agree:.4}");
+    assert!((ratio - 1.0).abs() <= 1e-4, "{what} f32: perplexity {ratio} × f32's");
+    assert!(agree >= 0.99, "{what} f32: top-1 agreement {agree}");
+}
+
 #[test]
 #[ignore = "release only (a 135M-parameter model): cargo xtask test runs it with --release --ignored"]
 fn quantized_perplexity_stays_above_the_measured_floors() {
@@ -67,19 +94,7 @@ fn quantized_perplexity_stays_above_the_measured_floors() {
         let path = converted(&gguf, dir.path(), scheme);
         let (model, _) = Model::open(&path, &mode.parse().unwrap(), false).unwrap();
         let s = score(&model, &ids, 512).unwrap();
-        let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
-        eprintln!(
-            "{scheme} {mode}: perplexity {:.4} ({ratio:.4} × f32), top-1 {agree:.4}",
-            s.perplexity()
-        );
-        assert!(
-            ratio <= max_ratio,
-            "{scheme} {mode}: perplexity {ratio:.4} × f32's, the floor is {max_ratio}"
-        );
-        assert!(
-            agree >= min_agree,
-            "{scheme} {mode}: top-1 agreement {agree:.4}, the floor is {min_agree}"
-        );
+        holds_the_floors(&format!("{scheme} {mode}"), &s, &f32, max_ratio, min_agree);
     }
 }
 
@@ -129,10 +144,7 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
     }
     model.smooth(0.5).unwrap();
     let smoothed = score(&model, &scored, 512).unwrap();
-    let (ratio, agree) = (smoothed.perplexity() / f32.perplexity(), smoothed.agreement(&f32));
-    eprintln!("smoothed f32: perplexity {ratio:.6} × f32, top-1 {agree:.4}");
-    assert!((ratio - 1.0).abs() <= 1e-4, "smoothed f32: perplexity {ratio} × f32's");
-    assert!(agree >= 0.99, "smoothed f32: top-1 agreement {agree}");
+    keeps_the_f32_scores("smoothed", &smoothed, &f32);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("smoothed.safetensors");
     model.write_f32(&path, &meta).unwrap();
@@ -144,16 +156,7 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
     ] {
         let (model, _) = Model::open(&q8, &modes.parse().unwrap(), false).unwrap();
         let s = score(&model, &scored, 512).unwrap();
-        let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
-        eprintln!("smoothed q8 {modes}: perplexity {ratio:.4} × f32, top-1 {agree:.4}");
-        assert!(
-            ratio <= max_ratio,
-            "smoothed q8 {modes}: perplexity {ratio:.4} × f32's, the floor is {max_ratio}"
-        );
-        assert!(
-            agree >= min_agree,
-            "smoothed q8 {modes}: top-1 agreement {agree:.4}, the floor is {min_agree}"
-        );
+        holds_the_floors(&format!("smoothed q8 {modes}"), &s, &f32, max_ratio, min_agree);
     }
 }
 
@@ -180,10 +183,7 @@ fn the_rotated_model_keeps_the_f32_scores_and_w8a8_near_them() {
     let f32 = score(&model, &ids, 512).unwrap();
     model.rotate_weights().unwrap();
     let rotated = score(&model, &ids, 512).unwrap();
-    let (ratio, agree) = (rotated.perplexity() / f32.perplexity(), rotated.agreement(&f32));
-    eprintln!("rotated f32: perplexity {ratio:.6} × f32, top-1 {agree:.4}");
-    assert!((ratio - 1.0).abs() <= 1e-4, "rotated f32: perplexity {ratio} × f32's");
-    assert!(agree >= 0.99, "rotated f32: top-1 agreement {agree}");
+    keeps_the_f32_scores("rotated", &rotated, &f32);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rotated.safetensors");
     model.write_f32(&path, &meta).unwrap();
@@ -192,14 +192,5 @@ fn the_rotated_model_keeps_the_f32_scores_and_w8a8_near_them() {
     let (model, _) = Model::open(&q8, &"W8A8".parse().unwrap(), false).unwrap();
     assert!(model.is_rotated(), "the converted file keeps the rotation's key");
     let s = score(&model, &ids, 512).unwrap();
-    let (ratio, agree) = (s.perplexity() / f32.perplexity(), s.agreement(&f32));
-    eprintln!("rotated q8 W8A8: perplexity {ratio:.4} × f32, top-1 {agree:.4}");
-    assert!(
-        ratio <= MAX_RATIO,
-        "rotated q8 W8A8: perplexity {ratio:.4} × f32's, the floor is {MAX_RATIO}"
-    );
-    assert!(
-        agree >= MIN_AGREE,
-        "rotated q8 W8A8: top-1 agreement {agree:.4}, the floor is {MIN_AGREE}"
-    );
+    holds_the_floors("rotated q8 W8A8", &s, &f32, MAX_RATIO, MIN_AGREE);
 }

@@ -292,12 +292,23 @@ fn small(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32) -> Mod
 
 /// [`small`], with an LM head of its own where `untied`.
 fn small_with_head(dir: &std::path::Path, scheme: Option<QScheme>, first_norm: f32, untied: bool) -> ModelFile {
+    small_shaped(dir, scheme, first_norm, untied, 160)
+}
+
+/// [`small_with_head`] with an FFN of `ffn`.
+fn small_shaped(
+    dir: &std::path::Path,
+    scheme: Option<QScheme>,
+    first_norm: f32,
+    untied: bool,
+    ffn: usize,
+) -> ModelFile {
     Synthetic {
-        name: &format!("small-{scheme:?}-{first_norm}-{untied}"),
+        name: &format!("small-{scheme:?}-{first_norm}-{untied}-{ffn}"),
         hidden: 96,
         heads: 6,
         kv_heads: 3,
-        ffn: 160,
+        ffn,
         vocab: 70,
         blocks: 2,
         context: 32,
@@ -584,22 +595,7 @@ fn modes_by_role_reach_their_layers() {
 /// 8, FFN 192 = 12 · 16; 6 heads of 16 sharing 3 KV heads, vocabulary 70,
 /// two blocks), with an LM head of its own where `untied`.
 fn rotatable(dir: &std::path::Path, untied: bool) -> ModelFile {
-    Synthetic {
-        name: &format!("rotatable-{untied}"),
-        hidden: 96,
-        heads: 6,
-        kv_heads: 3,
-        ffn: 192,
-        vocab: 70,
-        blocks: 2,
-        context: 32,
-        scheme: None,
-        first_norm: 0.75,
-        skip: &[],
-        q_rows: 96,
-        untied,
-    }
-    .write(dir)
+    small_shaped(dir, None, 0.75, untied, 192)
 }
 
 /// Rotation for W8A8 (`Model::rotate_weights`), tied and untied: the logits
