@@ -49,8 +49,15 @@ pub struct Hadamard {
     twos: u32,
 }
 
-/// Paley's `H₁₂` (the module's construction), row `i`, column `j`.
-fn h12() -> [[f32; 12]; 12] {
+/// Paley's `H₁₂` (the module's construction), row `i`, column `j`: built
+/// once, not on every rotation of a row.
+fn h12() -> &'static [[f32; 12]; 12] {
+    static H12: std::sync::OnceLock<[[f32; 12]; 12]> = std::sync::OnceLock::new();
+    H12.get_or_init(paley12)
+}
+
+/// [`h12`] built from its definition.
+fn paley12() -> [[f32; 12]; 12] {
     const SQUARES: [usize; 5] = [1, 3, 4, 5, 9];
     let mut h = [[0f32; 12]; 12];
     for (i, row) in h.iter_mut().enumerate() {
@@ -160,7 +167,7 @@ impl Hadamard {
             let mut stride = self.n;
             for i in 0..self.twelves {
                 stride /= 12;
-                along12(row, stride, &h, transposed, i + 1 == self.twelves);
+                along12(row, stride, h, transposed, i + 1 == self.twelves);
             }
             while stride > fused {
                 stride /= 2;
