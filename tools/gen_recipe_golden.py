@@ -6,6 +6,8 @@ half to even), so the Rust recipe is checked against a second implementation.
 
 Usage: gen_recipe_golden.py OUT         write the fixture
        gen_recipe_golden.py --check F   exit 1 unless F equals what we generate
+       gen_recipe_golden.py --gptq OUT, --check-gptq F: the same for GPTQ
+       (§3.9), whose cases are written in plain Python f64 from the text
 
 Fixture format, one case per line, fields separated by ' ; ':
   q8 K ; w (f32 bits, hex) ; scale (f32 bits) ; codes (decimal)
@@ -273,14 +275,147 @@ def generate():
     return "\n".join(lines) + "\n"
 
 
+DAMPING = 0.05
+
+
+def dot4(a, b):
+    """§3.9's dot product: four partial sums by index mod 4, each in
+    increasing index from +0, added as (p0 + p1) + (p2 + p3)."""
+    p = [0.0, 0.0, 0.0, 0.0]
+    for i, (x, y) in enumerate(zip(a, b)):
+        p[i % 4] += x * y
+    return (p[0] + p[1]) + (p[2] + p[3])
+
+
+def gptq_factor(h, k):
+    """§3.9 steps 1-4: (U as a list of rows, the diagonal as f32, dead), or
+    ("not-pd", column)."""
+    import math
+    hv = [[float(h[i * k + j]) for j in range(k)] for i in range(k)]
+    dead = [hv[j][j] == 0.0 for j in range(k)]
+    a = [[0.0] * k for _ in range(k)]
+    for i in range(k):
+        for j in range(i, k):
+            v = 0.0 if dead[i] or dead[j] else hv[i][j]
+            a[i][j] = v
+            a[j][i] = v
+        if dead[i]:
+            a[i][i] = 1.0
+    total = 0.0
+    for j in range(k):
+        total += a[j][j]
+    lam = DAMPING * (total / float(k))
+    for j in range(k):
+        a[j][j] += lam
+    r = [[0.0] * k for _ in range(k)]
+    for j in range(k - 1, -1, -1):
+        d = a[j][j] - dot4(r[j][j + 1:], r[j][j + 1:])
+        if not (d > 0.0 and math.isfinite(d)):
+            return ("not-pd", j)
+        rjj = math.sqrt(d)
+        r[j][j] = rjj
+        for i in range(j):
+            r[i][j] = (a[i][j] - dot4(r[i][j + 1:], r[j][j + 1:])) / rjj
+    u = [[0.0] * k for _ in range(k)]
+    for i in range(k):
+        u[i][i] = 1.0 / r[i][i]
+        for j in range(i + 1, k):
+            s = dot4(u[i][i:j], [r[m][j] for m in range(i, j)])
+            u[i][j] = -s / r[j][j]
+    diag = np.array([0.0 if dead[j] else h[j * k + j] for j in range(k)], dtype=np.float32)
+    return u, diag, dead
+
+
+def gptq_row(w, factor, block, hi, lo, store):
+    """§3.9 steps 5-6: (scales, codes) or None on a scale overflow."""
+    u, diag, dead = factor
+    k = w.size
+    v = [0.0 if dead[j] else float(w[j]) for j in range(k)]
+    scales, codes = [], []
+    for start in range(0, k, block):
+        cur = np.array(v[start:start + block], dtype=np.float32)
+        c = choose("activation-aware", cur, hi, lo, store, diag[start:start + block])
+        if c is None:
+            return None
+        s, l = c
+        scales.append(s)
+        for j in range(start, start + block):
+            q = int(codes_lohi(np.array([v[j]], dtype=np.float32), s, l, hi)[0])
+            codes.append(q)
+            e = (v[j] - float(s) * float(q)) / u[j][j]
+            for m in range(j + 1, k):
+                v[m] -= e * u[j][m]
+    return scales, codes
+
+
+def gptq_cases():
+    """Hessians with their rows: correlated inputs (a random walk), nearly
+    collinear ones (the dampening at work), a dead input, a diagonal
+    hessian; rows from tiny to huge."""
+    rng = np.random.default_rng(20261204)
+    cases = []
+    for k in [2, 4, 8, 16, 32]:
+        for kind in ["walk", "collinear", "dead", "diagonal"]:
+            t = 3 * k
+            z = rng.standard_normal((t, k))
+            if kind == "walk":
+                x = np.cumsum(z, axis=1)
+            elif kind == "collinear":
+                x = z[:, :1] + 1e-3 * z
+            else:
+                x = z * rng.uniform(0.1, 3.0, k)
+            if kind == "dead":
+                x[:, k // 2] = 0.0
+            h = (x.T @ x / t).astype(np.float32)
+            if kind == "diagonal":
+                h = np.diag(np.diag(h)).astype(np.float32)
+            mags = [1e-3, 1.0, 300.0] + ([1e6] if kind == "walk" else [])  # 1e6: f16 overflows
+            rows = [(rng.standard_normal(k) * mag).astype(np.float32) for mag in mags]
+            cases.append((h.ravel(), rows))
+    # a hessian that is not positive definite
+    cases.append((np.array([1.0, 2.0, 2.0, 1.0], dtype=np.float32), [np.array([0.5, -0.25], dtype=np.float32)]))
+    return cases
+
+
+def generate_gptq():
+    """One "gptq-hessian ID K ; h" line per hessian, then its rows' cases,
+    each naming the hessian by ID."""
+    lines = []
+    for hid, (h, rows) in enumerate(gptq_cases()):
+        k = rows[0].size
+        lines.append(f"gptq-hessian {hid} {k} ; {hexw(h)} ; - ; -")
+        f = gptq_factor(h, k)
+        if f[0] == "not-pd":
+            lines.append(f"gptq-not-pd {hid} {k} ; {hexw(rows[0])} ; {f[1]} ; -")
+            continue
+        for w in rows:
+            s, c = gptq_row(w, f, k, 127, -127, store32)
+            lines.append(f"gptq-q8 {hid} {k} ; {hexw(w)} ; {int(F32(s[0]).view(np.uint32)):08x} ; {' '.join(map(str, c))}")
+            s, c = gptq_row(w, f, k, 7, -8, store32)
+            lines.append(f"gptq-q4 {hid} {k} ; {hexw(w)} ; {int(F32(s[0]).view(np.uint32)):08x} ; {pack_biased(c).hex()}")
+            for g in [2, 8, 32]:
+                if k % g:
+                    continue
+                r = gptq_row(w, f, g, 7, -8, store16)
+                if r is None:
+                    lines.append(f"gptq-q4g-overflow {hid} {g} {k} ; {hexw(w)} ; - ; -")
+                    continue
+                sb = " ".join(f"{int(np.float16(x).view(np.uint16)):04x}" for x in r[0])
+                lines.append(f"gptq-q4g {hid} {g} {k} ; {hexw(w)} ; {sb} ; {pack_biased(r[1]).hex()}")
+    return "\n".join(lines) + "\n"
+
+
 def main():
-    text = generate()
+    gptq = sys.argv[1:2] in (["--gptq"], ["--check-gptq"])
+    text = generate_gptq() if gptq else generate()
+    if gptq:
+        sys.argv = [sys.argv[0]] + (["--check"] if sys.argv[1] == "--check-gptq" else []) + sys.argv[2:]
     if sys.argv[1:2] == ["--check"]:
         with open(sys.argv[2]) as fh:
             if fh.read() != text:
                 print(f"{sys.argv[2]} differs from what {sys.argv[0]} generates", file=sys.stderr)
                 sys.exit(1)
-        print(f"{sys.argv[2]}: matches the numpy recipe ({text.count(chr(10))} cases)")
+        print(f"{sys.argv[2]}: matches the Python recipe ({text.count(chr(10))} cases)")
         return
     with open(sys.argv[1], "w") as fh:
         fh.write(text)

@@ -92,6 +92,11 @@ pub(crate) fn test() -> Result {
         "--check",
         "crates/quant-recipe/tests/data/recipe_golden.txt",
     ]))?;
+    run(Command::new("python3").args([
+        "tools/gen_recipe_golden.py",
+        "--check-gptq",
+        "crates/quant-recipe/tests/data/gptq_golden.txt",
+    ]))?;
     python_interop()
 }
 

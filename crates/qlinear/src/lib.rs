@@ -50,10 +50,11 @@ pub use qlinear_dispatch::{
 #[cfg(feature = "formats")]
 pub use qlinear_formats::{FormatError, QuantizedFile};
 pub use qlinear_quant_recipe::{
-    quantize_row_q4, quantize_row_q4_grouped, quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with,
-    quantize_row_q4_weighted, quantize_row_q4_with, quantize_row_q8, quantize_row_q8_weighted, quantize_row_q8_with,
-    GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight, QuantizedWeightRef, Recipe,
-    RecipeError, Q4_MAX_ABS, Q8_MAX_ABS,
+    quantize_row_q4, quantize_row_q4_gptq, quantize_row_q4_grouped, quantize_row_q4_grouped_gptq,
+    quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
+    quantize_row_q8, quantize_row_q8_gptq, quantize_row_q8_weighted, quantize_row_q8_with, GptqFactor, GroupSize,
+    Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight, QuantizedWeightRef, Recipe, RecipeError,
+    GPTQ_DAMPING, Q4_MAX_ABS, Q8_MAX_ABS,
 };
 
 /// Whether the SDOT tier is compiled in and this CPU reports FEAT_DotProd:

@@ -88,7 +88,7 @@ pub enum RecipeError {
     },
     /// A recipe name that is not `canonical`, `full-range`, `search` or
     /// `activation-aware`.
-    #[error("unknown recipe {recipe:?}: expected canonical, full-range, search or activation-aware")]
+    #[error("unknown recipe {recipe:?}: expected canonical, full-range, search, activation-aware or gptq")]
     UnknownRecipe {
         /// The text given.
         recipe: String,
@@ -96,6 +96,25 @@ pub enum RecipeError {
     /// The activation-aware recipe was asked for without an importance vector.
     #[error("the activation-aware recipe needs an importance vector (one value per input column); use the *_weighted functions")]
     ImportanceRequired,
+    /// The GPTQ recipe was asked for without a hessian.
+    #[error("the gptq recipe needs the layer's hessian (its inputs' second moment, [k, k]); use GptqFactor and the *_gptq functions")]
+    HessianRequired,
+    /// A hessian element that is not finite, or a negative diagonal element.
+    #[error("hessian at row {row}, column {col} is {value}: it must be finite, its diagonal >= 0")]
+    BadHessian {
+        /// The row.
+        row: usize,
+        /// The column.
+        col: usize,
+        /// The value found.
+        value: f32,
+    },
+    /// A hessian that is not positive definite even after dampening.
+    #[error("the hessian is not positive definite (pivot of column {col} <= 0 after dampening): it is not the second moment of any inputs")]
+    HessianNotPositiveDefinite {
+        /// The column whose pivot failed (they are taken from the last back).
+        col: usize,
+    },
     /// An importance value that is negative, NaN or infinite.
     #[error("importance at column {col} is {value}: it must be finite and >= 0")]
     BadImportance {

@@ -21,6 +21,7 @@
 
 mod codes;
 mod error;
+mod gptq;
 mod nibble;
 mod q4;
 mod q8;
@@ -29,6 +30,7 @@ mod weight;
 
 pub use codes::{Byte, Codes, SharedBuffer};
 pub use error::RecipeError;
+pub use gptq::{quantize_row_q4_gptq, quantize_row_q4_grouped_gptq, quantize_row_q8_gptq, GptqFactor, GPTQ_DAMPING};
 pub use nibble::{
     biased_to_twos_complement, pack_codes_biased, packed_row_bytes, twos_complement_to_biased, unpack_code_biased,
     Q4_BIAS, Q4_PAD_BIASED,

@@ -31,15 +31,22 @@ pub enum Recipe {
     /// (§3.8), e.g. the mean `x²` of that input over calibration activations.
     /// Only through the `*_weighted` functions, which take the importance.
     ActivationAware,
+    /// GPTQ (§3.9): each row quantized column by column, every rounding
+    /// error spread over the columns still to come by the layer's input
+    /// second moment (its "hessian"), each block's scale the activation-aware
+    /// search's. Only through the `*_gptq` functions, which take the
+    /// hessian's [`crate::GptqFactor`].
+    Gptq,
 }
 
 impl Recipe {
     /// Every recipe, in the order the CLI lists them.
-    pub const ALL: [Recipe; 4] = [
+    pub const ALL: [Recipe; 5] = [
         Recipe::Canonical,
         Recipe::FullRange,
         Recipe::Search,
         Recipe::ActivationAware,
+        Recipe::Gptq,
     ];
 }
 
@@ -50,13 +57,14 @@ impl fmt::Display for Recipe {
             Recipe::FullRange => "full-range",
             Recipe::Search => "search",
             Recipe::ActivationAware => "activation-aware",
+            Recipe::Gptq => "gptq",
         })
     }
 }
 
 impl FromStr for Recipe {
     type Err = RecipeError;
-    /// `canonical`, `full-range`, `search` or `activation-aware`.
+    /// `canonical`, `full-range`, `search`, `activation-aware` or `gptq`.
     fn from_str(s: &str) -> Result<Self, RecipeError> {
         Recipe::ALL
             .into_iter()
@@ -141,7 +149,7 @@ fn store_f16(s: f32) -> Option<f32> {
 
 /// `(max⁺, max⁻) = (max(0, max w_i), max(0, max −w_i))` of a block in one
 /// pass, or the first non-finite value as an error at column `start + i`.
-fn signed_max(w: &[f32], start: usize) -> Result<(f32, f32), RecipeError> {
+pub(crate) fn signed_max(w: &[f32], start: usize) -> Result<(f32, f32), RecipeError> {
     let (pos, neg, finite) = w.iter().fold((0f32, 0f32, true), |(p, n, ok), &v| {
         (p.max(v), n.max(-v), ok & v.is_finite())
     });
@@ -161,7 +169,7 @@ fn signed_max(w: &[f32], start: usize) -> Result<(f32, f32), RecipeError> {
 /// and the lowest code its codes use. `hi` is 7 or 127, `lo` is −8 (Q4) or
 /// −127 (Q8); `a` is the block's importance (activation-aware search) or
 /// `None` (all ones). `None`: the scale overflows its storage (f16).
-fn choose(
+pub(crate) fn choose(
     recipe: Recipe,
     w: &[f32],
     a: Option<&[f32]>,
@@ -177,7 +185,7 @@ fn choose(
     match recipe {
         Recipe::Canonical => canonical.map(|s| (s, -hi)),
         Recipe::FullRange => full().map(|s| (s, lo)),
-        Recipe::Search | Recipe::ActivationAware => {
+        Recipe::Search | Recipe::ActivationAware | Recipe::Gptq => {
             let fixed = [(canonical, -hi), (full(), lo)];
             // 2 + divisors candidates in 4 · B lanes
             let best = match (hi, grouped) {
@@ -253,19 +261,25 @@ fn search<const B: usize>(
 }
 
 fn codes_into(w: &[f32], s: f32, lo: i8, hi: i8, out: &mut [i8]) {
-    if s == 0.0 {
-        out.fill(0);
-    } else {
-        let (lo, hi) = (f32::from(lo), f32::from(hi));
-        for (c, &v) in out.iter_mut().zip(w) {
-            // rte(clamp(v / s)) read off the bits of `x + MAGIC`, which are
-            // MAGIC's plus the integer: no saturating float-to-int cast
-            let x = v / s;
-            let x = if x < lo { lo } else { x };
-            let x = if x > hi { hi } else { x };
-            *c = ((x + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits())) as i8;
-        }
+    for (c, &v) in out.iter_mut().zip(w) {
+        *c = code_of(v, s, lo, hi);
     }
+}
+
+/// `clamp(rte(v / s), lo, hi)` (f32 division), 0 when `s` is 0: §3.7
+/// step 5 for one value.
+#[inline]
+pub(crate) fn code_of(v: f32, s: f32, lo: i8, hi: i8) -> i8 {
+    if s == 0.0 {
+        return 0;
+    }
+    let (lo, hi) = (f32::from(lo), f32::from(hi));
+    // rte(clamp(v / s)) read off the bits of `x + MAGIC`, which are MAGIC's
+    // plus the integer: no saturating float-to-int cast
+    let x = v / s;
+    let x = if x < lo { lo } else { x };
+    let x = if x > hi { hi } else { x };
+    ((x + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits())) as i8
 }
 
 /// The importance of a row (`None` for every recipe but activation-aware),
@@ -273,6 +287,7 @@ fn codes_into(w: &[f32], s: f32, lo: i8, hi: i8, out: &mut [i8]) {
 fn checked_importance(recipe: Recipe, a: Option<&[f32]>, k: usize) -> Result<Option<&[f32]>, RecipeError> {
     match (recipe, a) {
         (Recipe::ActivationAware, None) => Err(RecipeError::ImportanceRequired),
+        (Recipe::Gptq, _) => Err(RecipeError::HessianRequired),
         (Recipe::ActivationAware, Some(a)) => {
             check_len("importance", k, a.len())?;
             if let Some((col, &value)) = a.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
+use crate::{GroupSize, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
 
 /// A quantization scheme by its file name (`P.qscheme`): `q8`, `q4`, `q4g<G>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +138,58 @@ impl QuantizedWeight {
     ) -> Result<Self, RecipeError> {
         crate::check_len("importance", k, importance.len())?;
         Self::quantize_rows(crate::Recipe::ActivationAware, Some(importance), scheme, n, k, w)
+    }
+
+    /// GPTQ (`docs/NUMERICS.md` §3.9): as [`QuantizedWeight::quantize_with`],
+    /// each row quantized column by column with its rounding errors spread
+    /// by `factor`, the [`crate::GptqFactor`] of the layer's hessian (its
+    /// `k` must be this weight's). Errors as the other recipes', naming the
+    /// row.
+    pub fn quantize_gptq(
+        scheme: QScheme,
+        n: usize,
+        k: usize,
+        w: &[f32],
+        factor: &crate::GptqFactor,
+    ) -> Result<Self, RecipeError> {
+        crate::check_len("weights", crate::checked_elems(n, k)?, w.len())?;
+        crate::check_len("the hessian's k", k, factor.k())?;
+        let rows = || (0..n).map(|r| &w[r * k..(r + 1) * k]);
+        match scheme {
+            QScheme::Q8 => {
+                let mut codes = vec![0i8; n * k];
+                let mut scales = Vec::with_capacity(n);
+                for (r, src) in rows().enumerate() {
+                    let dst = &mut codes[r * k..(r + 1) * k];
+                    scales.push(crate::quantize_row_q8_gptq(src, factor, dst).map_err(|e| e.at_row(r))?);
+                }
+                QuantizedMatrix::from_parts(n, k, codes, scales).map(QuantizedWeight::Q8)
+            }
+            QScheme::Q4 => {
+                let stride = crate::packed_row_bytes(k);
+                let mut packed = vec![0u8; n * stride];
+                let mut scales = Vec::with_capacity(n);
+                for (r, src) in rows().enumerate() {
+                    let dst = &mut packed[r * stride..(r + 1) * stride];
+                    scales.push(crate::quantize_row_q4_gptq(src, factor, dst).map_err(|e| e.at_row(r))?);
+                }
+                QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::PerChannel(scales))
+                    .map(QuantizedWeight::Q4)
+            }
+            QScheme::Q4Grouped(g) => {
+                crate::GroupSize::Group(g).validate(k)?;
+                let (stride, groups) = (k / 2, k / g);
+                let mut packed = vec![0u8; n * stride];
+                let mut scales = vec![half::f16::ZERO; n * groups];
+                for (r, src) in rows().enumerate() {
+                    let dst = &mut packed[r * stride..(r + 1) * stride];
+                    let sdst = &mut scales[r * groups..(r + 1) * groups];
+                    crate::quantize_row_q4_grouped_gptq(src, factor, g, dst, sdst).map_err(|e| e.at_row(r))?;
+                }
+                QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::Grouped { group: g, scales })
+                    .map(QuantizedWeight::Q4)
+            }
+        }
     }
 
     fn quantize_rows(

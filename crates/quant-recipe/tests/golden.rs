@@ -113,3 +113,92 @@ fn recipe_matches_the_numpy_golden_vectors_byte_for_byte() {
         "every recipe has golden cases: {per_recipe:?}"
     );
 }
+
+/// GPTQ (§3.9) against `tools/gen_recipe_golden.py --gptq`, plain Python f64
+/// written from the text: each hessian's factor, then its rows' scales and
+/// codes, bit for bit.
+#[test]
+fn gptq_matches_the_python_golden_vectors_byte_for_byte() {
+    use qlinear_quant_recipe::{quantize_row_q4_gptq, quantize_row_q4_grouped_gptq, quantize_row_q8_gptq, GptqFactor};
+    const GPTQ: &str = include_str!("data/gptq_golden.txt");
+    let mut factor: Option<GptqFactor> = None;
+    let mut counts = std::collections::BTreeMap::new();
+    for (line_no, line) in GPTQ.lines().enumerate() {
+        let f: Vec<&str> = line.split(" ; ").collect();
+        assert_eq!(f.len(), 4, "line {line_no}");
+        let head: Vec<&str> = words(f[0]).collect();
+        let k: usize = head.last().unwrap().parse().unwrap();
+        let w = f32s(f[1]);
+        *counts.entry(head[0]).or_insert(0usize) += 1;
+        match head[0] {
+            "gptq-hessian" => {
+                factor = GptqFactor::from_hessian(&w, k).ok();
+                continue;
+            }
+            "gptq-not-pd" => {
+                assert!(factor.is_none(), "line {line_no}: the hessian was taken");
+                let col: usize = f[2].trim().parse().unwrap();
+                // the hessian line before this one, again, for its error
+                let h = f32s(GPTQ.lines().nth(line_no - 1).unwrap().split(" ; ").nth(1).unwrap());
+                assert_eq!(
+                    GptqFactor::from_hessian(&h, k).unwrap_err(),
+                    RecipeError::HessianNotPositiveDefinite { col },
+                    "line {line_no}"
+                );
+                continue;
+            }
+            _ => {}
+        }
+        let fac = factor.as_ref().unwrap_or_else(|| panic!("line {line_no}: no factor"));
+        match head[0] {
+            "gptq-q8" => {
+                let mut codes = vec![0i8; k];
+                let s = quantize_row_q8_gptq(&w, fac, &mut codes).unwrap();
+                assert_eq!(
+                    s.to_bits(),
+                    u32::from_str_radix(f[2].trim(), 16).unwrap(),
+                    "line {line_no}"
+                );
+                let want: Vec<i8> = words(f[3]).map(|c| c.parse().unwrap()).collect();
+                assert_eq!(codes, want, "q8 codes, line {line_no}");
+            }
+            "gptq-q4" => {
+                let mut packed = vec![0u8; k.div_ceil(2)];
+                let s = quantize_row_q4_gptq(&w, fac, &mut packed).unwrap();
+                assert_eq!(
+                    s.to_bits(),
+                    u32::from_str_radix(f[2].trim(), 16).unwrap(),
+                    "line {line_no}"
+                );
+                assert_eq!(packed, hex_bytes(f[3]), "q4 bytes, line {line_no}");
+            }
+            "gptq-q4g" | "gptq-q4g-overflow" => {
+                let g: usize = head[2].parse().unwrap();
+                let (mut packed, mut scales) = (vec![0u8; k / 2], vec![f16::ZERO; k / g]);
+                let r = quantize_row_q4_grouped_gptq(&w, fac, g, &mut packed, &mut scales);
+                if head[0] == "gptq-q4g-overflow" {
+                    assert!(
+                        matches!(r, Err(RecipeError::ScaleOverflow { .. })),
+                        "line {line_no}: {r:?}"
+                    );
+                    continue;
+                }
+                r.unwrap();
+                let want: Vec<u16> = words(f[2]).map(|h| u16::from_str_radix(h, 16).unwrap()).collect();
+                let got: Vec<u16> = scales.iter().map(|s| s.to_bits()).collect();
+                assert_eq!(got, want, "q4g{g} scales, line {line_no}");
+                assert_eq!(packed, hex_bytes(f[3]), "q4g{g} bytes, line {line_no}");
+            }
+            other => panic!("unknown case kind {other}"),
+        }
+    }
+    for (kind, at_least) in [
+        ("gptq-q8", 60),
+        ("gptq-q4", 60),
+        ("gptq-q4g", 100),
+        ("gptq-q4g-overflow", 1),
+        ("gptq-not-pd", 1),
+    ] {
+        assert!(counts.get(kind).copied().unwrap_or(0) >= at_least, "{counts:?}");
+    }
+}
