@@ -111,11 +111,49 @@ fn standard_importance(dir: &Path) -> PathBuf {
     )
 }
 
+/// A hessian of `k` inputs: the mean x xᵀ of 2k rows whose columns
+/// correlate (each the one before it times 0.8 plus a varied step).
+fn hessian(k: usize, seed: usize) -> Vec<f32> {
+    let t = 2 * k;
+    let x: Vec<f64> = (0..t)
+        .flat_map(|r| {
+            let mut prev = 0f64;
+            (0..k)
+                .map(|j| {
+                    prev = 0.8 * prev + (((r * 131 + j * 71 + seed * 29) % 37) as f64 - 18.0) / 9.0;
+                    prev
+                })
+                .collect::<Vec<f64>>()
+        })
+        .collect();
+    let mut h = vec![0f32; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            h[i * k + j] = ((0..t).map(|r| x[r * k + i] * x[r * k + j]).sum::<f64>() / t as f64) as f32;
+        }
+    }
+    h
+}
+
+/// The hessian file of `standard_model`.
+fn standard_hessian(dir: &Path) -> PathBuf {
+    model(
+        dir,
+        "hessian.safetensors",
+        vec![
+            ("layers.0.attn.q.hessian", vec![64, 64], Src::F32(hessian(64, 1))),
+            ("layers.0.mlp.up.hessian", vec![96, 96], Src::F32(hessian(96, 2))),
+            ("layers.0.mlp.down.hessian", vec![32, 32], Src::F32(hessian(32, 3))),
+        ],
+    )
+}
+
 #[test]
 fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let input = standard_model(dir.path());
     let imp = standard_importance(dir.path());
+    let hes = standard_hessian(dir.path());
     for (scheme, recipe) in ["q8", "q4", "q4g32"]
         .into_iter()
         .flat_map(|s| Recipe::ALL.map(|r| (s, r)))
@@ -133,6 +171,9 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
         ];
         if recipe == Recipe::ActivationAware {
             args.extend(["--importance", imp.to_str().unwrap()]);
+        }
+        if recipe == Recipe::Gptq {
+            args.extend(["--hessian", hes.to_str().unwrap()]);
         }
         let o = qlinear(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -158,6 +199,10 @@ fn convert_every_scheme_matches_the_recipe_byte_for_byte() {
             );
             let scheme_q: qlinear::QScheme = scheme.parse().unwrap();
             let want = match scheme {
+                _ if recipe == Recipe::Gptq => {
+                    let f = qlinear::GptqFactor::from_hessian(&hessian(k, seed + 1), k).unwrap();
+                    QuantizedWeight::quantize_gptq(scheme_q, n, k, &w, &f).unwrap()
+                }
                 _ if recipe == Recipe::ActivationAware => {
                     QuantizedWeight::quantize_weighted(scheme_q, n, k, &w, &a).unwrap()
                 }
@@ -590,4 +635,83 @@ fn activation_aware_importance_faults_are_named() {
     ] {
         fails(aware(&bad(file, tensors), &["--include", include]), want);
     }
+}
+
+/// `--hessian` and `--recipe gptq` come together, and every fault of the
+/// hessian file is one line naming the weight and the tensor, with no
+/// output left behind.
+#[test]
+fn gptq_hessian_faults_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = standard_model(d);
+    let good = standard_hessian(d);
+    let out = d.join("out.safetensors");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "convert",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--scheme",
+            "q4g32",
+        ];
+        args.extend(extra);
+        qlinear(&args)
+    };
+    let gptq = |hessian: &Path, extra: &[&str]| {
+        let mut args = vec!["--recipe", "gptq", "--hessian", hessian.to_str().unwrap()];
+        args.extend(extra);
+        run(&args)
+    };
+    let fails = |o: Output, want: &str| {
+        assert_eq!(o.status.code(), Some(1), "{want}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "want {want:?}, got {err}"
+        );
+        assert!(!out.exists(), "{want}: an output was left");
+    };
+    fails(run(&["--recipe", "gptq"]), "--recipe gptq needs --hessian FILE");
+    fails(
+        run(&["--recipe", "search", "--hessian", good.to_str().unwrap()]),
+        "--hessian is read only by --recipe gptq, not by --recipe search",
+    );
+    fails(gptq(&d.join("none"), &[]), "none");
+    let bad = |name: &str, tensors: Vec<(&str, Vec<usize>, Src)>| model(d, name, tensors);
+    let missing = bad(
+        "missing.safetensors",
+        vec![("layers.0.attn.q.hessian", vec![64, 64], Src::F32(hessian(64, 1)))],
+    );
+    fails(gptq(&missing, &[]), "layers.0.mlp.down.weight: the hessian file");
+    let mut nan = hessian(32, 3);
+    nan[2 * 32 + 5] = f32::NAN;
+    let mut indefinite = vec![0f32; 32 * 32];
+    for j in 0..32 {
+        indefinite[j * 32 + j] = 1.0;
+        indefinite[j * 32 + (j + 1) % 32] = 3.0;
+        indefinite[((j + 1) % 32) * 32 + j] = 3.0;
+    }
+    for (file, tensors, want) in [
+        (
+            "shape.safetensors",
+            vec![("layers.0.mlp.down.hessian", vec![32, 16], Src::F32(vec![0.0; 512]))],
+            "expected a float matrix of [32, 32]",
+        ),
+        (
+            "nan.safetensors",
+            vec![("layers.0.mlp.down.hessian", vec![32, 32], Src::F32(nan))],
+            "layers.0.mlp.down.hessian in",
+        ),
+        (
+            "indefinite.safetensors",
+            vec![("layers.0.mlp.down.hessian", vec![32, 32], Src::F32(indefinite))],
+            "not positive definite",
+        ),
+    ] {
+        fails(gptq(&bad(file, tensors), &["--include", "down"]), want);
+    }
+    let nan_file = d.join("nan.safetensors");
+    let o = gptq(&nan_file, &["--include", "down"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("row 2, column 5 is NaN"));
 }

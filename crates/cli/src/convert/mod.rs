@@ -16,8 +16,9 @@ use qlinear::format::{
 };
 use qlinear::gguf::{dequantize_ggml, GgmlType, GgufFile, DEQUANTIZABLE};
 use qlinear::{
-    quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with, quantize_row_q4_weighted, quantize_row_q4_with,
-    quantize_row_q8_weighted, quantize_row_q8_with, FormatError, QScheme, QuantizedFile, Recipe, RecipeError,
+    quantize_row_q4_gptq, quantize_row_q4_grouped_gptq, quantize_row_q4_grouped_weighted, quantize_row_q4_grouped_with,
+    quantize_row_q4_weighted, quantize_row_q4_with, quantize_row_q8_gptq, quantize_row_q8_weighted,
+    quantize_row_q8_with, FormatError, GptqFactor, QScheme, QuantizedFile, Recipe, RecipeError,
 };
 use rayon::prelude::*;
 use regex::Regex;
@@ -46,9 +47,10 @@ pub struct Args {
     scheme: String,
     /// How scales and codes are chosen: canonical (the default), full-range
     /// (Q4 uses -8 when the negative side dominates), search (the least
-    /// squared error per row or group) or activation-aware (the search with
-    /// each column's error weighted by --importance); the same format
-    /// either way.
+    /// squared error per row or group), activation-aware (the search with
+    /// each column's error weighted by --importance) or gptq (each row
+    /// column by column, every rounding error spread over the columns still
+    /// to come by --hessian); the same format either way.
     #[arg(long, default_value = "canonical")]
     recipe: String,
     /// For --recipe activation-aware: a safetensors file holding, for each
@@ -57,6 +59,13 @@ pub struct Args {
     /// calibration activations, as `qlinear-minilm --calibrate` writes).
     #[arg(long)]
     importance: Option<PathBuf>,
+    /// For --recipe gptq: a safetensors file holding, for each quantized
+    /// PREFIX.weight of shape [n, k], a tensor PREFIX.hessian of shape
+    /// [k, k]: the mean x xᵀ of the layer's inputs over calibration
+    /// activations (as `qlinear-smollm --calibrate --hessian-out` writes;
+    /// docs/NUMERICS.md §3.9).
+    #[arg(long)]
+    hessian: Option<PathBuf>,
     /// Quantize only weights whose name matches this regex (replaces the
     /// default rule that keeps embedding and position tables in float).
     #[arg(long)]
@@ -136,6 +145,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(path) = &args.importance {
         options = options.with_importance(open(path)?, &path.display().to_string());
     }
+    if let Some(path) = &args.hessian {
+        options = options.with_hessian(open(path)?, &path.display().to_string());
+    }
     options.check()?;
     let input = Input::open(&args.input)?;
     check_output(&args.input, &args.output, args.force)?;
@@ -169,6 +181,8 @@ pub struct Options {
     requantize: bool,
     /// The importance file and its name in messages.
     importance: Option<(QuantizedFile, String)>,
+    /// The hessian file and its name in messages.
+    hessian: Option<(QuantizedFile, String)>,
 }
 
 /// The default rule: weights whose name contains one of these are embedding
@@ -195,6 +209,7 @@ impl Options {
             tensor_schemes: vec![],
             requantize: false,
             importance: None,
+            hessian: None,
         })
     }
 
@@ -236,9 +251,29 @@ impl Options {
         self
     }
 
-    /// The recipe and the importance file agree: activation-aware needs
-    /// one, and no other recipe reads it.
+    /// The same options with the hessian file `file` (`--hessian`, named
+    /// `label` in messages), for the GPTQ recipe.
+    pub fn with_hessian(mut self, file: QuantizedFile, label: &str) -> Options {
+        self.hessian = Some((file, label.to_string()));
+        self
+    }
+
+    /// The recipe and the calibration files agree: activation-aware needs
+    /// an importance file and gptq a hessian file, and no other recipe
+    /// reads either.
     pub fn check(&self) -> Result<(), String> {
+        match (self.recipe, &self.hessian) {
+            (Recipe::Gptq, None) => {
+                return Err(
+                    "--recipe gptq needs --hessian FILE (a PREFIX.hessian of [k, k] per quantized PREFIX.weight)"
+                        .into(),
+                )
+            }
+            (r, Some(_)) if r != Recipe::Gptq => {
+                return Err(format!("--hessian is read only by --recipe gptq, not by --recipe {r}"))
+            }
+            _ => {}
+        }
         match (self.recipe, &self.importance) {
             (Recipe::ActivationAware, None) => Err(
                 "--recipe activation-aware needs --importance FILE (a PREFIX.importance of [k] per quantized \
@@ -290,7 +325,7 @@ pub fn convert(
     options.check()?;
     let negative_scale = check_copied(input, label)?;
     let plan = plan_output(input, label, options, negative_scale)?;
-    quantize_and_write(input, plan, options.recipe, progress, sink)
+    quantize_and_write(input, plan, options.recipe, options.hessian.as_ref(), progress, sink)
 }
 
 /// The whole conversion in memory: `input` bytes to the output file's bytes,

@@ -87,6 +87,7 @@ pub(super) fn plan_output(input: &Input, label: &str, options: &Options, negativ
         recipe,
         requantize,
         importance,
+        hessian,
         ..
     } = options;
     let mut negative_scale = negative_scale;
@@ -132,6 +133,10 @@ pub(super) fn plan_output(input: &Input, label: &str, options: &Options, negativ
         let lossless = !requantize && scheme == QScheme::Q4Grouped(32) && input.is_q4_0(&name);
         if let (Some((file, flabel)), false) = (importance, lossless) {
             importances.insert(name.clone(), importance_of(file, flabel, &prefix, &name, k)?);
+        }
+        if let (Some((file, flabel)), false) = (hessian, lossless) {
+            // its shape now, its values (k · k, read once) when the weight's turn comes
+            hessian_raw(file, flabel, &prefix, &name, k)?;
         }
         negative_scale |= lossless && input.q4_0_has_negative_scale(&name);
         total_in += src.bytes;
@@ -208,4 +213,50 @@ pub(super) fn importance_of(
         ));
     }
     Ok(v)
+}
+
+/// `PREFIX.hessian` in the hessian file, its shape checked: a float `[k, k]`.
+pub(super) fn hessian_raw<'f>(
+    file: &'f QuantizedFile,
+    label: &str,
+    prefix: &str,
+    weight: &str,
+    k: usize,
+) -> Result<RawTensor<'f>, String> {
+    let name = format!("{prefix}.hessian");
+    let raw = file.raw(&name).ok_or_else(|| {
+        format!(
+            "{}: the hessian file {} has no tensor {} (a [{k}, {k}] float matrix for the gptq recipe)",
+            esc(weight),
+            esc(label),
+            esc(&name)
+        )
+    })?;
+    if !matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) || raw.shape != [k, k] {
+        return Err(format!(
+            "{}: {} in {} is {:?} {:?}; expected a float matrix of [{k}, {k}] (the weight's in_features twice)",
+            esc(weight),
+            esc(&name),
+            esc(label),
+            raw.dtype,
+            raw.shape
+        ));
+    }
+    Ok(raw)
+}
+
+/// The GPTQ factor of `PREFIX.hessian` (docs/NUMERICS.md §3.9); a refusal
+/// names the weight, the tensor and the row and column at fault.
+pub(super) fn gptq_factor_of(
+    file: &QuantizedFile,
+    label: &str,
+    prefix: &str,
+    weight: &str,
+    k: usize,
+) -> Result<GptqFactor, String> {
+    let raw = hessian_raw(file, label, prefix, weight, k)?;
+    let mut h = Vec::with_capacity(k * k);
+    decode_row(&raw, raw.data, &mut h);
+    GptqFactor::from_hessian(&h, k)
+        .map_err(|e| format!("{}: {}.hessian in {}: {e}", esc(weight), esc(prefix), esc(label)))
 }

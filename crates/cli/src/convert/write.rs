@@ -9,6 +9,7 @@ pub(super) fn quantize_and_write(
     input: &Input,
     plan: Plan,
     recipe: qlinear::Recipe,
+    hessian: Option<&(QuantizedFile, String)>,
     progress: bool,
     sink: impl FnOnce(HashMap<String, String>, &[TensorPlan], &mut Produce<'_>) -> Result<(), FormatError>,
 ) -> Result<Report, String> {
@@ -54,6 +55,7 @@ pub(super) fn quantize_and_write(
             sources,
             jobs,
             importances,
+            hessian,
         };
         scope.spawn(move || produce(input, order, work, recipe, bar, &tx));
         let mut current: Option<(String, Quantized)> = None;
@@ -108,6 +110,8 @@ pub(super) struct Work<'p> {
     sources: &'p HashMap<String, Source>,
     jobs: &'p HashMap<String, Job>,
     importances: &'p HashMap<String, Vec<f32>>,
+    /// The hessian file and its label (`--recipe gptq`).
+    hessian: Option<&'p (QuantizedFile, String)>,
 }
 
 /// The quantizer thread of [`quantize_and_write`]: each weight of `order`
@@ -125,6 +129,7 @@ fn produce(
         sources,
         jobs,
         importances,
+        hessian,
     } = work;
     for name in order {
         let (Some(src), Some(job)) = (sources.get(&name), jobs.get(&name)) else {
@@ -138,14 +143,19 @@ fn produce(
             import_q4_0(input, &name)
         } else {
             let rows = |r: usize, out: &mut Vec<f32>| input.row_f32(&name, r, k, out);
-            quantize_tensor(
-                n,
-                k,
-                &rows,
-                job.scheme,
-                recipe,
-                importances.get(&name).map(Vec::as_slice),
-            )
+            let prefix = name.strip_suffix(".weight").unwrap_or(&name);
+            let factor = match hessian {
+                Some((file, label)) => gptq_factor_of(file, label, prefix, &name, k).map(Some),
+                None => Ok(None),
+            };
+            factor.and_then(|factor| {
+                let aid = match (&factor, importances.get(&name)) {
+                    (Some(f), _) => Aid::Gptq(f),
+                    (None, Some(a)) => Aid::Importance(a),
+                    (None, None) => Aid::None,
+                };
+                quantize_tensor(n, k, &rows, job.scheme, recipe, aid)
+            })
         };
         if let Some(bar) = bar {
             bar.inc(src.bytes as u64);
@@ -203,16 +213,26 @@ pub(super) fn import_q4_0(input: &Input, name: &str) -> Result<Quantized, String
 /// Decodes row `r` of a weight into f32 values (cleared first).
 pub(super) type RowSource<'a> = dyn Fn(usize, &mut Vec<f32>) -> Result<(), String> + Sync + 'a;
 
+/// What a recipe reads beside the weight: nothing, an importance per
+/// column (activation-aware) or the factor of the layer's hessian (GPTQ).
+#[derive(Clone, Copy)]
+pub(super) enum Aid<'a> {
+    None,
+    Importance(&'a [f32]),
+    Gptq(&'a GptqFactor),
+}
+
 /// Quantizes one `[n, k]` tensor, whose row `r` `rows` decodes to f32, with
-/// `recipe` (weighted by `importance` for activation-aware), rows in
-/// parallel, into its on-disk `qweight` and `scales` bytes.
+/// `recipe` (weighted by an importance for activation-aware, spread by the
+/// hessian's factor for gptq: `aid`), rows in parallel, into its on-disk
+/// `qweight` and `scales` bytes.
 pub(super) fn quantize_tensor(
     n: usize,
     k: usize,
     rows: &RowSource<'_>,
     scheme: QScheme,
     recipe: Recipe,
-    importance: Option<&[f32]>,
+    aid: Aid<'_>,
 ) -> Result<Quantized, String> {
     let [qshape, sshape] = scheme.shapes(n, k);
     let q_row = qshape[1];
@@ -252,9 +272,10 @@ pub(super) fn quantize_tensor(
                 match scheme {
                     QScheme::Q8 => {
                         // the recipe alone: a converter needs no selftest or plan
-                        let s = match importance {
-                            Some(a) => quantize_row_q8_weighted(&w, a, &mut codes),
-                            None => quantize_row_q8_with(recipe, &w, &mut codes),
+                        let s = match aid {
+                            Aid::Importance(a) => quantize_row_q8_weighted(&w, a, &mut codes),
+                            Aid::Gptq(f) => quantize_row_q8_gptq(&w, f, &mut codes),
+                            Aid::None => quantize_row_q8_with(recipe, &w, &mut codes),
                         }
                         .map_err(at)?;
                         encode::q8_row(&codes, s, qw, sc).map_err(|e| e.to_string())?;
@@ -263,9 +284,10 @@ pub(super) fn quantize_tensor(
                         stats = stats.merge(row_stats(&w, &deq));
                     }
                     QScheme::Q4 => {
-                        let s = match importance {
-                            Some(a) => quantize_row_q4_weighted(&w, a, qw),
-                            None => quantize_row_q4_with(recipe, &w, qw),
+                        let s = match aid {
+                            Aid::Importance(a) => quantize_row_q4_weighted(&w, a, qw),
+                            Aid::Gptq(f) => quantize_row_q4_gptq(&w, f, qw),
+                            Aid::None => quantize_row_q4_with(recipe, &w, qw),
                         }
                         .map_err(at)?;
                         unpack_row_f32(qw, k, &mut deq);
@@ -274,9 +296,10 @@ pub(super) fn quantize_tensor(
                         encode::q4_row(s, qw, sc).map_err(|e| e.to_string())?;
                     }
                     QScheme::Q4Grouped(g) => {
-                        match importance {
-                            Some(a) => quantize_row_q4_grouped_weighted(&w, a, g, qw, &mut gscales),
-                            None => quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales),
+                        match aid {
+                            Aid::Importance(a) => quantize_row_q4_grouped_weighted(&w, a, g, qw, &mut gscales),
+                            Aid::Gptq(f) => quantize_row_q4_grouped_gptq(&w, f, g, qw, &mut gscales),
+                            Aid::None => quantize_row_q4_grouped_with(recipe, &w, g, qw, &mut gscales),
                         }
                         .map_err(at)?;
                         unpack_row_f32(qw, k, &mut deq);
