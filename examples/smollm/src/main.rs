@@ -91,6 +91,12 @@ struct Args {
     /// `qlinear convert`.
     #[arg(long, requires = "calibrate")]
     smooth_out: Option<PathBuf>,
+    /// Where --calibrate writes each linear's hessian, the mean x xᵀ of its
+    /// inputs (safetensors, P.hessian of [k, k] f32), for `qlinear convert
+    /// --recipe gptq --hessian` (docs/NUMERICS.md §3.9). Calibrate the model
+    /// you convert: a rotated one (--rotate-out) for a rotated file
+    #[arg(long, requires = "calibrate")]
+    hessian_out: Option<PathBuf>,
     /// Write the first model (a GGUF, or an f32 file as --smooth-out writes
     /// it) rotated for W8A8 here, an f32 safetensors file for `qlinear
     /// convert`: every projection's input and weight rows multiplied by a
@@ -261,8 +267,11 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
 /// runs: an output that is the model (or the other output) would overwrite
 /// it.
 fn check_calibrate_args(args: &Args) -> Result<(), String> {
-    if args.importance_out.is_none() && args.smooth_out.is_none() {
-        return Err("--calibrate writes --importance-out FILE, --smooth-out FILE or both: give one".into());
+    if args.importance_out.is_none() && args.smooth_out.is_none() && args.hessian_out.is_none() {
+        return Err(
+            "--calibrate writes --importance-out FILE, --smooth-out FILE, --hessian-out FILE or several: give one"
+                .into(),
+        );
     }
     if !(0.0..=1.0).contains(&args.smooth_alpha) {
         return Err(format!("--smooth-alpha {} is outside [0, 1]", args.smooth_alpha));
@@ -270,11 +279,14 @@ fn check_calibrate_args(args: &Args) -> Result<(), String> {
     // neither output may be the input, nor the other output
     let input = std::path::Path::new(&args.models[0]);
     let same = same_file;
-    let outs: Vec<&PathBuf> = [&args.importance_out, &args.smooth_out].into_iter().flatten().collect();
+    let outs: Vec<&PathBuf> = [&args.importance_out, &args.smooth_out, &args.hessian_out]
+        .into_iter()
+        .flatten()
+        .collect();
     for (i, out) in outs.iter().enumerate() {
         if same(out, input) || outs[..i].iter().any(|o| same(o, out)) {
             return Err(format!(
-                "{}: an output of --calibrate must differ from the model and from the other output",
+                "{}: an output of --calibrate must differ from the model and from the other outputs",
                 out.display()
             ));
         }
@@ -303,22 +315,37 @@ fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let (mut model, meta) = load(&args.models[0], args.in_place)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
-    model.start_calibration();
+    model.start_calibration(args.hessian_out.is_some());
     let window = args.window.min(model.config.context);
     let mut cache = KvCache::new(&model.config, window).map_err(|e| e.to_string())?;
     for chunk in tokens.chunks(window) {
         cache.clear();
         model.forward(&mut cache, chunk, false).map_err(|e| e.to_string())?;
     }
-    let importance = model.importance();
-    if importance.is_empty() {
+    if model.importance().is_empty() {
         return Err(format!(
             "{}: --calibrate needs the f32 path: give the GGUF file (or an f32 file, as --smooth-out writes)",
             args.models[0]
         ));
     }
+    let written = |what: &str, out: &std::path::Path| {
+        eprintln!(
+            "the {what} of every linear over {} tokens written to {}",
+            tokens.len(),
+            out.display()
+        );
+    };
     if let Some(out) = &args.importance_out {
-        write_importance(importance, tokens.len(), out)?;
+        model
+            .write_importance(out)
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+        written("importance", out);
+    }
+    if let Some(out) = &args.hessian_out {
+        model
+            .write_hessians(out)
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+        written("hessian", out);
     }
     if let Some(out) = &args.smooth_out {
         model.smooth(args.smooth_alpha).map_err(|e| e.to_string())?;
@@ -332,25 +359,6 @@ fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
             out.display()
         );
     }
-    Ok(())
-}
-
-/// Writes each linear's importance (`P.importance`, `[k]` f32) to `out`.
-fn write_importance(importance: Vec<(String, Vec<f32>)>, tokens: usize, out: &std::path::Path) -> Result<(), String> {
-    let tensors = importance
-        .into_iter()
-        .map(|(p, v)| qlinear::format::OutputTensor::Raw {
-            name: format!("{p}.importance"),
-            dtype: qlinear::format::Dtype::F32,
-            shape: vec![v.len()],
-            data: std::borrow::Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        })
-        .collect();
-    qlinear::format::write_file(out, &Default::default(), tensors).map_err(|e| e.to_string())?;
-    eprintln!(
-        "importance of every linear over {tokens} tokens written to {}",
-        out.display()
-    );
     Ok(())
 }
 

@@ -26,15 +26,24 @@ fn converted(input: &Path, dir: &Path, scheme: &str) -> PathBuf {
 
 /// [`converted`] by `recipe` (`--recipe`).
 fn converted_by(input: &Path, dir: &Path, scheme: &str, recipe: &str) -> PathBuf {
+    converted_with(input, dir, scheme, recipe, None)
+}
+
+/// [`converted_by`], with the hessian file `hessian` (`--hessian`, for
+/// `--recipe gptq`).
+fn converted_with(input: &Path, dir: &Path, scheme: &str, recipe: &str, hessian: Option<&Path>) -> PathBuf {
     let stem = input.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
     let out = dir.join(format!("{stem}-{scheme}-{recipe}.safetensors"));
     let input = Input::open(input).unwrap();
-    let options = Options::parse(scheme, None, None)
+    let mut options = Options::parse(scheme, None, None)
         .unwrap()
         .with_recipe(recipe)
         .unwrap()
         .with_tensor_schemes(&["token_embd=q8".to_string()])
         .unwrap();
+    if let Some(h) = hessian {
+        options = options.with_hessian(qlinear::QuantizedFile::open(h).unwrap(), "hessian");
+    }
     convert(&input, "model", &options, false, |meta, plans, produce| {
         qlinear::format::write_streaming(&out, meta, plans, produce)
     })
@@ -136,7 +145,7 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
     let (scored, calibration) = (ids(TEXT), ids(CALIBRATION));
     let mut model = Model::from_gguf(&file, &meta).unwrap();
     let f32 = score(&model, &scored, 512).unwrap();
-    model.start_calibration();
+    model.start_calibration(false);
     let mut cache = qlinear_smollm::KvCache::new(&model.config, 512).unwrap();
     for window in calibration.chunks(512) {
         cache.clear();
@@ -193,4 +202,67 @@ fn the_rotated_model_keeps_the_f32_scores_and_w8a8_near_them() {
     assert!(model.is_rotated(), "the converted file keeps the rotation's key");
     let s = score(&model, &ids, 512).unwrap();
     holds_the_floors("rotated q8 W8A8", &s, &f32, MAX_RATIO, MIN_AGREE);
+}
+
+/// GPTQ (`docs/NUMERICS.md` §3.9) on the model rotated for W8A8: its
+/// hessians recorded over the first 4096 tokens of the GFDL 1.3 (disjoint
+/// from the scored text) on the rotated f32 path, q4g32 by GPTQ scores
+/// within a few per cent of f32 at W4A8, where the search recipe on the
+/// same rotated weights is a third worse.
+#[test]
+#[ignore = "release only (a 135M-parameter model): cargo xtask test runs it with --release --ignored"]
+fn gptq_brings_the_rotated_q4g32_model_near_f32_at_w4a8() {
+    const CALIBRATION: &str = "/usr/share/common-licenses/GFDL-1.3";
+    // measured on the AMD EPYC Zen 4 (family 25 model 17; the figures do
+    // not depend on the tier): GPTQ 1.0272 × f32's perplexity and 84.3 %
+    // top-1; the search recipe on the same weights 1.4734 / 68.8 %; the
+    // unrotated activation-aware file of `cargo xtask smollm` +13.3 % over
+    // 4096 tokens. With 2048 calibration tokens GPTQ scored 1.0837
+    const MAX_RATIO: f64 = 1.06;
+    const MIN_AGREE: f64 = 0.81;
+    let Some(gguf) = model() else { return };
+    let file = GgufFile::open(&gguf).unwrap();
+    let meta = Meta::from_gguf(&file);
+    let tok = Tokenizer::from_meta(&meta).unwrap();
+    let ids = |path: &str, n: usize| {
+        let mut ids = tok.encode(&std::fs::read_to_string(path).unwrap()).unwrap();
+        ids.truncate(n);
+        ids
+    };
+    let (scored, calibration) = (ids(TEXT, 1024), ids(CALIBRATION, 4096));
+    let mut model = Model::from_gguf(&file, &meta).unwrap();
+    let f32 = score(&model, &scored, 512).unwrap();
+    model.rotate_weights().unwrap();
+    model.start_calibration(true);
+    let mut cache = qlinear_smollm::KvCache::new(&model.config, 512).unwrap();
+    for window in calibration.chunks(512) {
+        cache.clear();
+        model.forward(&mut cache, window, false).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (rotated, hessian) = (
+        dir.path().join("rotated.safetensors"),
+        dir.path().join("hessian.safetensors"),
+    );
+    // one per linear: 7 a block and the head
+    assert_eq!(model.write_hessians(&hessian).unwrap(), 7 * model.config.layers + 1);
+    model.write_f32(&rotated, &meta).unwrap();
+    drop(model);
+    let gptq = converted_with(&rotated, dir.path(), "q4g32", "gptq", Some(&hessian));
+    let search = converted_by(&rotated, dir.path(), "q4g32", "search");
+    let scores = |path: &Path| {
+        let (model, _) = Model::open(path, &"W4A8".parse().unwrap(), false).unwrap();
+        score(&model, &scored, 512).unwrap()
+    };
+    holds_the_floors("gptq q4g32 W4A8", &scores(&gptq), &f32, MAX_RATIO, MIN_AGREE);
+    let s = scores(&search);
+    let ratio = s.perplexity() / f32.perplexity();
+    eprintln!(
+        "search q4g32 W4A8 (rotated): {ratio:.4} × f32, top-1 {:.4}",
+        s.agreement(&f32)
+    );
+    assert!(
+        ratio > MAX_RATIO,
+        "the search recipe alone reaches {ratio:.4}: the test no longer shows what GPTQ adds"
+    );
 }

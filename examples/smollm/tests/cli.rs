@@ -27,10 +27,10 @@ fn calibrate_refuses_bad_outputs_and_alpha_before_reading_the_model() {
     let m = model.as_os_str();
     let t = text.as_os_str();
     let o = out.as_os_str();
-    let cases: [(Vec<&std::ffi::OsStr>, &str); 4] = [
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 6] = [
         (
             vec![m, "--calibrate".as_ref(), t],
-            "qlinear-smollm: error: --calibrate writes --importance-out FILE, --smooth-out FILE or both: give one",
+            "qlinear-smollm: error: --calibrate writes --importance-out FILE, --smooth-out FILE, --hessian-out FILE or several: give one",
         ),
         (
             vec![
@@ -46,7 +46,7 @@ fn calibrate_refuses_bad_outputs_and_alpha_before_reading_the_model() {
         ),
         (
             vec![m, "--calibrate".as_ref(), t, "--smooth-out".as_ref(), m],
-            "must differ from the model and from the other output",
+            "must differ from the model and from the other outputs",
         ),
         (
             vec![
@@ -58,7 +58,23 @@ fn calibrate_refuses_bad_outputs_and_alpha_before_reading_the_model() {
                 "--importance-out".as_ref(),
                 o,
             ],
-            "must differ from the model and from the other output",
+            "must differ from the model and from the other outputs",
+        ),
+        (
+            vec![m, "--calibrate".as_ref(), t, "--hessian-out".as_ref(), m],
+            "must differ from the model and from the other outputs",
+        ),
+        (
+            vec![
+                m,
+                "--calibrate".as_ref(),
+                t,
+                "--importance-out".as_ref(),
+                o,
+                "--hessian-out".as_ref(),
+                o,
+            ],
+            "must differ from the model and from the other outputs",
         ),
     ];
     for (args, want) in cases {

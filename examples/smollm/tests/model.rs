@@ -405,7 +405,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
         e,
         "smoothing: blk.0.attn_q has no calibration rows: run the f32 path over a text first"
     );
-    model.start_calibration();
+    model.start_calibration(false);
     let mut cache = KvCache::new(&model.config, 32).unwrap();
     model
         .forward(&mut cache, &[9, 1, 55, 20, 64, 2, 38, 11, 47, 30, 6], false)
@@ -444,7 +444,7 @@ fn smoothing_keeps_the_models_function_and_writes_a_file_that_runs() {
     assert!(e.contains("no calibration rows"), "{e}");
     let q = small(dir.path(), Some(QScheme::Q8), 0.75);
     let mut quantized = Model::from_converted(&q, &meta, &Modes::default()).unwrap();
-    quantized.start_calibration();
+    quantized.start_calibration(false);
     let e = quantized.smooth(0.5).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -630,7 +630,7 @@ fn rotation_keeps_the_models_function_and_runs_rotated_everywhere() {
         }
         let e = model.rotate_weights().unwrap_err().to_string();
         assert_eq!(e, "rotation: the model is rotated already");
-        model.start_calibration();
+        model.start_calibration(false);
         let mut cache = KvCache::new(&model.config, 32).unwrap();
         model.forward(&mut cache, &[9, 1, 55, 20], false).unwrap();
         let e = model.smooth(0.5).unwrap_err().to_string();

@@ -4,20 +4,24 @@
 use super::*;
 
 /// What a layer's input columns held over the calibration rows: `Σ x²`
-/// (the activation-aware recipe's importance) and `max |x|` (smoothing's,
-/// as SmoothQuant takes it: the largest over every calibration row).
+/// (the activation-aware recipe's importance), `max |x|` (smoothing's, as
+/// SmoothQuant takes it: the largest over every calibration row) and,
+/// when asked for, `Σ x xᵀ` (GPTQ's hessian, `docs/NUMERICS.md` §3.9).
 pub(super) struct Calibration {
     pub(super) squares: Vec<f64>,
     pub(super) max: Vec<f32>,
     pub(super) rows: u64,
+    /// `Σ x xᵀ`, `[k, k]` row major, its upper triangle (`i <= j`) kept.
+    pub(super) gram: Option<Vec<f64>>,
 }
 
 impl Calibration {
-    pub(super) fn new(k: usize) -> Calibration {
+    pub(super) fn new(k: usize, gram: bool) -> Calibration {
         Calibration {
             squares: vec![0.0; k],
             max: vec![0.0; k],
             rows: 0,
+            gram: gram.then(|| vec![0.0; k * k]),
         }
     }
 
@@ -30,7 +34,45 @@ impl Calibration {
             }
             self.rows += 1;
         }
+        if let Some(g) = &mut self.gram {
+            add_gram(g, x, k);
+        }
     }
+}
+
+/// `g += xᵀ x` over the rows of `x` (`[m, k]`), upper triangle: the rows'
+/// columns transposed once, so that each entry is one dot product of two
+/// contiguous columns, in f32 over this call's rows (eight partial sums,
+/// which the compiler can keep in vector lanes) and added to the f64 total.
+/// A statistic, so the order of its sums is free; rows of `g` in parallel.
+fn add_gram(g: &mut [f64], x: &[f32], k: usize) {
+    let m = x.len() / k;
+    if m == 0 {
+        return;
+    }
+    let mut xt = vec![0f32; k * m];
+    for (t, row) in x.chunks_exact(k).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            xt[j * m + t] = v;
+        }
+    }
+    let dot = |a: &[f32], b: &[f32]| {
+        let mut p = [0f32; 8];
+        let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+        let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+        for (x, y) in ac.zip(bc) {
+            for l in 0..8 {
+                p[l] += x[l] * y[l];
+            }
+        }
+        p.iter().sum::<f32>() + tail
+    };
+    g.par_chunks_mut(k).enumerate().for_each(|(i, row)| {
+        let xi = &xt[i * m..(i + 1) * m];
+        for (j, v) in row.iter_mut().enumerate().skip(i) {
+            *v += f64::from(dot(xi, &xt[j * m..(j + 1) * m]));
+        }
+    });
 }
 
 impl Model {
@@ -61,11 +103,15 @@ impl Model {
     }
 
     /// From now on the f32 layers record `Σ x²` of each input column (the
-    /// activation-aware recipe's importance, `docs/NUMERICS.md` §3.8).
-    pub fn start_calibration(&mut self) {
-        for (_, d) in self.linears_mut() {
+    /// activation-aware recipe's importance, `docs/NUMERICS.md` §3.8) and
+    /// `max |x|` (smoothing's); with `hessian`, also `Σ x xᵀ` (GPTQ's,
+    /// §3.9), once per distinct input: `attn_q`'s for `attn_k` and
+    /// `attn_v`, `ffn_gate`'s for `ffn_up` ([`Model::hessians`]).
+    pub fn start_calibration(&mut self, hessian: bool) {
+        for (name, d) in self.linears_mut() {
+            let shared = ["attn_k", "attn_v", "ffn_up"].iter().any(|s| name.ends_with(s));
             if let Dense::F32 { k, stats, .. } = d {
-                *stats = Some(std::sync::Mutex::new(Calibration::new(*k)));
+                *stats = Some(std::sync::Mutex::new(Calibration::new(*k, hessian && !shared)));
             }
         }
     }
@@ -249,6 +295,64 @@ impl Model {
         Ok(())
     }
 
+    /// The mean `x xᵀ` of the inputs of every f32 layer seen while
+    /// calibrating with the hessian ([`Model::start_calibration`]), by
+    /// prefix, `[k, k]` row major and symmetric: GPTQ's hessian
+    /// (`docs/NUMERICS.md` §3.9). `attn_k` and `attn_v` read what `attn_q`
+    /// reads, `ffn_up` what `ffn_gate` reads, so they get the same matrix.
+    /// Empty when no hessian was recorded.
+    pub fn hessians(&mut self) -> Vec<(String, Vec<f32>)> {
+        let mut own: Vec<(String, Vec<f32>)> = self
+            .linears_mut()
+            .into_iter()
+            .filter_map(|(p, d)| match d {
+                Dense::F32 { stats: Some(s), k, .. } => {
+                    let k = *k;
+                    let c = &*s.get_mut().ok()?;
+                    let g = c.gram.as_ref()?;
+                    let rows = c.rows.max(1) as f64;
+                    let mut h = vec![0f32; k * k];
+                    for i in 0..k {
+                        for j in i..k {
+                            let v = (g[i * k + j] / rows) as f32;
+                            h[i * k + j] = v;
+                            h[j * k + i] = v;
+                        }
+                    }
+                    Some((p, h))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut shared = vec![];
+        for (p, h) in &own {
+            for (from, to) in [
+                ("attn_q", ["attn_k", "attn_v"].as_slice()),
+                ("ffn_gate", ["ffn_up"].as_slice()),
+            ] {
+                if let Some(stem) = p.strip_suffix(from) {
+                    shared.extend(to.iter().map(|t| (format!("{stem}{t}"), h.clone())));
+                }
+            }
+        }
+        own.extend(shared);
+        own
+    }
+
+    /// Writes [`Model::importance`] to `path` as `P.importance` (`[k]` f32)
+    /// per linear, for `qlinear convert --recipe activation-aware
+    /// --importance`; returns how many. Errors: the file cannot be written.
+    pub fn write_importance(&mut self, path: &Path) -> Result<usize> {
+        write_statistics(self.importance(), "importance", false, path)
+    }
+
+    /// Writes [`Model::hessians`] to `path` as `P.hessian` (`[k, k]` f32)
+    /// per linear, for `qlinear convert --recipe gptq --hessian`; returns
+    /// how many. Errors: the file cannot be written.
+    pub fn write_hessians(&mut self, path: &Path) -> Result<usize> {
+        write_statistics(self.hessians(), "hessian", true, path)
+    }
+
     /// The mean `x²` of each input column of every f32 layer seen while
     /// calibrating, by prefix (`blk.0.attn_q`, …, `token_embd`).
     pub fn importance(&mut self) -> Vec<(String, Vec<f32>)> {
@@ -263,4 +367,27 @@ impl Model {
             })
             .collect()
     }
+}
+
+/// `P.<suffix>` f32 tensors, `[k]` or (`square`) `[k, k]`, written to `path`.
+fn write_statistics(stats: Vec<(String, Vec<f32>)>, suffix: &str, square: bool, path: &Path) -> Result<usize> {
+    let count = stats.len();
+    let tensors = stats
+        .into_iter()
+        .map(|(p, v)| {
+            let shape = if square {
+                vec![v.len().isqrt(), v.len().isqrt()]
+            } else {
+                vec![v.len()]
+            };
+            qlinear::format::OutputTensor::Raw {
+                name: format!("{p}.{suffix}"),
+                dtype: qlinear::format::Dtype::F32,
+                shape,
+                data: std::borrow::Cow::Owned(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            }
+        })
+        .collect();
+    qlinear::format::write_file(path, &Default::default(), tensors).map_err(qlinear::Error::from)?;
+    Ok(count)
 }
