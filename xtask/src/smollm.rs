@@ -105,7 +105,16 @@ pub(crate) fn smollm(args: &[String]) -> Result {
     if !rotated.exists() {
         run(Command::new(&smollm).arg(&gguf).arg("--rotate-out").arg(&rotated))?;
     }
-    let configs = convert_all(&cli, &gguf, &q4_0, (&importance, &smoothed, &rotated), short)?;
+    // GPTQ's hessians (the mean x xᵀ of every linear's inputs) recorded on
+    // the rotated model, over the same GFDL text (docs/NUMERICS.md §3.9)
+    let hessian = dir.join("rotated-hessian.safetensors");
+    if !hessian.exists() {
+        run(Command::new(&smollm)
+            .arg(&rotated)
+            .args(["--calibrate", "/usr/share/common-licenses/GFDL-1.3", "--hessian-out"])
+            .arg(&hessian))?;
+    }
+    let configs = convert_all(&cli, &gguf, &q4_0, (&importance, &smoothed, &rotated, &hessian), short)?;
     println!("SmolLM2-135M-Instruct, q4g32 W4A8 (head q8), chat:");
     run(Command::new(&smollm)
         .arg(dir.join("q4g32-canonical.safetensors"))
@@ -155,13 +164,14 @@ pub(crate) fn smollm(args: &[String]) -> Result {
 /// llama.cpp's files keep it): the GGUF itself (the f32 path), each scheme
 /// by each recipe (canonical only with `short`; activation-aware weighted
 /// by `importance`), the model `smoothed` for W8A8 at q8 (also with
-/// [`MIXED_Q8`]), the model `rotated` for W8A8 at q8 by the search recipe,
-/// and the Q4_0 file imported; as `PATH@MODES` arguments.
+/// [`MIXED_Q8`]), the model `rotated` for W8A8 at q8 by the search recipe
+/// and at q4g32 by GPTQ (with the rotated model's `hessian`), and the Q4_0
+/// file imported; as `PATH@MODES` arguments.
 fn convert_all(
     cli: &Path,
     gguf: &Path,
     q4_0: &Path,
-    (importance, smoothed, rotated): (&Path, &Path, &Path),
+    (importance, smoothed, rotated, hessian): (&Path, &Path, &Path, &Path),
     short: bool,
 ) -> Result<Vec<String>> {
     let dir = root().join("target/smollm");
@@ -211,6 +221,21 @@ fn convert_all(
     for mode in ["W8A8", "W8A16"] {
         configs.push(format!("{}@{mode}", q8_rotated.display()));
     }
+    let q4g32_gptq = dir.join("q4g32-gptq.safetensors");
+    convert(
+        rotated,
+        &q4g32_gptq,
+        "q4g32",
+        &[
+            "--recipe".as_ref(),
+            "gptq".as_ref(),
+            "--hessian".as_ref(),
+            hessian.as_os_str(),
+        ],
+    )?;
+    for mode in ["W4A8", "W4A16"] {
+        configs.push(format!("{}@{mode}", q4g32_gptq.display()));
+    }
     let imported = dir.join("q4_0-imported.safetensors");
     convert(q4_0, &imported, "q4g32", &[])?;
     configs.push(format!("{}@W4A8", imported.display()));
@@ -249,6 +274,7 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
         ("q8-rotated", "W8A8"),
         ("q4-canonical", "W4A8"),
         ("q4g32-canonical", "W4A8"),
+        ("q4g32-gptq", "W4A8"),
         ("q4g32-canonical", "W4A16"),
         ("q4_0-imported", "W4A8"),
     ];
