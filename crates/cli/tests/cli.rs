@@ -546,6 +546,45 @@ fn embedding_tables_stay_float_unless_included() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown recipe \"best\""));
 }
 
+/// A q4g32 conversion of `standard_model` into `out` with extra arguments,
+/// and the check that one was refused: exit 1, one line holding `want`, no
+/// output left behind (the calibration-file fault tests' shared frame).
+struct Refusals {
+    input: PathBuf,
+    out: PathBuf,
+}
+
+impl Refusals {
+    fn new(d: &Path) -> Refusals {
+        Refusals {
+            input: standard_model(d),
+            out: d.join("out.safetensors"),
+        }
+    }
+
+    fn run(&self, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "convert",
+            self.input.to_str().unwrap(),
+            self.out.to_str().unwrap(),
+            "--scheme",
+            "q4g32",
+        ];
+        args.extend(extra);
+        qlinear(&args)
+    }
+
+    fn fails(&self, o: Output, want: &str) {
+        assert_eq!(o.status.code(), Some(1), "{want}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "want {want:?}, got {err}"
+        );
+        assert!(!self.out.exists(), "{want}: an output was left");
+    }
+}
+
 /// `--importance` and `--recipe activation-aware` come together, and every
 /// fault of the importance file is one line naming the tensor, with no
 /// output left behind.
@@ -553,20 +592,9 @@ fn embedding_tables_stay_float_unless_included() {
 fn activation_aware_importance_faults_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let input = standard_model(d);
+    let r = Refusals::new(d);
     let good = standard_importance(d);
-    let out = d.join("out.safetensors");
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "convert",
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--scheme",
-            "q4g32",
-        ];
-        args.extend(extra);
-        qlinear(&args)
-    };
+    let (run, fails) = (|extra: &[&str]| r.run(extra), |o, want| r.fails(o, want));
     let aware = |importance: &Path, extra: &[&str]| {
         let mut args = vec![
             "--recipe",
@@ -576,15 +604,6 @@ fn activation_aware_importance_faults_are_named() {
         ];
         args.extend(extra);
         run(&args)
-    };
-    let fails = |o: Output, want: &str| {
-        assert_eq!(o.status.code(), Some(1), "{want}");
-        let err = String::from_utf8(o.stderr).unwrap();
-        assert!(
-            err.contains(want) && err.lines().count() == 1,
-            "want {want:?}, got {err}"
-        );
-        assert!(!out.exists(), "{want}: an output was left");
     };
     fails(
         run(&["--recipe", "activation-aware"]),
@@ -644,33 +663,13 @@ fn activation_aware_importance_faults_are_named() {
 fn gptq_hessian_faults_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let input = standard_model(d);
+    let r = Refusals::new(d);
     let good = standard_hessian(d);
-    let out = d.join("out.safetensors");
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "convert",
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--scheme",
-            "q4g32",
-        ];
-        args.extend(extra);
-        qlinear(&args)
-    };
+    let (run, fails) = (|extra: &[&str]| r.run(extra), |o, want| r.fails(o, want));
     let gptq = |hessian: &Path, extra: &[&str]| {
         let mut args = vec!["--recipe", "gptq", "--hessian", hessian.to_str().unwrap()];
         args.extend(extra);
         run(&args)
-    };
-    let fails = |o: Output, want: &str| {
-        assert_eq!(o.status.code(), Some(1), "{want}");
-        let err = String::from_utf8(o.stderr).unwrap();
-        assert!(
-            err.contains(want) && err.lines().count() == 1,
-            "want {want:?}, got {err}"
-        );
-        assert!(!out.exists(), "{want}: an output was left");
     };
     fails(run(&["--recipe", "gptq"]), "--recipe gptq needs --hessian FILE");
     fails(

@@ -184,24 +184,15 @@ pub(super) fn importance_of(
     k: usize,
 ) -> Result<Vec<f32>, String> {
     let name = format!("{prefix}.importance");
-    let raw = file.raw(&name).ok_or_else(|| {
-        format!(
-            "{}: the importance file {} has no tensor {} (a [{k}] float vector for the activation-aware recipe)",
-            esc(weight),
-            esc(label),
-            esc(&name)
-        )
-    })?;
-    if !matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) || raw.shape != [k] {
-        return Err(format!(
-            "{}: {} in {} is {:?} {:?}; expected a float vector of [{k}] (the weight's in_features)",
-            esc(weight),
-            esc(&name),
-            esc(label),
-            raw.dtype,
-            raw.shape
-        ));
-    }
+    let raw = calibration_tensor(
+        file,
+        (label, weight, &name),
+        &[k],
+        (
+            &format!("a [{k}] float vector for the activation-aware recipe"),
+            &format!("a float vector of [{k}] (the weight's in_features)"),
+        ),
+    )?;
     let mut v = Vec::with_capacity(k);
     decode_row(&raw, raw.data, &mut v);
     if let Some((col, x)) = v.iter().enumerate().find(|(_, x)| !(x.is_finite() && **x >= 0.0)) {
@@ -224,25 +215,15 @@ pub(super) fn hessian_raw<'f>(
     k: usize,
 ) -> Result<RawTensor<'f>, String> {
     let name = format!("{prefix}.hessian");
-    let raw = file.raw(&name).ok_or_else(|| {
-        format!(
-            "{}: the hessian file {} has no tensor {} (a [{k}, {k}] float matrix for the gptq recipe)",
-            esc(weight),
-            esc(label),
-            esc(&name)
-        )
-    })?;
-    if !matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) || raw.shape != [k, k] {
-        return Err(format!(
-            "{}: {} in {} is {:?} {:?}; expected a float matrix of [{k}, {k}] (the weight's in_features twice)",
-            esc(weight),
-            esc(&name),
-            esc(label),
-            raw.dtype,
-            raw.shape
-        ));
-    }
-    Ok(raw)
+    calibration_tensor(
+        file,
+        (label, weight, &name),
+        &[k, k],
+        (
+            &format!("a [{k}, {k}] float matrix for the gptq recipe"),
+            &format!("a float matrix of [{k}, {k}] (the weight's in_features twice)"),
+        ),
+    )
 }
 
 /// The GPTQ factor of `PREFIX.hessian` (docs/NUMERICS.md §3.9); a refusal
@@ -259,4 +240,39 @@ pub(super) fn gptq_factor_of(
     decode_row(&raw, raw.data, &mut h);
     GptqFactor::from_hessian(&h, k)
         .map_err(|e| format!("{}: {}.hessian in {}: {e}", esc(weight), esc(prefix), esc(label)))
+}
+
+/// Tensor `name` of a calibration file (`label`, the importance or hessian
+/// file, read for `weight`): present, of a float dtype and of `shape`.
+/// `(missing, expected)` describe it in the two refusals.
+fn calibration_tensor<'f>(
+    file: &'f QuantizedFile,
+    (label, weight, name): (&str, &str, &str),
+    shape: &[usize],
+    (missing, expected): (&str, &str),
+) -> Result<RawTensor<'f>, String> {
+    let kind = if name.ends_with(".hessian") {
+        "hessian"
+    } else {
+        "importance"
+    };
+    let raw = file.raw(name).ok_or_else(|| {
+        format!(
+            "{}: the {kind} file {} has no tensor {} ({missing})",
+            esc(weight),
+            esc(label),
+            esc(name)
+        )
+    })?;
+    if !matches!(raw.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) || raw.shape != shape {
+        return Err(format!(
+            "{}: {} in {} is {:?} {:?}; expected {expected}",
+            esc(weight),
+            esc(name),
+            esc(label),
+            raw.dtype,
+            raw.shape
+        ));
+    }
+    Ok(raw)
 }
