@@ -307,7 +307,7 @@ impl QuantizedFile {
                 let codes = if self.in_place {
                     self.shared(&tensor, qweight.data)?
                 } else {
-                    Codes::owned(qweight.data.iter().map(|&b| b as i8).collect())
+                    Codes::<u8>::copied(qweight.data).cast()
                 };
                 QuantizedWeight::Q8(QuantizedMatrix::from_codes(n, k, codes, f32s(scales.data)).map_err(blame)?)
             }
@@ -326,7 +326,7 @@ impl QuantizedFile {
                     QuantizedMatrixQ4::from_codes_biased(n, k, packed, s)
                         .map_err(RecipeError::pad_nibble_as_twos_complement)
                 } else {
-                    QuantizedMatrixQ4::from_parts_twos_complement(n, k, qweight.data.to_vec(), s)
+                    QuantizedMatrixQ4::from_twos_complement(n, k, qweight.data, s)
                 }
                 .map_err(blame)?;
                 // version 1 promises scales >= 0 (docs/FORMAT.md, "Versions")

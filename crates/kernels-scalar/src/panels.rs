@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use half::f16;
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
+use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
 
 use crate::frame::{IntView, Layout};
 use crate::{ActivationsQ8, OutputTile};
@@ -41,7 +41,7 @@ const PIECE_COLS: usize = 8;
 pub struct PanelsQ4 {
     n: usize,
     k: usize,
-    codes: Vec<u8>,
+    codes: Codes<u8>,
     scales: Vec<f16>,
 }
 
@@ -61,7 +61,9 @@ impl PanelsQ4 {
             return None;
         }
         let (stride, groups) = (k / 2, k / PANEL_GROUP);
-        let mut codes = vec![0u8; n * stride];
+        // written in place: a Vec here would be copied into the aligned lines
+        let mut owned = Codes::zeroed(n * stride);
+        let codes = owned.as_mut_slice()?;
         let mut panel_scales = vec![f16::ZERO; n * groups];
         for r in 0..n {
             let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
@@ -76,7 +78,7 @@ impl PanelsQ4 {
         Some(PanelsQ4 {
             n,
             k,
-            codes,
+            codes: owned,
             scales: panel_scales,
         })
     }
@@ -91,15 +93,52 @@ impl PanelsQ4 {
     /// order they come (the plan times kernels on such) or that stored
     /// the panel form itself ([`PanelsQ4::into_panel_parts`]).
     pub fn from_panel_parts(n: usize, k: usize, codes: Vec<u8>, scales: Vec<f16>) -> Option<PanelsQ4> {
+        Self::from_panel_codes(n, k, Codes::owned(codes), scales)
+    }
+
+    /// [`PanelsQ4::from_panel_parts`] on codes owned or shared, moved in
+    /// without a copy.
+    pub fn from_panel_codes(n: usize, k: usize, codes: Codes<u8>, scales: Vec<f16>) -> Option<PanelsQ4> {
         let shaped = n > 0 && n.is_multiple_of(PANEL_ROWS) && k.is_multiple_of(PANEL_GROUP);
-        let sized = Some(codes.len()) == n.checked_mul(k / 2) && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP);
+        let len = codes.as_slice().len();
+        let sized = Some(len) == n.checked_mul(k / 2) && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP);
         (shaped && sized && scales.iter().all(|s| s.is_finite())).then_some(PanelsQ4 { n, k, codes, scales })
     }
 
-    /// The bytes and scales in panel order, moved out (the inverse of
-    /// [`PanelsQ4::from_panel_parts`]).
+    /// The bytes and scales in panel order, consuming the form (the bytes
+    /// copied into a vector; the inverse of [`PanelsQ4::from_panel_parts`]).
     pub fn into_panel_parts(self) -> (Vec<u8>, Vec<f16>) {
+        (self.codes.into_vec(), self.scales)
+    }
+
+    /// The bytes and scales in panel order, moved out without a copy (the
+    /// inverse of [`PanelsQ4::from_panel_codes`]).
+    pub fn into_panel_codes(self) -> (Codes<u8>, Vec<f16>) {
         (self.codes, self.scales)
+    }
+
+    /// Every panel's packed bytes, panel after panel (`n · k / 2`).
+    pub fn codes(&self) -> &[u8] {
+        self.codes.as_slice()
+    }
+
+    /// Whether the packed bytes are read in place from a shared buffer.
+    pub fn codes_shared(&self) -> bool {
+        self.codes.is_shared()
+    }
+
+    /// The same panel form (shape, scales) reading its packed bytes in place
+    /// from `buffer[start .. start + n · k / 2]`: copy [`PanelsQ4::codes`]
+    /// there first to get the same weight. `None` when the range is not
+    /// within the buffer.
+    pub fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Option<PanelsQ4> {
+        let range = start..start.saturating_add(self.codes().len());
+        Some(PanelsQ4 {
+            n: self.n,
+            k: self.k,
+            codes: Codes::shared(buffer, range).ok()?,
+            scales: self.scales.clone(),
+        })
     }
 
     /// The natural matrix again, byte for byte the one this was made from.
@@ -142,7 +181,7 @@ impl PanelsQ4 {
     /// Panel `p`'s packed bytes, `16 · k / 2`.
     pub fn panel(&self, p: usize) -> &[u8] {
         let len = PANEL_ROWS * self.k / 2;
-        &self.codes[p * len..(p + 1) * len]
+        &self.codes()[p * len..(p + 1) * len]
     }
     /// Panel `p`'s scales, `16 · groups`, group after group.
     pub fn panel_scales(&self, p: usize) -> &[f16] {
@@ -440,6 +479,21 @@ mod tests {
         let mut inf = scales;
         inf[0] = f16::NEG_INFINITY;
         assert!(refused(32, 64, codes, inf), "an infinite scale");
+    }
+
+    #[test]
+    fn a_panel_form_reads_its_bytes_from_a_shared_buffer() {
+        let p = PanelsQ4::new(&matrix(32, 64, 4)).unwrap();
+        assert!(!p.codes_shared());
+        let mut bytes = vec![0xEEu8; 7];
+        bytes.extend_from_slice(p.codes());
+        let buffer: SharedBuffer = std::sync::Arc::new(bytes);
+        let shared = p.with_shared_codes(buffer.clone(), 7).unwrap();
+        assert!(shared.codes_shared());
+        assert_eq!(shared, p);
+        assert_eq!(shared.codes().as_ptr(), (*buffer).as_ref()[7..].as_ptr(), "in place");
+        assert_eq!(shared.to_matrix(), p.to_matrix());
+        assert!(p.with_shared_codes(buffer, 8).is_none(), "a byte past the buffer");
     }
 
     #[test]

@@ -269,11 +269,21 @@ impl QuantizedMatrixQ4 {
     pub fn from_parts_twos_complement(
         n: usize,
         k: usize,
-        mut packed: Vec<u8>,
+        packed: Vec<u8>,
         scales: Q4Scales,
     ) -> Result<Self, RecipeError> {
-        crate::twos_complement_to_biased(&mut packed);
-        Self::from_parts_biased(n, k, packed, scales).map_err(RecipeError::pad_nibble_as_twos_complement)
+        Self::from_twos_complement(n, k, &packed, scales)
+    }
+
+    /// [`QuantizedMatrixQ4::from_parts_twos_complement`] on borrowed bytes
+    /// (a file's), copied once into the matrix's own buffer and converted
+    /// there.
+    pub fn from_twos_complement(n: usize, k: usize, packed: &[u8], scales: Q4Scales) -> Result<Self, RecipeError> {
+        let mut codes = Codes::copied(packed);
+        if let Some(bytes) = codes.as_mut_slice() {
+            crate::twos_complement_to_biased(bytes);
+        }
+        Self::from_codes_biased(n, k, codes, scales).map_err(RecipeError::pad_nibble_as_twos_complement)
     }
 
     /// Output features (rows).
@@ -366,8 +376,14 @@ impl QuantizedMatrixQ4 {
         out
     }
     /// The biased packed bytes and scales, consuming the matrix (the bytes
-    /// copied when they are shared).
+    /// copied into a vector: [`QuantizedMatrixQ4::into_codes`] moves them).
     pub fn into_parts(self) -> (Vec<u8>, Q4Scales) {
         (self.packed.into_vec(), self.scales)
+    }
+
+    /// The packed bytes (biased nibbles) and scales, moved out without a
+    /// copy (the inverse of [`QuantizedMatrixQ4::from_codes_biased`]).
+    pub fn into_codes(self) -> (Codes<u8>, Q4Scales) {
+        (self.packed, self.scales)
     }
 }

@@ -148,9 +148,15 @@ impl QuantizedMatrix {
             *o = f32::from(c) * s;
         }
     }
-    /// The codes and scales, consuming the matrix (the codes copied when
-    /// they are shared).
+    /// The codes and scales, consuming the matrix (the codes copied into a
+    /// vector: [`QuantizedMatrix::into_codes`] moves them).
     pub fn into_parts(self) -> (Vec<i8>, Vec<f32>) {
         (self.codes.into_vec(), self.scales)
+    }
+
+    /// The codes and scales, moved out without a copy (the inverse of
+    /// [`QuantizedMatrix::from_codes`]).
+    pub fn into_codes(self) -> (Codes<i8>, Vec<f32>) {
+        (self.codes, self.scales)
     }
 }

@@ -244,6 +244,46 @@ impl QuantizedWeight {
         }
     }
 
+    /// The code bytes: Q8 codes as bytes (two's complement), or the packed
+    /// Q4 bytes (biased nibbles), row-major, [`QuantizedWeight::code_len`]
+    /// of them. What [`QuantizedWeight::with_shared_codes`] reads back.
+    pub fn code_bytes(&self) -> &[u8] {
+        match self {
+            QuantizedWeight::Q8(m) => bytemuck::cast_slice(m.codes()),
+            QuantizedWeight::Q4(m) => m.packed(),
+        }
+    }
+
+    /// How many code bytes the weight holds: `n · k` (Q8) or `n · ceil(k / 2)` (Q4).
+    pub fn code_len(&self) -> usize {
+        self.code_bytes().len()
+    }
+
+    /// The same weight (shape, scheme, scales) reading its codes in place
+    /// from `buffer[start .. start + code_len()]` instead: the layout of
+    /// [`QuantizedWeight::code_bytes`], checked as the constructors check
+    /// ([`QuantizedMatrix::from_codes`], [`QuantizedMatrixQ4::from_codes_biased`]).
+    /// Copy `code_bytes()` there first to get the same weight; other bytes
+    /// make another weight. Errors: a range outside the buffer
+    /// ([`RecipeError::LengthMismatch`]), a code the scheme refuses.
+    pub fn with_shared_codes(&self, buffer: crate::SharedBuffer, start: usize) -> Result<Self, RecipeError> {
+        let range = start..start.saturating_add(self.code_len());
+        Ok(match self {
+            QuantizedWeight::Q8(m) => QuantizedWeight::Q8(QuantizedMatrix::from_codes(
+                m.n(),
+                m.k(),
+                crate::Codes::shared(buffer, range)?,
+                m.scales().to_vec(),
+            )?),
+            QuantizedWeight::Q4(m) => QuantizedWeight::Q4(QuantizedMatrixQ4::from_codes_biased(
+                m.n(),
+                m.k(),
+                crate::Codes::shared(buffer, range)?,
+                m.scales().clone(),
+            )?),
+        })
+    }
+
     /// The weight in f32, `[n, k]` row-major: code times scale, exactly as the
     /// float kernels see it.
     pub fn dequantize(&self) -> Vec<f32> {

@@ -293,3 +293,41 @@ fn every_f16_group_scale_is_accepted_exactly_when_finite() {
         assert_eq!(accepted, s.is_finite(), "f16 bits {bits:#06x}");
     }
 }
+
+/// A weight's code bytes, and the same weight reading them in place from a
+/// shared buffer: equal, refused past the buffer's end, and checked as the
+/// constructors check (a -128 among Q8 codes).
+#[test]
+fn a_weight_reads_its_codes_from_a_shared_buffer() {
+    let w: Vec<f32> = (0..6 * 10).map(|i| (i as f32 * 0.37).sin()).collect();
+    for scheme in [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(2)] {
+        let q = QuantizedWeight::quantize(scheme, 6, 10, &w).unwrap();
+        let len = if scheme == QScheme::Q8 { 60 } else { 30 };
+        assert_eq!((q.code_len(), q.code_bytes().len()), (len, len), "{scheme}");
+        let mut bytes = vec![0u8; 3];
+        bytes.extend_from_slice(q.code_bytes());
+        let buffer: SharedBuffer = std::sync::Arc::new(bytes.clone());
+        let shared = q.with_shared_codes(buffer.clone(), 3).unwrap();
+        assert!(shared.codes_shared() && !q.codes_shared(), "{scheme}");
+        assert_eq!(shared, q, "{scheme}");
+        assert_eq!(
+            shared.code_bytes().as_ptr(),
+            (*buffer).as_ref()[3..].as_ptr(),
+            "{scheme} in place"
+        );
+        assert_eq!(
+            q.with_shared_codes(buffer, 4).unwrap_err(),
+            RecipeError::LengthMismatch {
+                what: "shared code bytes (the end of the range against the buffer)",
+                expected: len + 3,
+                actual: len + 4,
+            },
+            "{scheme}"
+        );
+        if scheme == QScheme::Q8 {
+            bytes[3 + 13] = 0x80; // -128: row 1, column 3
+            let e = q.with_shared_codes(std::sync::Arc::new(bytes), 3).unwrap_err();
+            assert_eq!(e, RecipeError::Q8CodeOutOfRange { row: 1, col: 3 });
+        }
+    }
+}

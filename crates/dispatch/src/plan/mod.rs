@@ -10,7 +10,7 @@ use half::f16;
 use qlinear_kernels_scalar::{
     activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile, PanelsQ4,
 };
-use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
+use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use rayon::prelude::*;
 

@@ -73,7 +73,11 @@ fn probes_read_the_last_matrix_and_full_calls_take_the_others_in_turn() {
 
 #[test]
 fn every_family_goes_on_from_the_matrix_the_last_one_left() {
-    let w = Matrices::Q8((0..8).filter_map(|_| q8_matrix(8, 64, vec![1; 8 * 64])).collect());
+    let w = Matrices::Q8(
+        (0..8)
+            .filter_map(|_| q8_matrix(8, 64, Codes::owned(vec![1; 8 * 64])))
+            .collect(),
+    );
     let inputs = PlanInputs::new(KernelFamily::W8A8, 1, &w, false);
     let cursor = Cell::new(0);
     // one tier: its probes, a warm-up call and the rounds a clear call
@@ -93,7 +97,7 @@ static NO_PANELS: KernelTable = KernelTable {
 
 #[test]
 fn the_pool_turns_into_panel_forms_and_back_without_a_copy() {
-    let w = q4_matrix(16, 64, vec![0x5A; 16 * 32], Some(vec![f16::ONE; 32])).unwrap();
+    let w = q4_matrix(16, 64, Codes::owned(vec![0x5A; 16 * 32]), Some(vec![f16::ONE; 32])).unwrap();
     let bytes = w.packed().as_ptr();
     let panels = Matrices::Q4(vec![w]).into_panels();
     let Matrices::Panels(v) = &panels else {
@@ -105,13 +109,13 @@ fn the_pool_turns_into_panel_forms_and_back_without_a_copy() {
     };
     assert_eq!(v[0].packed().as_ptr(), bytes);
     // per channel: no panel form, the matrices stay
-    let w = q4_matrix(16, 64, vec![0x5A; 16 * 32], None).unwrap();
+    let w = q4_matrix(16, 64, Codes::owned(vec![0x5A; 16 * 32]), None).unwrap();
     assert!(matches!(Matrices::Q4(vec![w]).into_panels(), Matrices::Q4(_)));
 }
 
 #[test]
 fn a_table_without_a_panel_entry_never_wins_on_lent_panel_forms() {
-    let w = q4_matrix(16, 64, vec![0x5A; 16 * 32], Some(vec![f16::ONE; 32])).unwrap();
+    let w = q4_matrix(16, 64, Codes::owned(vec![0x5A; 16 * 32]), Some(vec![f16::ONE; 32])).unwrap();
     let lent = Matrices::Q4(vec![w]).into_panels();
     let inputs = PlanInputs::new(KernelFamily::W4A8Grouped, 1, &lent, true);
     let mut y = vec![0f32; 16];

@@ -133,9 +133,9 @@ impl Matrices {
                     v.into_iter()
                         .filter_map(|w| {
                             let (n, k) = (w.n(), w.k());
-                            match w.into_parts() {
+                            match w.into_codes() {
                                 (codes, Q4Scales::Grouped { scales, .. }) => {
-                                    PanelsQ4::from_panel_parts(n, k, codes, scales)
+                                    PanelsQ4::from_panel_codes(n, k, codes, scales)
                                 }
                                 _ => None,
                             }
@@ -155,7 +155,7 @@ impl Matrices {
                 v.into_iter()
                     .filter_map(|p| {
                         let (n, k) = (p.n(), p.k());
-                        let (codes, scales) = p.into_panel_parts();
+                        let (codes, scales) = p.into_panel_codes();
                         q4_matrix(n, k, codes, Some(scales))
                     })
                     .collect(),
@@ -169,7 +169,7 @@ impl Matrices {
 /// kind at a time as [`PLAN_DECODE_COPIES`] matrices), and for batches one
 /// matrix of [`PLAN_BATCH_N`] rows per kind.
 pub(super) struct PlanWeights {
-    pub(super) pool: Vec<Vec<u8>>,
+    pub(super) pool: Vec<Codes<u8>>,
     /// The grouped decode matrices' f16 scales (groups of 32), one per buffer.
     pub(super) group_scales: Vec<Vec<f16>>,
     pub(super) batch: [Matrices; 3],
@@ -181,12 +181,12 @@ impl PlanWeights {
         // Q4 nibbles), a pattern repeated per 4 KiB: the values do not
         // change the time
         let block: Vec<u8> = (0..4096i32).map(|i| (i * 37 % 255 - 127) as i8 as u8).collect();
-        let fill = |len: usize| -> Vec<u8> {
-            let mut v = Vec::with_capacity(len);
-            while v.len() < len {
-                v.extend_from_slice(&block[..block.len().min(len - v.len())]);
+        let fill = |len: usize| -> Codes<u8> {
+            let mut c = Codes::zeroed(len);
+            for chunk in c.as_mut_slice().into_iter().flat_map(|v| v.chunks_mut(block.len())) {
+                chunk.copy_from_slice(&block[..chunk.len()]);
             }
-            v
+            c
         };
         let group_scales = |n: usize, k: usize| vec![f16::from_f32(0.01); n * k / 32];
         let (bn, bk) = (PLAN_BATCH_N, PLAN_BATCH_K);
@@ -232,7 +232,7 @@ impl PlanWeights {
     pub(super) fn lend(&mut self, kind: WeightKind) -> Matrices {
         let (k, pool) = (PLAN_K, std::mem::take(&mut self.pool));
         match kind {
-            // the same bytes as i8 (an in-place collect: no copy, no allocation)
+            // the same bytes as i8 (moved: no copy, no allocation)
             WeightKind::Q8 => Matrices::Q8(
                 pool.into_iter()
                     .filter_map(|b| q8_matrix(PLAN_DECODE_COPY_BYTES / k, k, b))
@@ -259,14 +259,11 @@ impl PlanWeights {
     pub(super) fn take_back(&mut self, m: Matrices) {
         match m.into_natural() {
             Matrices::Q8(v) => {
-                self.pool = v
-                    .into_iter()
-                    .map(|w| w.into_parts().0.into_iter().map(|c| c as u8).collect())
-                    .collect();
+                self.pool = v.into_iter().map(|w| w.into_codes().0.cast()).collect();
             }
             Matrices::Q4(v) => {
                 for w in v {
-                    let (packed, scales) = w.into_parts();
+                    let (packed, scales) = w.into_codes();
                     self.pool.push(packed);
                     if let Q4Scales::Grouped { scales, .. } = scales {
                         self.group_scales.push(scales);
@@ -281,8 +278,8 @@ impl PlanWeights {
 
 /// An `n × k` Q8 matrix on `bytes` (codes in -127..=127 by construction; a
 /// refusal would leave the kind untimed, never a panic in a library).
-pub(super) fn q8_matrix(n: usize, k: usize, bytes: Vec<u8>) -> Option<QuantizedMatrix> {
-    QuantizedMatrix::from_parts(n, k, bytes.into_iter().map(|b| b as i8).collect(), vec![0.01; n]).ok()
+pub(super) fn q8_matrix(n: usize, k: usize, bytes: Codes<u8>) -> Option<QuantizedMatrix> {
+    QuantizedMatrix::from_codes(n, k, bytes.cast(), vec![0.01; n]).ok()
 }
 
 /// An `n × k` Q4 matrix on `packed`, per channel, or grouped by 32 with
@@ -290,14 +287,14 @@ pub(super) fn q8_matrix(n: usize, k: usize, bytes: Vec<u8>) -> Option<QuantizedM
 pub(super) fn q4_matrix(
     n: usize,
     k: usize,
-    packed: Vec<u8>,
+    packed: Codes<u8>,
     group_scales: Option<Vec<f16>>,
 ) -> Option<QuantizedMatrixQ4> {
     let scales = match group_scales {
         Some(scales) => Q4Scales::Grouped { group: 32, scales },
         None => Q4Scales::PerChannel(vec![0.01; n]),
     };
-    QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales).ok()
+    QuantizedMatrixQ4::from_codes_biased(n, k, packed, scales).ok()
 }
 
 /// The widest tier whose time is within `tie` of the best (`timed` in the
