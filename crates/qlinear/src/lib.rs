@@ -35,11 +35,13 @@ mod error;
 #[cfg(feature = "formats")]
 mod file;
 mod linear;
+mod pack;
 
 pub use error::{Error, Result};
 #[cfg(feature = "formats")]
 pub use file::{Embedding, ModelFile};
 pub use linear::Linear;
+pub use pack::{pack_weights, Packed};
 
 pub use qlinear_dispatch::{
     autotuned_plan, dot_i32, dot_i32_q4, linear_q4, linear_q4_dynamic, linear_q8, linear_q8_dynamic, linear_w4a16,

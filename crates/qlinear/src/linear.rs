@@ -1,7 +1,7 @@
 use std::sync::OnceLock;
 
 use qlinear_dispatch::{Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};
-use qlinear_quant_recipe::{QScheme, QuantizedWeight};
+use qlinear_quant_recipe::{QScheme, QuantizedWeight, RecipeError, SharedBuffer};
 
 use crate::{Error, Result};
 
@@ -83,6 +83,36 @@ impl Held {
             Held::Natural(w) => w,
             Held::Panels { panels, natural } => natural.get_or_init(|| QuantizedWeight::Q4(panels.to_matrix())),
         }
+    }
+
+    /// The code bytes the route reads: the panel form's or the natural weight's.
+    fn code_bytes(&self) -> &[u8] {
+        match self {
+            Held::Natural(w) => w.code_bytes(),
+            Held::Panels { panels, .. } => panels.codes(),
+        }
+    }
+
+    /// The same holding, reading its code bytes in place from `buffer` at
+    /// `start` (where [`Held::code_bytes`] were copied).
+    fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Result<Held> {
+        Ok(match self {
+            Held::Natural(w) => Held::Natural(w.with_shared_codes(buffer, start)?),
+            Held::Panels { panels, .. } => {
+                let len = (*buffer).as_ref().len();
+                let panels = panels
+                    .with_shared_codes(buffer, start)
+                    .ok_or(RecipeError::LengthMismatch {
+                        what: "panel code bytes (the end of the range against the buffer)",
+                        expected: len,
+                        actual: start.saturating_add(panels.codes().len()),
+                    })?;
+                Held::Panels {
+                    panels,
+                    natural: OnceLock::new(),
+                }
+            }
+        })
     }
 
     fn n_k(&self) -> (usize, usize) {
@@ -218,6 +248,22 @@ impl Linear {
         .map_err(|source| Error::Forward {
             layer: self.name.clone(),
             source,
+        })
+    }
+
+    /// The code bytes its route reads (for [`crate::pack_weights`]).
+    pub(crate) fn code_bytes(&self) -> &[u8] {
+        self.weight.code_bytes()
+    }
+
+    /// The same layer reading its code bytes in place from `buffer` at
+    /// `start`, where [`Linear::code_bytes`] were copied.
+    pub(crate) fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Result<Linear> {
+        Ok(Linear {
+            name: self.name.clone(),
+            weight: self.weight.with_shared_codes(buffer, start)?,
+            bias: self.bias.clone(),
+            route: self.route,
         })
     }
 
