@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use qlinear_smollm::{KvCache, Model, Phase, Sampler, StepTimes, Tokenizer};
 
-use crate::{load, text_tokens, Args, Split};
+use crate::{load, text_tokens, Args, Split, Weights};
 
 /// `(median, min, max)`.
 fn spread(v: &mut [f64]) -> (f64, f64, f64) {
@@ -69,7 +69,7 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let mut models = vec![];
     for spec in &args.models {
         let t = Instant::now();
-        let (model, meta) = load(spec, args.in_place)?;
+        let (model, meta) = load(spec, args.weights)?;
         models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
     }
     let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
@@ -80,7 +80,7 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let fresh: Vec<(f64, f64)> = args
         .models
         .iter()
-        .map(|spec| first_token(spec, &prompt, threads_max, args.in_place))
+        .map(|spec| first_token(spec, &prompt, threads_max, args.weights))
         .collect::<Result<_, _>>()?;
     let mut rounds = run_rounds(args, &mut models, &prompt)?;
     let context = Context {
@@ -265,12 +265,12 @@ fn print_step_phases(models: &[Loaded], splits: &[Split], threads: &[usize], pha
 /// `prompt`, with `threads`: its time from start to the first token
 /// (selftest, loading and prefill included) in seconds and its peak RSS in
 /// MiB, as it reports them.
-fn first_token(spec: &str, prompt: &[u32], threads: usize, in_place: bool) -> Result<(f64, f64), String> {
+fn first_token(spec: &str, prompt: &[u32], threads: usize, weights: Weights) -> Result<(f64, f64), String> {
     let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
         .arg(spec)
-        .args(in_place.then_some("--in-place"))
+        .args(["--weights", weights.name()])
         .args([
             "--ids",
             &ids.join(","),

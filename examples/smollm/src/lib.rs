@@ -26,7 +26,7 @@ mod tokenizer;
 pub use error::{Error, Result};
 pub use eval::{score, Scores};
 pub use meta::Meta;
-pub use model::{Config, DecodeSplit, KvCache, Model};
+pub use model::{Config, DecodeSplit, KvCache, Model, WeightMemory};
 pub use modes::{Modes, ROLES};
 pub use profile::{Phase, StepTimes};
 pub use sample::Sampler;

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use qlinear_smollm::{DecodeSplit, KvCache, Model, Modes, Sampler, Tokenizer};
+use qlinear_smollm::{DecodeSplit, KvCache, Model, Modes, Sampler, Tokenizer, WeightMemory};
 
 #[derive(Parser)]
 #[command(
@@ -140,11 +140,39 @@ struct Args {
     /// thread at one thread, and reads the clock 16 times a layer.
     #[arg(long, requires = "bench")]
     profile_step: bool,
-    /// Read a converted file's codes in place from its memory
-    /// (`ModelFile::open_in_place`: no copy, each weight byte resident once)
-    /// instead of copying them when loading.
-    #[arg(long)]
-    in_place: bool,
+    /// Where a converted file's codes are held: `packed` (copied into one
+    /// region in the order a token reads them, on transparent huge pages
+    /// where the OS has them: `qlinear::pack_weights`), `copied` (each
+    /// layer's in a buffer of its own) or `in-place` (read from the file's
+    /// memory map: no copy, each weight byte resident once).
+    #[arg(long, value_enum, default_value_t = Weights::Packed)]
+    weights: Weights,
+}
+
+/// `--weights`' values.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Weights {
+    Packed,
+    Copied,
+    InPlace,
+}
+
+impl Weights {
+    fn of(self) -> WeightMemory {
+        match self {
+            Weights::Packed => WeightMemory::Packed,
+            Weights::Copied => WeightMemory::Copied,
+            Weights::InPlace => WeightMemory::InPlace,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Weights::Packed => "packed",
+            Weights::Copied => "copied",
+            Weights::InPlace => "in-place",
+        }
+    }
 }
 
 /// `--decode-split`'s values.
@@ -181,9 +209,9 @@ fn model_arg(spec: &str) -> Result<(PathBuf, Modes), String> {
     }
 }
 
-fn load(spec: &str, in_place: bool) -> Result<(Model, qlinear_smollm::Meta), String> {
+fn load(spec: &str, weights: Weights) -> Result<(Model, qlinear_smollm::Meta), String> {
     let (path, modes) = model_arg(spec)?;
-    Model::open(&path, &modes, in_place).map_err(|e| format!("{}: {e}", path.display()))
+    Model::open(&path, &modes, weights.of()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The first `n` tokens of the text file `path`, or why not.
@@ -202,7 +230,7 @@ fn text_tokens(tokenizer: &Tokenizer, path: &std::path::Path, n: usize) -> Resul
 }
 
 fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (reference, meta) = load(&args.models[0], args.in_place)?;
+    let (reference, meta) = load(&args.models[0], args.weights)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     if args.window < 4 || args.window > reference.config.context {
         return Err(format!(
@@ -219,7 +247,7 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
         let model = if rows.is_empty() {
             None
         } else {
-            Some(load(spec, args.in_place)?.0)
+            Some(load(spec, args.weights)?.0)
         };
         let model = model.as_ref().unwrap_or(&reference);
         let t = Instant::now();
@@ -302,7 +330,7 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 /// `--rotate-out`: the first model rotated ([`Model::rotate_weights`]),
 /// written as f32.
 fn rotate(args: &Args, out: &std::path::Path) -> Result<(), String> {
-    let (mut model, meta) = load(&args.models[0], args.in_place)?;
+    let (mut model, meta) = load(&args.models[0], args.weights)?;
     model.rotate_weights().map_err(|e| format!("{}: {e}", args.models[0]))?;
     model
         .write_f32(out, &meta)
@@ -312,7 +340,7 @@ fn rotate(args: &Args, out: &std::path::Path) -> Result<(), String> {
 }
 
 fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (mut model, meta) = load(&args.models[0], args.in_place)?;
+    let (mut model, meta) = load(&args.models[0], args.weights)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
     model.start_calibration(args.hessian_out.is_some());
@@ -410,7 +438,7 @@ fn run(args: Args) -> Result<(), String> {
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());
     }
-    let (mut model, meta) = load(&args.models[0], args.in_place)?;
+    let (mut model, meta) = load(&args.models[0], args.weights)?;
     if let Some(split) = args.decode_split.first() {
         model.set_decode_split(split.of());
     }

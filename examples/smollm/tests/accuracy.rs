@@ -101,7 +101,7 @@ fn quantized_perplexity_stays_above_the_measured_floors() {
         ("q4g32", "W4A8", 1.40, 0.60),
     ] {
         let path = converted(&gguf, dir.path(), scheme);
-        let (model, _) = Model::open(&path, &mode.parse().unwrap(), false).unwrap();
+        let (model, _) = Model::open(&path, &mode.parse().unwrap(), Default::default()).unwrap();
         let s = score(&model, &ids, 512).unwrap();
         holds_the_floors(&format!("{scheme} {mode}"), &s, &f32, max_ratio, min_agree);
     }
@@ -163,7 +163,7 @@ fn the_smoothed_model_keeps_the_f32_scores_and_lifts_w8a8() {
         ("W8A8", MAX_RATIO, MIN_AGREE),
         (MIXED, MIXED_MAX_RATIO, MIXED_MIN_AGREE),
     ] {
-        let (model, _) = Model::open(&q8, &modes.parse().unwrap(), false).unwrap();
+        let (model, _) = Model::open(&q8, &modes.parse().unwrap(), Default::default()).unwrap();
         let s = score(&model, &scored, 512).unwrap();
         holds_the_floors(&format!("smoothed q8 {modes}"), &s, &f32, max_ratio, min_agree);
     }
@@ -198,7 +198,7 @@ fn the_rotated_model_keeps_the_f32_scores_and_w8a8_near_them() {
     model.write_f32(&path, &meta).unwrap();
     drop(model);
     let q8 = converted_by(&path, dir.path(), "q8", "search");
-    let (model, _) = Model::open(&q8, &"W8A8".parse().unwrap(), false).unwrap();
+    let (model, _) = Model::open(&q8, &"W8A8".parse().unwrap(), Default::default()).unwrap();
     assert!(model.is_rotated(), "the converted file keeps the rotation's key");
     let s = score(&model, &ids, 512).unwrap();
     holds_the_floors("rotated q8 W8A8", &s, &f32, MAX_RATIO, MIN_AGREE);
@@ -251,7 +251,7 @@ fn gptq_brings_the_rotated_q4g32_model_near_f32_at_w4a8() {
     let gptq = converted_with(&rotated, dir.path(), "q4g32", "gptq", Some(&hessian));
     let search = converted_by(&rotated, dir.path(), "q4g32", "search");
     let scores = |path: &Path| {
-        let (model, _) = Model::open(path, &"W4A8".parse().unwrap(), false).unwrap();
+        let (model, _) = Model::open(path, &"W4A8".parse().unwrap(), Default::default()).unwrap();
         score(&model, &scored, 512).unwrap()
     };
     holds_the_floors("gptq q4g32 W4A8", &scores(&gptq), &f32, MAX_RATIO, MIN_AGREE);

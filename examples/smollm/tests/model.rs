@@ -324,7 +324,8 @@ fn small_shaped(
 /// A decode step gives the same logits, bit for bit, on one thread, on a
 /// team of 2 and 3 threads and split layer by layer over a pool of 2, in
 /// every scheme (the q4g32 layers in the panel form where a tier has panel
-/// tiles), and equal to the same positions run in one batch.
+/// tiles), and equal to the same positions run in one batch; and again
+/// with the layers' codes packed into one region (`Model::pack_weights`).
 #[test]
 fn a_team_step_has_the_bits_of_one_thread() {
     let dir = tempfile::tempdir().unwrap();
@@ -336,28 +337,47 @@ fn a_team_step_has_the_bits_of_one_thread() {
         assert_eq!(model.decode_split(), DecodeSplit::Team);
         let mut batch = KvCache::new(&model.config, 32).unwrap();
         let all = model.forward(&mut batch, &ids, true).unwrap().to_vec();
-        let mut steps = |threads: usize, split: DecodeSplit| -> Vec<Vec<u32>> {
-            model.set_decode_split(split);
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| {
-                let mut cache = KvCache::new(&model.config, 32).unwrap();
-                ids.iter()
-                    .map(|&t| {
-                        let l = model.forward(&mut cache, &[t], false).unwrap();
-                        l.iter().map(|v| v.to_bits()).collect()
-                    })
-                    .collect()
-            })
-        };
-        let one = steps(1, DecodeSplit::Team);
+        let one = decode_steps(&mut model, &ids, 1, DecodeSplit::Team);
         for (i, row) in one.iter().enumerate() {
             let want: Vec<u32> = all[i * 70..(i + 1) * 70].iter().map(|v| v.to_bits()).collect();
             assert_eq!(row, &want, "{scheme}: position {i} against the batch");
         }
         for (threads, split) in [(2, DecodeSplit::Team), (3, DecodeSplit::Team), (2, DecodeSplit::Pool)] {
-            assert!(steps(threads, split) == one, "{scheme}: {threads} threads, {split:?}");
+            assert!(
+                decode_steps(&mut model, &ids, threads, split) == one,
+                "{scheme}: {threads} threads, {split:?}"
+            );
+        }
+        let packed = model.pack_weights().unwrap().expect("quantized layers");
+        assert_eq!(packed.layers, 2 * 7 + 1, "{scheme}: every projection and the head");
+        let mut batch = KvCache::new(&model.config, 32).unwrap();
+        assert!(
+            model.forward(&mut batch, &ids, true).unwrap() == &all[..],
+            "{scheme} packed"
+        );
+        for (threads, split) in [(1, DecodeSplit::Team), (2, DecodeSplit::Team), (2, DecodeSplit::Pool)] {
+            assert!(
+                decode_steps(&mut model, &ids, threads, split) == one,
+                "{scheme} packed: {threads} threads, {split:?}"
+            );
         }
     }
+}
+
+/// `ids` decoded one step at a time on a pool of `threads`, split as
+/// `split`: each step's logits' bits.
+fn decode_steps(model: &mut Model, ids: &[u32], threads: usize, split: DecodeSplit) -> Vec<Vec<u32>> {
+    model.set_decode_split(split);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| {
+        let mut cache = KvCache::new(&model.config, 32).unwrap();
+        ids.iter()
+            .map(|&t| {
+                let l = model.forward(&mut cache, &[t], false).unwrap();
+                l.iter().map(|v| v.to_bits()).collect()
+            })
+            .collect()
+    })
 }
 
 /// A step that fails on a team (an infinite norm weight makes the first
@@ -728,4 +748,15 @@ fn rotation_keeps_the_models_function_and_runs_rotated_everywhere() {
         e,
         "metadata qlinear_smollm.rotation: is \"givens\": this build rotates by \"hadamard\" only"
     );
+}
+
+/// A model with no quantized layer has nothing to pack.
+#[test]
+fn an_f32_model_has_nothing_to_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), None, 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let mut model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
+    assert_eq!(model.description, "f32");
+    assert_eq!(model.pack_weights().unwrap(), None);
 }

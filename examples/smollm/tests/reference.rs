@@ -72,7 +72,7 @@ fn the_rotated_f32_path_matches_the_numpy_reference_on_its_file() {
     let rotated = dir.path().join("rotated.safetensors");
     model.write_f32(&rotated, &meta).unwrap();
     drop(model);
-    let (model, meta) = Model::open(&rotated, &Default::default(), false).unwrap();
+    let (model, meta) = Model::open(&rotated, &Default::default(), Default::default()).unwrap();
     assert!(model.is_rotated());
     matches_the_numpy_reference(&rotated, &model, &meta);
 }

@@ -43,6 +43,22 @@ pub enum DecodeSplit {
     Pool,
 }
 
+/// Where a converted file's quantized layers keep their codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightMemory {
+    /// Copied out of the file, then moved into one region in the order a
+    /// token reads them, on transparent huge pages where the OS has them
+    /// ([`qlinear::pack_weights`]): the fastest decode.
+    #[default]
+    Packed,
+    /// Copied out of the file, each layer's codes in a buffer of their own
+    /// ([`ModelFile::open`]).
+    Copied,
+    /// Read in place from the file's memory map, each byte resident once
+    /// ([`ModelFile::open_in_place`]).
+    InPlace,
+}
+
 /// The hyper-parameters of a Llama decoder, from the `llama.*` metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -199,10 +215,9 @@ impl Rotation {
 impl Model {
     /// Opens `path`: a GGUF file runs the f32 path (every weight
     /// dequantized to f32), a converted qlinear file the quantized one
-    /// (its layers in `modes`: [`Modes::for_layer`]), their codes
-    /// copied, or with `in_place` read in place from the file's memory
-    /// ([`ModelFile::open_in_place`]).
-    pub fn open(path: &Path, modes: &Modes, in_place: bool) -> Result<(Model, Meta)> {
+    /// (its layers in `modes`: [`Modes::for_layer`]), their codes held as
+    /// `memory` says.
+    pub fn open(path: &Path, modes: &Modes, memory: WeightMemory) -> Result<(Model, Meta)> {
         let mut magic = [0u8; 4];
         let is_gguf = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
@@ -213,14 +228,52 @@ impl Model {
             let meta = Meta::from_gguf(&file);
             Ok((Model::from_gguf(&file, &meta)?, meta))
         } else {
-            let file = if in_place {
+            let file = if memory == WeightMemory::InPlace {
                 ModelFile::open_in_place(path)?
             } else {
                 ModelFile::open(path)?
             };
             let meta = Meta::from_converted(file.file().metadata_map())?;
-            Ok((Model::from_converted(&file, &meta, modes)?, meta))
+            let mut model = Model::from_converted(&file, &meta, modes)?;
+            if memory == WeightMemory::Packed {
+                // the file's map first: its pages, the copies and the
+                // region would otherwise be resident at once
+                drop(file);
+                model.pack_weights()?;
+            }
+            Ok((model, meta))
         }
+    }
+
+    /// Moves every quantized layer's codes into one region, in the order a
+    /// decode step reads them (each block's q, k, v, o, gate, up, down, then
+    /// the head), on transparent huge pages where the OS has them
+    /// ([`qlinear::pack_weights`]). `None` when no layer is quantized.
+    pub fn pack_weights(&mut self) -> Result<Option<qlinear::Packed>> {
+        let mut layers: Vec<&mut Linear> = self
+            .layers
+            .iter_mut()
+            .flat_map(|l| {
+                [
+                    &mut l.q,
+                    &mut l.k,
+                    &mut l.v,
+                    &mut l.o,
+                    &mut l.gate,
+                    &mut l.up,
+                    &mut l.down,
+                ]
+            })
+            .chain([&mut self.head])
+            .filter_map(|d| match d {
+                Dense::Q(l) => Some(&mut **l),
+                Dense::F32 { .. } => None,
+            })
+            .collect();
+        if layers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(qlinear::pack_weights(&mut layers)?))
     }
 
     /// How decode steps spread over the threads from now on
