@@ -38,22 +38,39 @@ pub(crate) fn setup_test() -> Result {
 }
 
 /// The Python of a virtual environment under `target/` holding PyPI's
-/// `llama-cpp-python` built from source with the native CPU flags
-/// (installed on first use: the build takes minutes, so never in CI).
+/// `llama-cpp-python` built from source with the native CPU flags but
+/// without AMX ([`GGML_CFLAGS`]), installed on first use (the build takes
+/// minutes, so never in CI) and again when the venv was built with other
+/// flags: the flags it was built with are kept beside it.
 pub(crate) fn llama_cpp_python() -> Result<PathBuf> {
     let venv = root().join(GGML_VENV);
     let python = venv.join("bin/python");
+    let stamp = venv.join("qlinear-cflags");
+    let built_with = std::fs::read_to_string(&stamp).unwrap_or_default();
     let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
-    if !probe.is_ok_and(|s| s.success()) {
+    if built_with != GGML_CFLAGS || !probe.is_ok_and(|s| s.success()) {
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
         run(Command::new(&python)
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(["llama-cpp-python", "numpy"])
+            .args(["--force-reinstall", "--no-cache-dir", "llama-cpp-python", "numpy"])
             .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+            .env("CFLAGS", GGML_CFLAGS)
+            .env("CXXFLAGS", GGML_CFLAGS)
             .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
+        std::fs::write(&stamp, GGML_CFLAGS).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     Ok(python)
 }
+
+/// The compiler flags llama.cpp is built with beside `-march=native`:
+/// AMX off. On an Intel Xeon with AMX (family 6 model 167) the native
+/// build's AMX matrix multiply crashed in every batch of more than one
+/// token (`ggml_backend_amx_mul_mat`, SIGSEGV, llama-cpp-python 0.3.36;
+/// llama.cpp issue 20824, closed without a fix), so the peer runs its
+/// AVX-512 VNNI kernels there, as on every other CPU. GCC's explicit
+/// `-mno-*` flags win over `-march=native` wherever they stand; on a CPU
+/// without AMX they change nothing.
+pub(crate) const GGML_CFLAGS: &str = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 
 /// The virtual environment `--ggml` installs `llama-cpp-python` into.
 pub(crate) const GGML_VENV: &str = "target/ggml-venv";
