@@ -30,7 +30,13 @@ pub(crate) fn matrix(
                     .filter(|&m| m_wanted(m) && (m < 64 || cache == "hot"))
                     .collect()
             };
-            let at = Shape { n, k, cache, wf: &wf };
+            let at = Shape {
+                n,
+                k,
+                cache,
+                wf: &wf,
+                prepared: Default::default(),
+            };
             if wanted("f32") {
                 f32_cases(&at, &ms("f32"), &mut cases);
             }
@@ -57,6 +63,69 @@ pub(crate) struct Shape<'a> {
     k: usize,
     cache: &'static str,
     wf: &'a std::sync::Arc<Vec<f32>>,
+    /// The quantized copies made so far at this shape and cache mode, by
+    /// the weight they hold ([`weight_kind`]): families that read the same
+    /// weight (W8A8 and W8A16; W4A8 and W4A16, per channel or grouped) run
+    /// on the same copies. Cold, each kind's copies are twice the last-level
+    /// cache: with a copy per family the full matrix held 23 GB on an Intel
+    /// Xeon with a 480 MiB L3, more than its 24 GiB machine could give.
+    prepared: std::cell::RefCell<Vec<(u8, Prepared)>>,
+}
+
+/// One weight kind's copies at a shape: the weights, their panel forms
+/// where they have one (grouped by 32), and the bytes of one copy.
+#[derive(Clone)]
+struct Prepared {
+    weights: std::sync::Arc<Vec<QuantizedWeight>>,
+    panels: std::sync::Arc<Vec<PanelsQ4>>,
+    bytes: usize,
+}
+
+/// Which weight a family reads: 0 for Q8, 1 for Q4 per channel, 2 for Q4
+/// grouped by 32 (the families that share one are timed on the same copies).
+fn weight_kind(family: KernelFamily) -> u8 {
+    match family {
+        KernelFamily::W8A8 | KernelFamily::W8A16 => 0,
+        KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped => 2,
+        _ => 1,
+    }
+}
+
+impl Shape<'_> {
+    /// `family`'s weights at this shape, made on first use and shared with
+    /// the families that read the same kind.
+    fn prepared(&self, family: KernelFamily) -> Prepared {
+        let kind = weight_kind(family);
+        let mut prepared = self.prepared.borrow_mut();
+        let at = match prepared.iter().position(|(k, _)| *k == kind) {
+            Some(at) => at,
+            None => {
+                let (weights, bytes) = weights(family, self.n, self.k, self.wf, self.cache == "cold");
+                let p = Prepared {
+                    weights: std::sync::Arc::new(weights),
+                    panels: Default::default(),
+                    bytes,
+                };
+                prepared.push((kind, p));
+                prepared.len() - 1
+            }
+        };
+        let p = &mut prepared[at].1;
+        // a tier with panel tiles runs W4A8 grouped on the panel form, as a
+        // layer on it does (the same bytes, permuted): made once, for it
+        if family == KernelFamily::W4A8Grouped && p.panels.is_empty() {
+            p.panels = std::sync::Arc::new(
+                p.weights
+                    .iter()
+                    .filter_map(|w| match w {
+                        QuantizedWeight::Q4(q) => PanelsQ4::new(q),
+                        QuantizedWeight::Q8(_) => None,
+                    })
+                    .collect(),
+            );
+        }
+        p.clone()
+    }
 }
 
 /// The f32 baseline (the `gemm` crate) at `at`, for each M of `ms` and 1 and
@@ -138,21 +207,14 @@ fn family_cases(
     ms: &[usize],
     cases: &mut Vec<Case>,
 ) {
-    let (n, k, cache, wf) = (at.n, at.k, at.cache, at.wf);
-    let (weights, bytes) = weights(family, n, k, wf, cache == "cold");
-    // a tier with panel tiles runs W4A8 grouped on the panel
-    // form, as a layer on it does (the same bytes, permuted)
-    let panels: Vec<PanelsQ4> = match family {
-        KernelFamily::W4A8Grouped => weights
-            .iter()
-            .filter_map(|w| match w {
-                QuantizedWeight::Q4(q) => PanelsQ4::new(q),
-                QuantizedWeight::Q8(_) => None,
-            })
-            .collect(),
-        _ => Vec::new(),
+    let (n, k, cache) = (at.n, at.k, at.cache);
+    let Prepared { weights, panels, bytes } = at.prepared(family);
+    // only the W4A8 grouped family has panel tiles
+    let panels = if family == KernelFamily::W4A8Grouped {
+        panels
+    } else {
+        Default::default()
     };
-    let (weights, panels) = (std::sync::Arc::new(weights), std::sync::Arc::new(panels));
     for &m in ms {
         let mut routes: Vec<(String, Route)> = tiers
             .iter()
