@@ -149,13 +149,9 @@ def data(n, seed):
     return out
 
 
-def alternate(args):
-    """R rounds of qlinear-bench then this script on the same slice; the
-    medians of each row over the rounds, and ggml against qlinear."""
+def rounds(args, here, qjson, qrows, grows):
+    """The R alternated rounds: qlinear's slice, then ggml's, rows appended."""
     import subprocess
-    here = os.path.abspath(__file__)
-    qrows, grows = [], []
-    qjson = os.path.join(os.path.dirname(here), "..", "target", "qlinear-bench.json")
     for r in range(args.repeat):
         # qlinear's slice: every M of the quick matrix (its rows at other M are not compared)
         subprocess.run([args.alternate, "--quick", "--shape", args.shape, "--only", "w8a8,w4a8_g32"],
@@ -173,6 +169,23 @@ def alternate(args):
             row["round"] = r
             grows.append(row)
         print(f"round {r + 1}/{args.repeat} done", file=sys.stderr, flush=True)
+
+
+def alternate(args):
+    """R rounds of qlinear-bench then this script on the same slice; the
+    medians of each row over the rounds, and ggml against qlinear."""
+    here = os.path.abspath(__file__)
+    qrows, grows = [], []
+    qjson = os.path.join(os.path.dirname(here), "..", "target", "qlinear-bench.json")
+    # each round's runner writes qjson: the full matrix a user ran before
+    # (`cargo xtask bench`) is put back afterwards, not left overwritten by
+    # the last round's slice
+    kept = open(qjson, "rb").read() if os.path.exists(qjson) else None
+    try:
+        rounds(args, here, qjson, qrows, grows)
+    finally:
+        if kept is not None:
+            open(qjson, "wb").write(kept)
     key = lambda x: (x["family"], x["m"], x["n"], x["k"], x["threads"], x["cache"])
     ms = [int(v) for v in args.m.split(",")]
     against = []
