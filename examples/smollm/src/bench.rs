@@ -270,7 +270,7 @@ fn first_token(spec: &str, prompt: &[u32], threads: usize, weights: Weights) -> 
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
         .arg(spec)
-        .args(["--weights", weights.name()])
+        .args(["--weights", &weights.name()])
         .args([
             "--ids",
             &ids.join(","),

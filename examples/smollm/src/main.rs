@@ -166,12 +166,9 @@ impl Weights {
         }
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            Weights::Packed => "packed",
-            Weights::Copied => "copied",
-            Weights::InPlace => "in-place",
-        }
+    /// The flag's value for this choice, as clap spells it.
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self).map_or_else(String::new, |v| v.get_name().to_string())
     }
 }
 
@@ -555,4 +552,20 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_weights_choice_names_the_flag_value_that_parses_back_to_it() {
+        for w in [Weights::Packed, Weights::Copied, Weights::InPlace] {
+            let name = w.name();
+            assert!(!name.is_empty());
+            let args = Args::try_parse_from(["qlinear-smollm", "m.safetensors", "--weights", &name]).unwrap();
+            assert!(args.weights == w, "{name}");
+        }
+        assert_eq!(Weights::InPlace.name(), "in-place");
+    }
 }
