@@ -73,7 +73,8 @@ pub(crate) struct Shape<'a> {
 }
 
 /// One weight kind's copies at a shape: the weights, their panel forms
-/// where they have one (grouped by 32), and the bytes of one copy.
+/// where they have one (W4A8's, grouped by 32 or per channel), and the
+/// bytes of one copy.
 #[derive(Clone)]
 struct Prepared {
     weights: std::sync::Arc<Vec<QuantizedWeight>>,
@@ -111,9 +112,10 @@ impl Shape<'_> {
             }
         };
         let p = &mut prepared[at].1;
-        // a tier with panel tiles runs W4A8 grouped on the panel form, as a
-        // layer on it does (the same bytes, permuted): made once, for it
-        if family == KernelFamily::W4A8Grouped && p.panels.is_empty() {
+        // a tier with panel tiles runs W4A8 (grouped or per channel) on the
+        // panel form, as a layer on it does (the same bytes, permuted):
+        // made once, for it
+        if matches!(family, KernelFamily::W4A8 | KernelFamily::W4A8Grouped) && p.panels.is_empty() {
             p.panels = std::sync::Arc::new(
                 p.weights
                     .iter()
@@ -209,8 +211,8 @@ fn family_cases(
 ) {
     let (n, k, cache) = (at.n, at.k, at.cache);
     let Prepared { weights, panels, bytes } = at.prepared(family);
-    // only the W4A8 grouped family has panel tiles
-    let panels = if family == KernelFamily::W4A8Grouped {
+    // only the W4A8 families have panel tiles
+    let panels = if matches!(family, KernelFamily::W4A8 | KernelFamily::W4A8Grouped) {
         panels
     } else {
         Default::default()
@@ -231,7 +233,7 @@ fn family_cases(
             }
             for threads in [1usize, 2] {
                 let (weights, x) = (weights.clone(), data(m * k, 3));
-                let panels = if route.has_panels() {
+                let panels = if route.has_panels(family) {
                     panels.clone()
                 } else {
                     Default::default()

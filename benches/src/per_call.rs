@@ -73,7 +73,7 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
         QuantizedWeight::Q8(_) => k,
     };
     let sums = activation_group_sums(&codes, m, k, sum_group);
-    if let (true, Some(f), QuantizedWeight::Q4(q)) = (layer.holds_panels(), table.gemm_w4a8_grouped_panels, &w) {
+    if let (true, Some(f), QuantizedWeight::Q4(q)) = (layer.holds_panels(), table.panels(layer.route().family()), &w) {
         let panels = PanelsQ4::new(q).expect("a layer that holds panels has a panel form");
         return Box::new(move |y: &mut [f32]| {
             let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");

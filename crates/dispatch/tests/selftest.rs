@@ -201,18 +201,18 @@ fn the_plan_picks_its_fastest_timing_in_each_regime() {
         return;
     }
     let proven = qlinear_dispatch::selftest_report().proven_tiers();
-    // W4A8 grouped decode is timed on the panel form wherever a SIMD tier
-    // has panel tiles; a tier without them cannot run that form, so its
-    // time may be infinite, and then it is never picked (every SIMD tier
-    // has panel tiles now, but a tier may come without them)
-    let has_panels = |t: Int8Tier| Route::for_tier(t).is_ok_and(|r| r.has_panels());
-    let panel_form = proven.iter().any(|&t| t != Int8Tier::Scalar && has_panels(t));
+    // W4A8 decode (grouped or per channel) is timed on the panel form
+    // wherever a SIMD tier has the family's panel tiles; a tier without
+    // them cannot run that form, so its time may be infinite, and then it
+    // is never picked
+    let has_panels = |t: Int8Tier, f: KernelFamily| Route::for_tier(t).is_ok_and(|r| r.has_panels(f));
+    let panel_form = |f: KernelFamily| proven.iter().any(|&t| t != Int8Tier::Scalar && has_panels(t, f));
     for family in KernelFamily::GEMM {
         for m in [1, 16] {
             let timed: Vec<_> = plan.timings.iter().filter(|t| t.family == family && t.m == m).collect();
             assert_eq!(timed.len(), proven.len(), "{family} M={m}: one timing per proven tier");
             for t in &timed {
-                let cannot_run = family == KernelFamily::W4A8Grouped && panel_form && !has_panels(t.tier);
+                let cannot_run = panel_form(family) && !has_panels(t.tier, family);
                 assert!(
                     t.best_ns > 0.0 && (t.best_ns.is_finite() || cannot_run && plan.tier_for(family, m) != t.tier),
                     "{t:?}"

@@ -173,6 +173,7 @@ macro_rules! panel_tiles {
             qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
             pub(crate) static TABLE: KernelTable = KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
+                gemm_w4a8_panels: None,
                 ..SCALAR
             };
         }

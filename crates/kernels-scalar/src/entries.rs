@@ -13,7 +13,7 @@
 /// [`frame`](crate::frame)'s micro-kernel kinds `tile_i8`, `tile_q4`,
 /// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`, and
 /// [`panels`](crate::panels)' `tile_panel` (the invoking crate depends on
-/// `half`).
+/// `half`) and `tile_panel_per_channel`.
 #[macro_export]
 macro_rules! safe_entries {
     ($($name:ident => $kernel:path : $kind:ident),* $(,)?) => {
@@ -72,6 +72,12 @@ macro_rules! safe_entries {
         pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
             // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
             unsafe { $k(x, sums, panel, s, out) }
+        }
+    };
+    (@one $name:ident, $k:path, tile_panel_per_channel) => {
+        pub(crate) fn $name(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(x, sums, panel, out) }
         }
     };
     (@one $name:ident, $k:path, tile_f32q8) => {

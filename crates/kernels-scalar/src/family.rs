@@ -113,6 +113,17 @@ impl KernelTable {
         })
     }
 
+    /// The entry of a family on the weight's panel form
+    /// ([`PanelsQ4`](crate::PanelsQ4)): W4A8 grouped or per channel where
+    /// the tier has one; `None` for every other family.
+    pub fn panels(&self, family: KernelFamily) -> Option<crate::GemmQ8Panels> {
+        match family {
+            KernelFamily::W4A8 => self.gemm_w4a8_panels,
+            KernelFamily::W4A8Grouped => self.gemm_w4a8_grouped_panels,
+            _ => None,
+        }
+    }
+
     /// Whether `self` and `other` run the same entry for a matrix family (a
     /// tier that takes another's kernel for it, as AVX-512 VNNI takes
     /// AVX2's W8A16): timing the two would compare a kernel with itself.

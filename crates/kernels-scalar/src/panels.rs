@@ -1,6 +1,6 @@
-//! W4A8 grouped weights prepared once per layer: rows in panels of 16,
-//! interleaved 4 bytes at a time ([`PanelsQ4`]), and the frame that runs a
-//! tier's panel tiles over them.
+//! W4A8 weights prepared once per layer: rows in panels of 16, interleaved
+//! 4 bytes at a time ([`PanelsQ4`]), grouped by 32 or per channel, and the
+//! frame that runs a tier's panel tiles over them.
 //!
 //! Why: in the natural layout one 512-bit register holds 128 columns of one
 //! row, so each group of 32 ends up spread over 4 lanes and must be reduced
@@ -9,13 +9,16 @@
 //! themselves. In a panel, one register holds the same 8 columns of 16 rows,
 //! so a multiply-add against the activations' 4 even (or odd) codes,
 //! broadcast, leaves each row's partial sum in its own lane: a group is 8 of
-//! them, and its float step runs on 16 rows at once with no reduction. The
-//! bytes are the natural ones, permuted; the arithmetic is §6.1's.
+//! them, and its float step runs on 16 rows at once with no reduction. Per
+//! channel the same layout spares each row's reduction across lanes at its
+//! end and the padded block of a K that is not a multiple of the natural
+//! tile's 128 columns (576). The bytes are the natural ones, permuted; the
+//! arithmetic is §6.1's.
 
 use std::ops::Range;
 
 use half::f16;
-use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
+use qlinear_quant_recipe::{Codes, GroupSize, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
 
 use crate::frame::{IntView, Layout};
 use crate::{ActivationsQ8, OutputTile};
@@ -27,93 +30,119 @@ pub const PANEL_GROUP: usize = 32;
 /// Columns per interleaved piece: 4 packed bytes of a row.
 const PIECE_COLS: usize = 8;
 
-/// A Q4 weight grouped by 32 with its rows in panels of [`PANEL_ROWS`]:
-/// the same packed bytes and f16 scales as the natural
+/// A Q4 weight, grouped by 32 or per channel, with its rows in panels of
+/// [`PANEL_ROWS`]: the same packed bytes and scales as the natural
 /// [`QuantizedMatrixQ4`], permuted, so a layer holds one or the other.
 ///
 /// Panel `p` holds rows `16p .. 16p + 16` in `16 · k / 2` bytes: for each 8
 /// columns `8c .. 8c + 8`, the 16 rows' 4 packed bytes of those columns one
-/// after another (row `q`'s at `p · 8k + 64c + 4q`). Its scales are group
-/// after group, the 16 rows' scale of group `g` at `p · 16 · groups + 16g +
-/// q`. Only weights with N a multiple of 16 and K a multiple of 32 have a
-/// panel form.
+/// after another (row `q`'s at `p · 8k + 64c + 4q`). Grouped scales are
+/// group after group, the 16 rows' scale of group `g` at `p · 16 · groups +
+/// 16g + q`; per-channel scales stay in row order (row `16p + q`'s at `16p +
+/// q`). Only weights with N a multiple of 16 and K a multiple of 32, grouped
+/// by 32 or per channel, have a panel form.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PanelsQ4 {
     n: usize,
     k: usize,
     codes: Codes<u8>,
-    scales: Vec<f16>,
+    /// Grouped by 32 in panel order, or per channel in row order.
+    scales: Q4Scales,
+}
+
+/// Whether `n × k` has a panel form: whole panels (N a multiple of 16, not
+/// 0) and whole groups of 32.
+fn panel_shape(n: usize, k: usize) -> bool {
+    n > 0 && n.is_multiple_of(PANEL_ROWS) && k.is_multiple_of(PANEL_GROUP)
 }
 
 impl PanelsQ4 {
-    /// The group size of every panel form ([`PANEL_GROUP`]).
+    /// The group size of every grouped panel form ([`PANEL_GROUP`]).
     pub const GROUP: usize = PANEL_GROUP;
 
-    /// The panel form of `w`, or `None` when it has none: per-channel
-    /// scales, a group other than 32, N not a multiple of 16 or K not a
-    /// multiple of 32 (N = 0 included). Copies the bytes once.
+    /// The panel form of `w`, or `None` when it has none: a group other
+    /// than 32, N not a multiple of 16 or K not a multiple of 32 (N = 0
+    /// included). Copies the bytes once.
     pub fn new(w: &QuantizedMatrixQ4) -> Option<PanelsQ4> {
         let (n, k) = (w.n(), w.k());
-        let Q4Scales::Grouped { group, scales } = w.scales() else {
-            return None;
-        };
-        if *group != PANEL_GROUP || n == 0 || !n.is_multiple_of(PANEL_ROWS) || !k.is_multiple_of(PANEL_GROUP) {
+        if !panel_shape(n, k) {
             return None;
         }
-        let (stride, groups) = (k / 2, k / PANEL_GROUP);
+        let stride = k / 2;
+        let scales = match w.scales() {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
+            Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP => {
+                let groups = k / PANEL_GROUP;
+                let mut panel_scales = vec![f16::ZERO; n * groups];
+                for r in 0..n {
+                    let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
+                    for (g, &s) in scales[r * groups..(r + 1) * groups].iter().enumerate() {
+                        panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
+                    }
+                }
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales: panel_scales,
+                }
+            }
+            Q4Scales::Grouped { .. } => return None,
+        };
         // written in place: a Vec here would be copied into the aligned lines
         let mut owned = Codes::zeroed(n * stride);
         let codes = owned.as_mut_slice()?;
-        let mut panel_scales = vec![f16::ZERO; n * groups];
         for r in 0..n {
             let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
             let panel = &mut codes[p * PANEL_ROWS * stride..(p + 1) * PANEL_ROWS * stride];
             for (c, piece) in w.row_packed(r).chunks_exact(PIECE_COLS / 2).enumerate() {
                 panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(piece);
             }
-            for (g, &s) in scales[r * groups..(r + 1) * groups].iter().enumerate() {
-                panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
-            }
         }
         Some(PanelsQ4 {
             n,
             k,
             codes: owned,
-            scales: panel_scales,
+            scales,
         })
     }
 
     /// A panel form from bytes and scales already in panel order (the
     /// layout above), taken without a copy: N a multiple of 16 (not 0), K a
     /// multiple of 32, `codes` `n · k / 2` bytes (any byte is two biased
-    /// nibbles), `scales` `n · k / 32` finite f16 (of either sign, as a
-    /// natural matrix's group scales). `None` otherwise: the shapes with
-    /// no panel form ([`PanelsQ4::new`]) and the scales a natural matrix
-    /// refuses. For a caller whose bytes' values do not matter in the
-    /// order they come (the plan times kernels on such) or that stored
-    /// the panel form itself ([`PanelsQ4::into_panel_parts`]).
-    pub fn from_panel_parts(n: usize, k: usize, codes: Vec<u8>, scales: Vec<f16>) -> Option<PanelsQ4> {
+    /// nibbles), and either `n · k / 32` finite f16 grouped by 32 (of
+    /// either sign, as a natural matrix's group scales) or `n` finite f32
+    /// ≥ 0 per channel. `None` otherwise: the shapes with no panel form
+    /// ([`PanelsQ4::new`]) and the scales a natural matrix refuses. For a
+    /// caller whose bytes' values do not matter in the order they come (the
+    /// plan times kernels on such) or that stored the panel form itself
+    /// ([`PanelsQ4::into_panel_parts`]).
+    pub fn from_panel_parts(n: usize, k: usize, codes: Vec<u8>, scales: Q4Scales) -> Option<PanelsQ4> {
         Self::from_panel_codes(n, k, Codes::owned(codes), scales)
     }
 
     /// [`PanelsQ4::from_panel_parts`] on codes owned or shared, moved in
     /// without a copy.
-    pub fn from_panel_codes(n: usize, k: usize, codes: Codes<u8>, scales: Vec<f16>) -> Option<PanelsQ4> {
-        let shaped = n > 0 && n.is_multiple_of(PANEL_ROWS) && k.is_multiple_of(PANEL_GROUP);
-        let len = codes.as_slice().len();
-        let sized = Some(len) == n.checked_mul(k / 2) && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP);
-        (shaped && sized && scales.iter().all(|s| s.is_finite())).then_some(PanelsQ4 { n, k, codes, scales })
+    pub fn from_panel_codes(n: usize, k: usize, codes: Codes<u8>, scales: Q4Scales) -> Option<PanelsQ4> {
+        let sized = Some(codes.as_slice().len()) == n.checked_mul(k / 2);
+        let scaled = match &scales {
+            Q4Scales::PerChannel(s) => s.len() == n && s.iter().all(|s| s.is_finite() && *s >= 0.0),
+            Q4Scales::Grouped { group, scales } => {
+                *group == PANEL_GROUP
+                    && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP)
+                    && scales.iter().all(|s| s.is_finite())
+            }
+        };
+        (panel_shape(n, k) && sized && scaled).then_some(PanelsQ4 { n, k, codes, scales })
     }
 
     /// The bytes and scales in panel order, consuming the form (the bytes
     /// copied into a vector; the inverse of [`PanelsQ4::from_panel_parts`]).
-    pub fn into_panel_parts(self) -> (Vec<u8>, Vec<f16>) {
+    pub fn into_panel_parts(self) -> (Vec<u8>, Q4Scales) {
         (self.codes.into_vec(), self.scales)
     }
 
     /// The bytes and scales in panel order, moved out without a copy (the
     /// inverse of [`PanelsQ4::from_panel_codes`]).
-    pub fn into_panel_codes(self) -> (Codes<u8>, Vec<f16>) {
+    pub fn into_panel_codes(self) -> (Codes<u8>, Q4Scales) {
         (self.codes, self.scales)
     }
 
@@ -143,27 +172,29 @@ impl PanelsQ4 {
 
     /// The natural matrix again, byte for byte the one this was made from.
     pub fn to_matrix(&self) -> QuantizedMatrixQ4 {
-        let (stride, groups) = (self.k / 2, self.k / PANEL_GROUP);
+        let stride = self.k / 2;
         let mut packed = vec![0u8; self.n * stride];
-        let mut scales = vec![f16::ZERO; self.n * groups];
-        for (r, (row, sr)) in packed
-            .chunks_exact_mut(stride)
-            .zip(scales.chunks_exact_mut(groups))
-            .enumerate()
-        {
+        for (r, row) in packed.chunks_exact_mut(stride).enumerate() {
             row.copy_from_slice(&self.row_packed(r));
-            sr.copy_from_slice(&self.row_scales(r));
         }
-        QuantizedMatrixQ4::from_parts_biased(
-            self.n,
-            self.k,
-            packed,
-            Q4Scales::Grouped {
-                group: PANEL_GROUP,
-                scales,
-            },
-        )
-        .expect("a panel form holds a valid matrix's bytes")
+        let scales = match &self.scales {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
+            Q4Scales::Grouped { scales, .. } => {
+                let groups = self.groups();
+                let mut natural = vec![f16::ZERO; self.n * groups];
+                for (i, &s) in scales.iter().enumerate() {
+                    // panel p, group g, row q (the layout above)
+                    let (p, g, q) = (i / (PANEL_ROWS * groups), i / PANEL_ROWS % groups, i % PANEL_ROWS);
+                    natural[(p * PANEL_ROWS + q) * groups + g] = s;
+                }
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales: natural,
+                }
+            }
+        };
+        QuantizedMatrixQ4::from_parts_biased(self.n, self.k, packed, scales)
+            .expect("a panel form holds a valid matrix's bytes")
     }
 
     /// Output features (rows).
@@ -174,19 +205,48 @@ impl PanelsQ4 {
     pub fn k(&self) -> usize {
         self.k
     }
-    /// Groups of 32 per row.
+    /// The grouping of the scales: by [`PANEL_GROUP`] or per channel.
+    pub fn group_size(&self) -> GroupSize {
+        match self.scales {
+            Q4Scales::PerChannel(_) => GroupSize::PerChannel,
+            Q4Scales::Grouped { .. } => GroupSize::Group(PANEL_GROUP),
+        }
+    }
+    /// The scales: grouped ones in panel order, per-channel ones in row
+    /// order (the layout above).
+    pub fn scales(&self) -> &Q4Scales {
+        &self.scales
+    }
+    /// Activation sums a row's tiles take: its groups of 32 (grouped), or
+    /// 1, the whole row's (per channel).
     pub fn groups(&self) -> usize {
-        self.k / PANEL_GROUP
+        match self.scales {
+            Q4Scales::PerChannel(_) => 1,
+            Q4Scales::Grouped { .. } => self.k / PANEL_GROUP,
+        }
     }
     /// Panel `p`'s packed bytes, `16 · k / 2`.
     pub fn panel(&self, p: usize) -> &[u8] {
         let len = PANEL_ROWS * self.k / 2;
         &self.codes()[p * len..(p + 1) * len]
     }
-    /// Panel `p`'s scales, `16 · groups`, group after group.
+    /// Panel `p`'s group scales, `16 · groups`, group after group (empty
+    /// per channel).
     pub fn panel_scales(&self, p: usize) -> &[f16] {
-        let len = PANEL_ROWS * self.groups();
-        &self.scales[p * len..(p + 1) * len]
+        match &self.scales {
+            Q4Scales::Grouped { scales, .. } => {
+                let len = PANEL_ROWS * self.groups();
+                &scales[p * len..(p + 1) * len]
+            }
+            Q4Scales::PerChannel(_) => &[],
+        }
+    }
+    /// Panel `p`'s 16 per-channel scales, in row order (empty when grouped).
+    pub fn channel_scales(&self, p: usize) -> &[f32] {
+        match &self.scales {
+            Q4Scales::PerChannel(s) => &s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS],
+            Q4Scales::Grouped { .. } => &[],
+        }
     }
     /// Row `r`'s packed bytes in the natural order (gathered).
     pub fn row_packed(&self, r: usize) -> Vec<u8> {
@@ -195,11 +255,6 @@ impl PanelsQ4 {
             .chunks_exact(64)
             .flat_map(|piece| piece[4 * q..4 * q + 4].to_vec())
             .collect()
-    }
-    /// Row `r`'s group scales in increasing g (gathered).
-    pub fn row_scales(&self, r: usize) -> Vec<f16> {
-        let (s, q) = (self.panel_scales(r / PANEL_ROWS), r % PANEL_ROWS);
-        s.chunks_exact(PANEL_ROWS).map(|g| g[q]).collect()
     }
 }
 
@@ -213,6 +268,13 @@ impl PanelsQ4 {
 /// − 8·sums[i][g]` exact, added in increasing g from +0 (§6.1; the frame
 /// multiplies by the activation scale).
 pub type TilePanelQ4 = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]);
+
+/// W4A8 per channel over one panel: `x` as for [`TilePanelQ4`], `sums`
+/// each row's one sum of all `k` codes, `panel` one panel's bytes. Writes
+/// `out[i · 16 + q] = acc as f32` for activation row `i` and panel row `q`,
+/// `acc = Σ x·b − 8·sums[i][0]` exact in i32 (§6.1; the frame multiplies by
+/// `x_scale · w_scale`, the two scales multiplied first).
+pub type TilePanelQ4PerChannel = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]);
 
 /// The shapes a [`TilePanelQ4`] for `xr` activation rows relies on, checked
 /// before its loads: `xr` rows of `k = 32 · groups` codes and of `groups`
@@ -233,26 +295,44 @@ pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f1
     groups
 }
 
-/// A tier's panel tiles: `(xr, tile)` by activation rows, widest first,
-/// the last of 1 row.
-#[derive(Debug, Clone, Copy)]
-pub struct PanelFamily {
-    /// The tiles, widest first; the last takes 1 activation row.
-    pub tiles: &'static [(usize, TilePanelQ4)],
+/// The shapes a [`TilePanelQ4PerChannel`] for `xr` activation rows relies
+/// on, checked before its loads: `xr` rows of `k` codes (a multiple of 32)
+/// and of one sum each, one panel's `16 · k / 2` bytes, `16 · xr` outputs.
+/// Returns `k / 32`, the tile's groups of 4 loads; panics on any other shape.
+pub fn check_tile_per_channel(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
+    let k = x[0].len();
+    assert!(
+        k.is_multiple_of(PANEL_GROUP)
+            && x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == 1)
+            && panel.len() == PANEL_ROWS * k / 2,
+        "per-channel panel tile shapes"
+    );
+    k / PANEL_GROUP
 }
 
-/// The entry of a tier's panel tiles: W4A8 grouped (§6.1) on a
-/// [`PanelsQ4`] over output features `rows`, any range within the matrix
-/// (the driver's are multiples of 16; `Linear::forward_rows` passes the
-/// caller's): each panel the range touches is computed whole and its rows
-/// inside the range stored. Same bits as `gemm_w4a8_grouped` on the natural
-/// matrix.
+/// A tier's panel tiles: `(xr, tile)` by activation rows, widest first,
+/// the last of 1 row; grouped ([`TilePanelQ4`], the default) or per
+/// channel ([`TilePanelQ4PerChannel`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PanelFamily<T: 'static = TilePanelQ4> {
+    /// The tiles, widest first; the last takes 1 activation row.
+    pub tiles: &'static [(usize, T)],
+}
+
+/// The entry of a tier's panel tiles: W4A8 (§6.1) on a [`PanelsQ4`] over
+/// output features `rows`, any range within the matrix (the driver's are
+/// multiples of 16; `Linear::forward_rows` passes the caller's): each panel
+/// the range touches is computed whole and its rows inside the range
+/// stored. Same bits as `gemm_w4a8_grouped` (a tier's grouped entry) or
+/// `gemm_w4a8` (its per-channel entry) on the natural matrix.
 pub type GemmQ8Panels = fn(&ActivationsQ8<'_>, &PanelsQ4, Range<usize>, &mut OutputTile<'_>);
 
 /// Runs `f`'s tiles over the panels that hold `rows` (a panel half inside
 /// the range is computed whole and half stored), `xr` activation rows at a
 /// time, and stores `sum · x_scale`. Panics on shapes that do not match (the
-/// dispatch layer checks them first).
+/// dispatch layer checks them first) and on a per-channel panel form.
 pub fn gemm_w4a8_grouped_panels(
     f: &PanelFamily,
     x: &ActivationsQ8<'_>,
@@ -260,14 +340,52 @@ pub fn gemm_w4a8_grouped_panels(
     rows: Range<usize>,
     y: &mut OutputTile<'_>,
 ) {
+    assert!(
+        w.group_size() == GroupSize::Group(PANEL_GROUP) && x.sum_group == PANEL_GROUP,
+        "W4A8 grouped panel shapes"
+    );
+    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, out| {
+        tile(xv, sv, w.panel(p), w.panel_scales(p), out)
+    });
+}
+
+/// [`gemm_w4a8_grouped_panels`] per channel: runs `f`'s tiles over the
+/// panels that hold `rows` and stores `(acc as f32) · (x_scale · w_scale)`.
+/// Panics on shapes that do not match and on a grouped panel form.
+pub fn gemm_w4a8_panels(
+    f: &PanelFamily<TilePanelQ4PerChannel>,
+    x: &ActivationsQ8<'_>,
+    w: &PanelsQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+) {
+    assert!(
+        w.group_size() == GroupSize::PerChannel && x.sum_group == x.k,
+        "W4A8 per-channel panel shapes"
+    );
+    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, out| {
+        tile(xv, sv, w.panel(p), out)
+    });
+}
+
+/// The sweep both panel entries share: activation rows in blocks of
+/// [`ROW_BLOCK`], each block's tiles chosen once, every panel of `rows`
+/// computed by `run(tile, rows' codes, rows' sums, panel, out)` and stored
+/// times the activation scale (grouped) or times `x_scale · w_scale` (per
+/// channel, §6.1's order: the scales multiplied first).
+fn sweep<T: Copy>(
+    tiles: &[(usize, T)],
+    x: &ActivationsQ8<'_>,
+    w: &PanelsQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &mut [f32]),
+) {
     x.check();
     y.check(x.m, rows.len());
+    assert!(rows.end <= w.n() && w.k() == x.k, "W4A8 panel shapes");
     assert!(
-        rows.end <= w.n() && w.k() == x.k && x.sum_group == PANEL_GROUP,
-        "W4A8 panel shapes"
-    );
-    assert!(
-        f.tiles.last().is_some_and(|t| t.0 == 1),
+        tiles.last().is_some_and(|t| t.0 == 1),
         "a panel family ends with a 1-row tile"
     );
     let groups = w.groups();
@@ -293,19 +411,19 @@ pub fn gemm_w4a8_grouped_panels(
         }
         let (mut n_steps, mut i0) = (0, 0);
         while i0 < block {
-            let t = f
-                .tiles
+            let t = tiles
                 .iter()
                 .position(|t| t.0 <= (block - i0).min(16))
                 .expect("a 1-row tile");
             // i0 < ROW_BLOCK = 64, and a family has far fewer than 256 tiles
             steps[n_steps] = (i0 as u8, t as u8);
             n_steps += 1;
-            i0 += f.tiles[t].0;
+            i0 += tiles[t].0;
         }
         let scales = &x.scales[b0..b0 + block];
         for p in panels.clone() {
-            let (panel, s) = (w.panel(p), w.panel_scales(p));
+            // per channel, the panel's 16 weight scales; grouped, none
+            let channel = w.channel_scales(p);
             // the panel's rows inside the range, as output columns, and as
             // columns of the panel
             let r0 = (p * PANEL_ROWS).max(rows.start);
@@ -314,14 +432,8 @@ pub fn gemm_w4a8_grouped_panels(
             // length the compiler sees
             let whole = cols == (0..PANEL_ROWS);
             for &(i0, t) in &steps[..n_steps] {
-                let (i0, (xr, tile)) = (usize::from(i0), f.tiles[usize::from(t)]);
-                tile(
-                    &xv[i0..i0 + xr],
-                    &sv[i0..i0 + xr],
-                    panel,
-                    s,
-                    &mut out[..xr * PANEL_ROWS],
-                );
+                let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
+                run(tile, &xv[i0..i0 + xr], &sv[i0..i0 + xr], p, &mut out[..xr * PANEL_ROWS]);
                 for (d, o) in out[..xr * PANEL_ROWS]
                     .as_chunks_mut::<PANEL_ROWS>()
                     .0
@@ -330,8 +442,14 @@ pub fn gemm_w4a8_grouped_panels(
                 {
                     // the whole panel row scaled, the range's part stored
                     let xs = scales[i0 + d];
-                    for v in o.iter_mut() {
-                        *v *= xs;
+                    if channel.is_empty() {
+                        for v in o.iter_mut() {
+                            *v *= xs;
+                        }
+                    } else {
+                        for (v, ws) in o.iter_mut().zip(channel) {
+                            *v *= xs * ws;
+                        }
                     }
                     let i = b0 + i0 + d;
                     if whole {
@@ -345,9 +463,9 @@ pub fn gemm_w4a8_grouped_panels(
     }
 }
 
-/// Activation rows whose views [`gemm_w4a8_grouped_panels`] holds at once:
-/// a multiple of every tile's rows (16, 8, 4), so only the last block of a
-/// call takes narrower tiles than the rows would.
+/// Activation rows whose views [`sweep`] holds at once: a multiple of every
+/// tile's rows (16, 8, 4), so only the last block of a call takes narrower
+/// tiles than the rows would.
 const ROW_BLOCK: usize = 64;
 
 /// The portable panel tile (1 activation row): §6.1 read from the panel
@@ -358,18 +476,34 @@ fn tile_panel_scalar(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out:
     let groups = sums.len();
     for (q, o) in out.iter_mut().enumerate() {
         let mut sum = 0f32;
-        for g in 0..groups {
-            let mut acc = 0i32;
-            for c in 4 * g..4 * g + 4 {
-                let (even, odd) = (&xs[8 * c..8 * c + 4], &xs[8 * c + 4..8 * c + 8]);
-                for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
-                    acc += i32::from(even[j]) * i32::from(b & 0x0F) + i32::from(odd[j]) * i32::from(b >> 4);
-                }
-            }
-            sum += (acc - 8 * sums[g]) as f32 * f32::from(s[PANEL_ROWS * g + q]);
+        for (g, &group_sum) in sums.iter().enumerate().take(groups) {
+            sum += (panel_dot_biased(xs, panel, q, 4 * g..4 * g + 4) - 8 * group_sum) as f32
+                * f32::from(s[PANEL_ROWS * g + q]);
         }
         *o = sum;
     }
+}
+
+/// The portable per-channel panel tile (1 activation row): §6.1 read from
+/// the panel layout, one weight row at a time.
+fn tile_panel_per_channel_scalar(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+    let (xs, sum) = (x[0], sums[0][0]);
+    for (q, o) in out.iter_mut().enumerate() {
+        *o = (panel_dot_biased(xs, panel, q, 0..xs.len() / PIECE_COLS) - 8 * sum) as f32;
+    }
+}
+
+/// `Σ x·b` (biased, uncorrected) of panel row `q` over the pieces (8
+/// columns each) `pieces`, `xs` in the even/odd order of a tile's rows.
+fn panel_dot_biased(xs: &[i8], panel: &[u8], q: usize, pieces: Range<usize>) -> i32 {
+    let mut acc = 0i32;
+    for c in pieces {
+        let (even, odd) = (&xs[8 * c..8 * c + 4], &xs[8 * c + 4..8 * c + 8]);
+        for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
+            acc += i32::from(even[j]) * i32::from(b & 0x0F) + i32::from(odd[j]) * i32::from(b >> 4);
+        }
+    }
+    acc
 }
 
 /// The scalar tier's panel family.
@@ -377,13 +511,25 @@ static SCALAR_PANELS: PanelFamily = PanelFamily {
     tiles: &[(1, tile_panel_scalar)],
 };
 
+/// The scalar tier's per-channel panel family.
+static SCALAR_PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+    tiles: &[(1, tile_panel_per_channel_scalar)],
+};
+
 /// `fn $name(x, w, rows, y)`, a [`GemmQ8Panels`]: [`gemm_w4a8_grouped_panels`]
-/// over the [`PanelFamily`] `$family`. The one line a tier writes for its
-/// panel tiles (the attributes before `fn`, a doc comment included, go on
-/// the function).
+/// over the [`PanelFamily`] `$family`, or with `per_channel` before `fn`,
+/// [`gemm_w4a8_panels`] over a per-channel one. The one line a tier writes
+/// for its panel tiles (the attributes before `fn`, a doc comment included,
+/// go on the function).
 #[macro_export]
 macro_rules! panel_entry {
     ($(#[$meta:meta])* $vis:vis fn $name:ident = $family:expr) => {
+        $crate::panel_entry!(@entry gemm_w4a8_grouped_panels, $(#[$meta])* $vis fn $name = $family);
+    };
+    ($(#[$meta:meta])* per_channel $vis:vis fn $name:ident = $family:expr) => {
+        $crate::panel_entry!(@entry gemm_w4a8_panels, $(#[$meta])* $vis fn $name = $family);
+    };
+    (@entry $frame:ident, $(#[$meta:meta])* $vis:vis fn $name:ident = $family:expr) => {
         $(#[$meta])*
         $vis fn $name(
             x: &$crate::ActivationsQ8<'_>,
@@ -391,7 +537,7 @@ macro_rules! panel_entry {
             rows: ::std::ops::Range<usize>,
             y: &mut $crate::OutputTile<'_>,
         ) {
-            $crate::panels::gemm_w4a8_grouped_panels(&$family, x, w, rows, y)
+            $crate::panels::$frame(&$family, x, w, rows, y)
         }
     };
 }
@@ -402,10 +548,16 @@ crate::panel_entry!(
     pub fn gemm_w4a8_grouped_panels_scalar = SCALAR_PANELS
 );
 
+crate::panel_entry!(
+    /// The scalar tier's per-channel panel entry: [`gemm_w4a8_panels`] on
+    /// the portable tile.
+    per_channel pub fn gemm_w4a8_panels_scalar = SCALAR_PANELS_PER_CHANNEL
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{activation_group_sums, gemm_w4a8_grouped};
+    use crate::{activation_group_sums, gemm_w4a8, gemm_w4a8_grouped};
 
     fn matrix(n: usize, k: usize, seed: u32) -> QuantizedMatrixQ4 {
         let mut v = seed;
@@ -418,6 +570,14 @@ mod tests {
             .map(|_| f16::from_f32((next() % 2001) as f32 / 1000.0 - 1.0))
             .collect();
         QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::Grouped { group: 32, scales }).unwrap()
+    }
+
+    fn per_channel_matrix(n: usize, k: usize, seed: u32) -> QuantizedMatrixQ4 {
+        let (packed, _) = matrix(n, k, seed).into_parts();
+        let scales = (0..n)
+            .map(|r| 0.001 + (r as u32 * 7 + seed) as f32 % 13.0 / 100.0)
+            .collect();
+        QuantizedMatrixQ4::from_parts_biased(n, k, packed, Q4Scales::PerChannel(scales)).unwrap()
     }
 
     #[test]
@@ -450,10 +610,39 @@ mod tests {
         )
         .unwrap();
         assert!(PanelsQ4::new(&odd_k).is_none());
-        let per_channel =
-            QuantizedMatrixQ4::from_parts_biased(16, 32, vec![0x88; 16 * 16], Q4Scales::PerChannel(vec![1.0; 16]))
-                .unwrap();
-        assert!(PanelsQ4::new(&per_channel).is_none());
+        let per_channel = |n: usize, k: usize| {
+            QuantizedMatrixQ4::from_parts_biased(n, k, vec![0x88; n * k / 2], Q4Scales::PerChannel(vec![1.0; n]))
+                .unwrap()
+        };
+        assert!(PanelsQ4::new(&per_channel(16, 32)).is_some());
+        assert!(PanelsQ4::new(&per_channel(16, 40)).is_none(), "K not a multiple of 32");
+        assert!(PanelsQ4::new(&per_channel(8, 32)).is_none(), "N not a multiple of 16");
+    }
+
+    #[test]
+    fn a_per_channel_panel_keeps_its_scales_in_row_order_and_gives_its_matrix_back() {
+        let w = per_channel_matrix(48, 96, 5);
+        let p = PanelsQ4::new(&w).unwrap();
+        assert_eq!(p.group_size(), GroupSize::PerChannel);
+        assert_eq!(p.groups(), 1);
+        assert!(p.panel_scales(1).is_empty());
+        let Q4Scales::PerChannel(scales) = w.scales() else {
+            unreachable!()
+        };
+        assert_eq!(p.channel_scales(2), &scales[32..48]);
+        assert_eq!(&p.panel(2)[64 * 3 + 4 * 5..64 * 3 + 4 * 6], &w.row_packed(37)[12..16]);
+        assert_eq!(p.to_matrix(), w);
+        let (codes, s) = p.clone().into_panel_parts();
+        assert_eq!(PanelsQ4::from_panel_parts(48, 96, codes.clone(), s).as_ref(), Some(&p));
+        let refused =
+            |s: Vec<f32>| PanelsQ4::from_panel_parts(48, 96, codes.clone(), Q4Scales::PerChannel(s)).is_none();
+        assert!(refused(vec![1.0; 47]), "a scale short");
+        let mut negative = vec![1.0; 48];
+        negative[3] = -1.0;
+        assert!(refused(negative), "a negative channel scale");
+        let mut nan = vec![1.0; 48];
+        nan[47] = f32::NAN;
+        assert!(refused(nan), "a NaN channel scale");
     }
 
     #[test]
@@ -462,9 +651,12 @@ mod tests {
         let (codes, scales) = p.clone().into_panel_parts();
         let back = PanelsQ4::from_panel_parts(32, 64, codes.clone(), scales.clone());
         assert_eq!(back.as_ref(), Some(&p));
+        let Q4Scales::Grouped { scales, .. } = scales else {
+            unreachable!()
+        };
         let parts = |n: usize, k: usize| (vec![0x88u8; n * k / 2], vec![f16::ONE; n * k / 32]);
         let refused = |n: usize, k: usize, codes: Vec<u8>, scales: Vec<f16>| {
-            PanelsQ4::from_panel_parts(n, k, codes, scales).is_none()
+            PanelsQ4::from_panel_parts(n, k, codes, Q4Scales::Grouped { group: 32, scales }).is_none()
         };
         let (c, s) = parts(24, 64);
         assert!(refused(24, 64, c, s), "N not a multiple of 16");
@@ -478,7 +670,15 @@ mod tests {
         assert!(refused(32, 64, codes.clone(), nan), "a NaN scale");
         let mut inf = scales;
         inf[0] = f16::NEG_INFINITY;
-        assert!(refused(32, 64, codes, inf), "an infinite scale");
+        assert!(refused(32, 64, codes.clone(), inf), "an infinite scale");
+        let group_16 = Q4Scales::Grouped {
+            group: 16,
+            scales: vec![f16::ONE; 32 * 4],
+        };
+        assert!(
+            PanelsQ4::from_panel_parts(32, 64, codes, group_16).is_none(),
+            "a group of 16"
+        );
     }
 
     #[test]
@@ -521,6 +721,15 @@ mod tests {
             gemm_w4a8_grouped_panels_scalar(&x, &p, rows.clone(), &mut OutputTile::new(&mut got, width));
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&want), bits(&got), "m {m} n {n} k {k} rows {rows:?}");
+            // per channel: one sum a row, the scales multiplied first
+            let w = per_channel_matrix(n, k, (m + n * k) as u32);
+            let p = PanelsQ4::new(&w).unwrap();
+            let sums = activation_group_sums(&codes, m, k, k);
+            let x = ActivationsQ8::new(m, k, &codes, &scales, &sums, k).unwrap();
+            let (mut want, mut got) = (vec![0f32; m * width], vec![1f32; m * width]);
+            gemm_w4a8(&x, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            gemm_w4a8_panels_scalar(&x, &p, rows.clone(), &mut OutputTile::new(&mut got, width));
+            assert_eq!(bits(&want), bits(&got), "per channel: m {m} n {n} k {k} rows {rows:?}");
         }
     }
 }

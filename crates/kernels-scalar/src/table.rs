@@ -314,6 +314,11 @@ pub struct KernelTable {
     /// same bits as `gemm_w4a8_grouped` on the natural matrix; `None` for a
     /// tier with no panel tiles (a layer then keeps the natural layout).
     pub gemm_w4a8_grouped_panels: Option<GemmQ8Panels>,
+    /// W4A8 per channel on the weight's panel form
+    /// ([`PanelsQ4`](crate::PanelsQ4)): the same bits as `gemm_w4a8` on the
+    /// natural matrix; `None` for a tier with no per-channel panel tiles (a
+    /// layer then keeps the natural layout).
+    pub gemm_w4a8_panels: Option<GemmQ8Panels>,
     /// W8A16: 8 lanes of f32 products in increasing position, the fixed
     /// lane tree, times the row scale; no FMA (§6.2).
     pub gemm_w8a16: GemmF32Q8,
@@ -367,6 +372,7 @@ pub static SCALAR: KernelTable = KernelTable {
     gemm_w4a8: crate::gemm_w4a8,
     gemm_w4a8_grouped: crate::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: Some(crate::panels::gemm_w4a8_grouped_panels_scalar),
+    gemm_w4a8_panels: Some(crate::panels::gemm_w4a8_panels_scalar),
     gemm_w8a16: crate::gemm_w8a16,
     gemm_w4a16: crate::gemm_w4a16,
     gemm_w4a16_grouped: crate::gemm_w4a16_grouped,

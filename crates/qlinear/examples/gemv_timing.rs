@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use qlinear::tiers::{PanelsQ4, Route};
+use qlinear::tiers::{KernelFamily, PanelsQ4, Route};
 use qlinear::{selftest_report, GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 fn main() {
@@ -61,13 +61,18 @@ fn small_gemvs(calls: usize) {
                     route.linear_q4_dynamic(&x, 1, q4, &mut y).expect("valid shapes")
                 });
             }
-            // the panel form, which `Linear` holds where the tier has panel
-            // tiles (`w4a8_g32p_m1`)
-            if route.has_panels() {
-                let panels = PanelsQ4::new(&grouped).expect("a panel shape");
-                time(calls, &format!("w4a8_g32p_m1 {tier} {n} {k}"), || {
-                    route.linear_q4_panels(&x, 1, &panels, &mut y).expect("valid shapes")
-                });
+            // the panel forms, which `Linear` holds where the tier has panel
+            // tiles (`w4a8p_m1`, `w4a8_g32p_m1`)
+            for (family, name, q4) in [
+                (KernelFamily::W4A8, "w4a8p_m1", &per_channel),
+                (KernelFamily::W4A8Grouped, "w4a8_g32p_m1", &grouped),
+            ] {
+                if route.has_panels(family) {
+                    let panels = PanelsQ4::new(q4).expect("a panel shape");
+                    time(calls, &format!("{name} {tier} {n} {k}"), || {
+                        route.linear_q4_panels(&x, 1, &panels, &mut y).expect("valid shapes")
+                    });
+                }
             }
         }
     }
@@ -94,8 +99,14 @@ fn batches(calls: usize) {
         time(calls, &format!("w4a8_g32_m16 {tier} {n} {k}"), || {
             route.linear_q4_dynamic(&x, m, &grouped, &mut y).expect("valid shapes")
         });
-        if route.has_panels() {
+        if route.has_panels(KernelFamily::W4A8Grouped) {
             time(calls, &format!("w4a8_g32p_m16 {tier} {n} {k}"), || {
+                route.linear_q4_panels(&x, m, &panels, &mut y).expect("valid shapes")
+            });
+        }
+        if route.has_panels(KernelFamily::W4A8) {
+            let panels = PanelsQ4::new(&q4).expect("a panel shape");
+            time(calls, &format!("w4a8p_m16 {tier} {n} {k}"), || {
                 route.linear_q4_panels(&x, m, &panels, &mut y).expect("valid shapes")
             });
         }

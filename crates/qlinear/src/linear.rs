@@ -1,7 +1,7 @@
 use std::sync::OnceLock;
 
 use qlinear_dispatch::{Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};
-use qlinear_quant_recipe::{QScheme, QuantizedWeight, RecipeError, SharedBuffer};
+use qlinear_quant_recipe::{GroupSize, QScheme, QuantizedWeight, RecipeError, SharedBuffer};
 
 use crate::{Error, Result};
 
@@ -19,9 +19,10 @@ use crate::{Error, Result};
 /// so building the first layer in a process runs the selftest and the plan
 /// (unless [`crate::init`] ran) and a forward call consults neither. Where
 /// those tiers read a prepared layout, the layer holds its weight in it: a
-/// W4A8 layer grouped by 32 (N a multiple of 16, K of 32) on tiers with
-/// panel tiles keeps the panel form ([`crate::tiers::PanelsQ4`], the same
-/// bytes permuted), unless its codes are read in place from a file's map.
+/// W4A8 layer grouped by 32 or per channel (N a multiple of 16, K of 32) on
+/// tiers with panel tiles for its family keeps the panel form
+/// ([`crate::tiers::PanelsQ4`], the same bytes permuted), unless its codes
+/// are read in place from a file's map.
 /// The bits are the natural layout's; [`Linear::weight`] rebuilds the
 /// natural form the first time it is asked for.
 ///
@@ -44,12 +45,14 @@ pub struct Linear {
 }
 
 /// A layer's weight as it holds it: natural, or in the panel form its
-/// route's tiles read, with the natural form built only when asked for.
+/// route's tiles read, with the natural form built only when asked for (the
+/// panel form boxed, so that a layer is no larger than a natural one's
+/// holding plus a pointer).
 #[derive(Debug, Clone)]
 enum Held {
     Natural(QuantizedWeight),
     Panels {
-        panels: PanelsQ4,
+        panels: Box<PanelsQ4>,
         natural: OnceLock<QuantizedWeight>,
     },
 }
@@ -63,7 +66,7 @@ impl Held {
             Held::Natural(QuantizedWeight::Q4(w)) if route.runs_panels() && !w.packed_shared() => {
                 match PanelsQ4::new(&w) {
                     Some(panels) => Held::Panels {
-                        panels,
+                        panels: Box::new(panels),
                         natural: OnceLock::new(),
                     },
                     None => Held::Natural(QuantizedWeight::Q4(w)),
@@ -108,7 +111,7 @@ impl Held {
                         actual: start.saturating_add(panels.codes().len()),
                     })?;
                 Held::Panels {
-                    panels,
+                    panels: Box::new(panels),
                     natural: OnceLock::new(),
                 }
             }
@@ -281,7 +284,10 @@ impl Linear {
     pub fn scheme(&self) -> QScheme {
         match &self.weight {
             Held::Natural(w) => w.scheme(),
-            Held::Panels { .. } => QScheme::Q4Grouped(PanelsQ4::GROUP),
+            Held::Panels { panels, .. } => match panels.group_size() {
+                GroupSize::PerChannel => QScheme::Q4,
+                GroupSize::Group(g) => QScheme::Q4Grouped(g),
+            },
         }
     }
     /// Whether the layer holds its weight in the panel form

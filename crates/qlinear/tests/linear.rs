@@ -349,9 +349,10 @@ fn init_returns_the_process_reports() {
     assert!(report.to_string().contains("selftest:"));
 }
 
-/// A W4A8 layer grouped by 32 holds its weight in the panel form exactly
-/// where its routes' tiers have panel tiles and the shape has one (N a
-/// multiple of 16, K of 32), on the plan's tiers and pinned to each proven
+/// A W4A8 layer grouped by 32 or per channel holds its weight in the panel
+/// form exactly where its routes' tiers have panel tiles for its family and
+/// the shape has one (N a multiple of 16, K of 32), on the plan's tiers and
+/// pinned to each proven
 /// tier; either way its outputs are bit for bit the natural matrix's through
 /// the family entry point (`quant_linear` on `weight()`), at M = 1 to 20 (the
 /// panel tiles take 8 or 4 activation rows, then 1) and at 64, 65 and 131
@@ -360,16 +361,18 @@ fn init_returns_the_process_reports() {
 /// it was built from, and another mode takes the natural layout back.
 #[test]
 fn a_layer_in_the_panel_form_has_the_natural_layouts_bits() {
-    for (n, k) in [(48, 96), (576, 576), (40, 96), (32, 100)] {
+    let shapes = [(48, 96), (576, 576), (40, 96), (32, 100)];
+    let grouped = shapes.map(|(n, k)| (n, k, QScheme::Q4Grouped(if k % 32 == 0 { 32 } else { 4 })));
+    let per_channel = shapes.map(|(n, k)| (n, k, QScheme::Q4));
+    for (n, k, scheme) in grouped.into_iter().chain(per_channel) {
         let w = weights(n, k, 7);
-        let scheme = QScheme::Q4Grouped(if k % 32 == 0 { 32 } else { 4 });
         let natural = QuantizedWeight::quantize(scheme, n, k, &w).unwrap();
         let planned = Linear::new("p", natural.clone(), None).unwrap();
         let pinned = selftest_report()
             .proven_tiers()
             .into_iter()
             .map(|t| planned.clone().on_tier(t).unwrap());
-        let has_form = n % 16 == 0 && scheme == QScheme::Q4Grouped(32);
+        let has_form = n % 16 == 0 && k % 32 == 0;
         for layer in std::iter::once(planned.clone()).chain(pinned) {
             let tier = layer.route().route(1).tier();
             assert_eq!(
@@ -395,16 +398,19 @@ fn a_layer_in_the_panel_form_has_the_natural_layouts_bits() {
 }
 
 /// Where some proven tier has panel tiles (the scalar tier always has), a
-/// 576-wide q4g32 layer pinned to it holds the panel form: the test above
-/// cannot pass by never preparing one.
+/// 576-wide q4g32 or q4 layer pinned to it holds the panel form: the test
+/// above cannot pass by never preparing one.
 #[test]
 fn a_tier_with_panel_tiles_prepares_the_layer() {
     let (n, k) = (576, 576);
-    let layer = Linear::from_f32(QScheme::Q4Grouped(32), n, k, &weights(n, k, 3), None)
-        .unwrap()
-        .on_tier(Int8Tier::Scalar)
-        .unwrap();
-    assert!(layer.route().runs_panels() && layer.holds_panels());
+    for scheme in [QScheme::Q4Grouped(32), QScheme::Q4] {
+        let layer = Linear::from_f32(scheme, n, k, &weights(n, k, 3), None)
+            .unwrap()
+            .on_tier(Int8Tier::Scalar)
+            .unwrap();
+        assert!(layer.route().runs_panels() && layer.holds_panels(), "{scheme:?}");
+        assert_eq!(layer.scheme(), scheme);
+    }
 }
 
 /// `forward_rows` computes a range of output features on the calling thread

@@ -106,9 +106,6 @@ impl KernelPlanV0 {
             }
             return plans;
         }
-        // (asked only when W4A8 grouped is planned: asking proves it)
-        let panels =
-            families.contains(&KernelFamily::W4A8Grouped) && builds_panels(&tables_for(KernelFamily::W4A8Grouped));
         let mut weights = PlanWeights::new();
         // one cursor over the decode pool for every family and kind: a
         // family starting again at buffer 0 read the buffers the last
@@ -123,9 +120,11 @@ impl KernelPlanV0 {
                 .filter(|&f| WeightKind::of(f) == kind && families.contains(&f))
             {
                 let tables = tables_for(family);
-                // W4A8 grouped reads the pool as panel forms where a
-                // SIMD tier has panel tiles, every other family as matrices
-                decode = if panels && family == KernelFamily::W4A8Grouped {
+                // W4A8 (grouped or per channel) reads the pool as panel
+                // forms where a SIMD tier has its panel tiles, every other
+                // family as matrices
+                let panels = builds_panels(&tables, family);
+                decode = if panels {
                     decode.into_panels()
                 } else {
                     decode.into_natural()

@@ -92,6 +92,7 @@ fn every_family_goes_on_from_the_matrix_the_last_one_left() {
 static NO_PANELS: KernelTable = KernelTable {
     name: "no panels",
     gemm_w4a8_grouped_panels: None,
+    gemm_w4a8_panels: None,
     ..SCALAR
 };
 
@@ -108,9 +109,16 @@ fn the_pool_turns_into_panel_forms_and_back_without_a_copy() {
         panic!("panel forms turn back into matrices")
     };
     assert_eq!(v[0].packed().as_ptr(), bytes);
-    // per channel: no panel form, the matrices stay
+    // per channel: a panel form too, of the same bytes and scales
     let w = q4_matrix(16, 64, Codes::owned(vec![0x5A; 16 * 32]), None).unwrap();
-    assert!(matches!(Matrices::Q4(vec![w]).into_panels(), Matrices::Q4(_)));
+    let (bytes, scales) = (w.packed().as_ptr(), w.scales().clone());
+    let Matrices::Panels(v) = Matrices::Q4(vec![w]).into_panels() else {
+        panic!("a per-channel matrix has a panel form")
+    };
+    assert_eq!((v[0].panel(0).as_ptr(), v[0].scales()), (bytes, &scales));
+    // a shape with none (N not a multiple of 16): the matrices stay
+    let w = q4_matrix(8, 64, Codes::owned(vec![0x5A; 8 * 32]), None).unwrap();
+    assert!(matches!(Matrices::Q4(vec![w]).into_panels(), Matrices::Panels(v) if v.is_empty()));
 }
 
 #[test]
@@ -128,12 +136,20 @@ fn panel_copies_are_built_only_for_a_simd_tier_with_panel_tiles() {
     // the scalar table has a panel entry (its portable tile): alone, or
     // beside SIMD tiers without panel tiles, no copies
     assert!(SCALAR.gemm_w4a8_grouped_panels.is_some());
-    assert!(!builds_panels(&[(Int8Tier::Scalar, &SCALAR)]));
-    assert!(!builds_panels(&[
-        (Int8Tier::Neon, &NO_PANELS),
-        (Int8Tier::Scalar, &SCALAR)
-    ]));
-    assert!(!builds_panels(&[]));
-    // a SIMD tier with panel tiles (here the scalar entry under AVX2's name)
-    assert!(builds_panels(&[(Int8Tier::Avx2, &TWIN), (Int8Tier::Scalar, &SCALAR)]));
+    for family in [KernelFamily::W4A8Grouped, KernelFamily::W4A8] {
+        assert!(SCALAR.panels(family).is_some());
+        assert!(!builds_panels(&[(Int8Tier::Scalar, &SCALAR)], family));
+        assert!(!builds_panels(
+            &[(Int8Tier::Neon, &NO_PANELS), (Int8Tier::Scalar, &SCALAR)],
+            family
+        ));
+        assert!(!builds_panels(&[], family));
+        // a SIMD tier with panel tiles (here the scalar entry under AVX2's name)
+        assert!(builds_panels(
+            &[(Int8Tier::Avx2, &TWIN), (Int8Tier::Scalar, &SCALAR)],
+            family
+        ));
+    }
+    // no other family reads a panel form
+    assert!(!builds_panels(&[(Int8Tier::Avx2, &TWIN)], KernelFamily::W4A16));
 }

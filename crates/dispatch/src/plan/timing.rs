@@ -113,32 +113,32 @@ impl WeightKind {
 pub(super) enum Matrices {
     Q8(Vec<QuantizedMatrix>),
     Q4(Vec<QuantizedMatrixQ4>),
-    /// Grouped Q4 matrices' bytes taken as panel forms as they lie (the
-    /// values do not change the time): timing W4A8 grouped on the panel
-    /// form writes no 4 MiB of copies, which cost 2.8 ms of page faults and
-    /// permutation in a plan of 12 ms on an Intel Xeon.
+    /// Q4 matrices' bytes taken as panel forms as they lie (the values do
+    /// not change the time): timing W4A8 on the panel form writes no 4 MiB
+    /// of copies, which cost 2.8 ms of page faults and permutation in a
+    /// plan of 12 ms on an Intel Xeon.
     Panels(Vec<PanelsQ4>),
 }
 
 impl Matrices {
-    /// Grouped Q4 matrices as panel forms of the same buffers (no copy);
-    /// anything else as it is.
+    /// Q4 matrices (grouped by 32 or per channel) as panel forms of the
+    /// same buffers (no copy); anything else as it is.
     pub(super) fn into_panels(self) -> Matrices {
         match self {
             Matrices::Q4(v)
-                if v.iter()
-                    .all(|w| matches!(w.scales(), Q4Scales::Grouped { group: 32, .. })) =>
+                if v.iter().all(|w| {
+                    matches!(
+                        w.scales(),
+                        Q4Scales::Grouped { group: 32, .. } | Q4Scales::PerChannel(_)
+                    )
+                }) =>
             {
                 Matrices::Panels(
                     v.into_iter()
                         .filter_map(|w| {
                             let (n, k) = (w.n(), w.k());
-                            match w.into_codes() {
-                                (codes, Q4Scales::Grouped { scales, .. }) => {
-                                    PanelsQ4::from_panel_codes(n, k, codes, scales)
-                                }
-                                _ => None,
-                            }
+                            let (codes, scales) = w.into_codes();
+                            PanelsQ4::from_panel_codes(n, k, codes, scales)
                         })
                         .collect(),
                 )
@@ -147,8 +147,8 @@ impl Matrices {
         }
     }
 
-    /// Panel forms as the grouped matrices of the same buffers (no copy);
-    /// anything else as it is.
+    /// Panel forms as the matrices of the same buffers (no copy); anything
+    /// else as it is.
     pub(super) fn into_natural(self) -> Matrices {
         match self {
             Matrices::Panels(v) => Matrices::Q4(
@@ -156,7 +156,7 @@ impl Matrices {
                     .filter_map(|p| {
                         let (n, k) = (p.n(), p.k());
                         let (codes, scales) = p.into_panel_codes();
-                        q4_matrix(n, k, codes, Some(scales))
+                        QuantizedMatrixQ4::from_codes_biased(n, k, codes, scales).ok()
                     })
                     .collect(),
             ),
@@ -320,15 +320,15 @@ pub(super) fn pick(
     timed[j].0
 }
 
-/// Whether the plan times W4A8 grouped on the panel form (the decode pool
-/// lent as panel forms, the batch matrix copied): only where a SIMD tier
-/// reads it (every SIMD tier has panel tiles now; a table may have none).
-/// The scalar tier's panel tile never wins a timing, so it alone builds
-/// none.
-pub(super) fn builds_panels(tables: &[(Int8Tier, &KernelTable)]) -> bool {
+/// Whether the plan times `family` on the panel form (the decode pool lent
+/// as panel forms, the batch matrix copied): only where a SIMD tier reads
+/// it (W4A8 grouped or per channel, on a tier with such panel tiles; a
+/// table may have none). The scalar tier's panel tiles never win a timing,
+/// so it alone builds none.
+pub(super) fn builds_panels(tables: &[(Int8Tier, &KernelTable)], family: KernelFamily) -> bool {
     tables
         .iter()
-        .any(|(t, table)| *t != Int8Tier::Scalar && table.gemm_w4a8_grouped_panels.is_some())
+        .any(|(t, table)| *t != Int8Tier::Scalar && table.panels(family).is_some())
 }
 
 /// What one family is timed on at one regime: synthetic activations and
@@ -345,7 +345,8 @@ pub(super) struct PlanInputs<'w> {
     pub(super) sum_group: usize,
     pub(super) q8: &'w [QuantizedMatrix],
     pub(super) q4: &'w [QuantizedMatrixQ4],
-    /// W4A8 grouped: the panel forms, which a tier with panel tiles reads
+    /// W4A8 (grouped or per channel): the panel forms, which a tier with
+    /// panel tiles for the family reads
     /// (a layer on that tier holds its weight so): the plan times what a
     /// layer would run. The decode pool lent as such, or the batch
     /// matrix's, copied. Empty where no SIMD tier has panel tiles; the
@@ -355,7 +356,7 @@ pub(super) struct PlanInputs<'w> {
 
 impl<'w> PlanInputs<'w> {
     /// The inputs of `family` at `m` rows on `w`; `panels` builds the
-    /// panel forms of W4A8 grouped matrices.
+    /// panel forms of its matrices (W4A8, grouped or per channel).
     pub(super) fn new(family: KernelFamily, m: usize, w: &'w Matrices, panels: bool) -> Self {
         let grouped = WeightKind::of(family) == WeightKind::Q4Grouped;
         let (q8, q4, lent): (&[QuantizedMatrix], &[QuantizedMatrixQ4], &[PanelsQ4]) = match w {
@@ -381,7 +382,7 @@ impl<'w> PlanInputs<'w> {
         let sums = activation_group_sums(&xc, m, k, sum_group);
         let panels = if !lent.is_empty() {
             Cow::Borrowed(lent)
-        } else if panels && family == KernelFamily::W4A8Grouped {
+        } else if panels {
             Cow::Owned(q4.iter().filter_map(PanelsQ4::new).collect())
         } else {
             Cow::Borrowed(&[][..])
@@ -423,7 +424,7 @@ impl<'w> PlanInputs<'w> {
         let copies = self.copies();
         let t = &mut OutputTile::new(y, n);
         let start = Instant::now();
-        if let (Some(f), Some(w)) = (table.gemm_w4a8_grouped_panels, self.panels.get(copy % copies)) {
+        if let (Some(f), Some(w)) = (table.panels(self.family), self.panels.get(copy % copies)) {
             f(&aq, w, 0..rows, t);
             return start.elapsed().as_secs_f64() * 1e9;
         }

@@ -102,6 +102,14 @@ pub(super) fn q4_family(w: &QuantizedMatrixQ4, per_channel: KernelFamily, groupe
     }
 }
 
+/// The W4A8 family a panel form runs: per channel or grouped by 32.
+pub(super) fn panel_family(w: &PanelsQ4) -> KernelFamily {
+    match w.group_size() {
+        GroupSize::PerChannel => KernelFamily::W4A8,
+        GroupSize::Group(_) => KernelFamily::W4A8Grouped,
+    }
+}
+
 #[inline]
 pub(super) fn check_scales(scales: &[f32]) -> Result<(), DispatchError> {
     match scales.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {

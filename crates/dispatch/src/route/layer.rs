@@ -87,17 +87,17 @@ impl LayerRoute {
     }
 
     /// Whether the layer can hold its weight in the panel form
-    /// ([`PanelsQ4`]) and run [`LayerRoute::forward_panels`]: W4A8 grouped
-    /// with both regimes' tiers having panel tiles.
+    /// ([`PanelsQ4`]) and run [`LayerRoute::forward_panels`]: W4A8, grouped
+    /// or per channel, with both regimes' tiers having panel tiles for the
+    /// family.
     pub fn runs_panels(&self) -> bool {
-        self.mode == QuantLinearMode::W4A8
-            && self.family == KernelFamily::W4A8Grouped
-            && self.decode.has_panels()
-            && self.batch.has_panels()
+        self.mode == QuantLinearMode::W4A8 && self.decode.has_panels(self.family) && self.batch.has_panels(self.family)
     }
 
-    /// [`LayerRoute::forward`] on the panel form of a W4A8 grouped weight:
-    /// the same checks and the same bits. Errors as there, and
+    /// [`LayerRoute::forward`] on the panel form of a W4A8 weight (grouped
+    /// by 32 or per channel, as the layer's family): the same checks and
+    /// the same bits. Errors as there ([`DispatchError::RouteWeightMismatch`]
+    /// for a panel form of the other family), and
     /// [`DispatchError::NoPanelTiles`] unless [`LayerRoute::runs_panels`].
     pub fn forward_panels(
         &self,
@@ -110,6 +110,13 @@ impl LayerRoute {
         if !self.runs_panels() {
             return Err(DispatchError::NoPanelTiles {
                 tier: self.route(m).tier(),
+            });
+        }
+        let got = panel_family(w);
+        if got != self.family {
+            return Err(DispatchError::RouteWeightMismatch {
+                resolved: self.family,
+                got,
             });
         }
         if let Some(b) = bias {

@@ -466,34 +466,46 @@ impl Route {
         })
     }
 
-    /// W4A8 grouped by 32 on the weight's panel form ([`PanelsQ4`]): f32
-    /// activations `x` `[m, k]`, each row quantized first, into `y` `[m,
-    /// n]`, with the bits of [`Route::linear_q4_dynamic`] on the natural
-    /// matrix. Errors: the lengths and activations as there, and
-    /// [`DispatchError::NoPanelTiles`] on a tier without panel tiles.
+    /// W4A8 on the weight's panel form ([`PanelsQ4`], grouped by 32 or per
+    /// channel): f32 activations `x` `[m, k]`, each row quantized first,
+    /// into `y` `[m, n]`, with the bits of [`Route::linear_q4_dynamic`] on
+    /// the natural matrix. Errors: the lengths and activations as there, K
+    /// past the family's bound, and [`DispatchError::NoPanelTiles`] on a
+    /// tier without panel tiles for the weight's family.
     pub fn linear_q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-        self.proven(KernelFamily::W4A8Grouped)?;
+        self.proven(panel_family(w))?;
         self.q4_panels(x, m, w, &[], y)
     }
 
-    /// Whether this route's tier has panel tiles ([`PanelsQ4`]).
-    pub fn has_panels(&self) -> bool {
-        self.table.gemm_w4a8_grouped_panels.is_some()
+    /// Whether this route's tier has panel tiles ([`PanelsQ4`]) for
+    /// `family` (W4A8 grouped or per channel; no other family has any).
+    pub fn has_panels(&self, family: KernelFamily) -> bool {
+        self.table.panels(family).is_some()
     }
 
     fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
+        let family = panel_family(w);
         let f = self
             .table
-            .gemm_w4a8_grouped_panels
+            .panels(family)
             .ok_or(DispatchError::NoPanelTiles { tier: self.tier })?;
         let (n, k) = (w.n(), w.k());
+        // per channel one exact sum spans the row, so K is bounded (a
+        // group's 32 columns always fit), and the bias is cancelled by the
+        // row's one activation sum
+        let sum_group = if family == KernelFamily::W4A8 {
+            check_k(family, k)?;
+            k
+        } else {
+            PANEL_GROUP
+        };
         self.quantized(x, m, n, k, y, |(x_codes, x_scales), y, sums| {
             if m == 0 || n == 0 {
                 return Ok(());
             }
-            activation_group_sums_into(x_codes, m, k, PANEL_GROUP, sums);
+            activation_group_sums_into(x_codes, m, k, sum_group, sums);
             let layouts = LayoutCache::default();
-            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, PANEL_GROUP)?.with_layouts(&layouts);
+            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(&layouts);
             self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
             Ok(())
         })

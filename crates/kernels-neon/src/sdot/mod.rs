@@ -43,6 +43,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: Some(gemm_w4a8_grouped_panels),
+    gemm_w4a8_panels: None,
     shapes: gemm::SHAPES,
     ..crate::neon::TABLE
 };

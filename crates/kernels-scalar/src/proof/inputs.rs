@@ -120,16 +120,20 @@ pub(super) struct PanelCase {
     pub(super) xc: Vec<i8>,
     pub(super) xs: Vec<f32>,
     pub(super) sums: Vec<i32>,
+    /// Columns per activation sum: 32 grouped, `k` per channel.
+    pub(super) sum_group: usize,
     pub(super) panels: Option<PanelsQ4>,
     pub(super) want: Vec<u32>,
 }
 
-/// The panel proof's calls at `k` (a multiple of 32), built once per
-/// selftest and shared by every table that has a panel entry: the scalar
-/// reference on the natural matrix costs more than the tiles it checks.
-pub(super) fn panel_cases(k: usize) -> Arc<Vec<PanelCase>> {
-    memo_shared(("panel cases", 0, k, PANEL_GROUP), || {
-        let mut rng = Rng::new(0x9A4E_1500 ^ k as u64);
+/// The panel proof's calls at `k` (a multiple of 32) for W4A8 grouped by
+/// 32 or (`per_channel`) per channel, built once per selftest and shared by
+/// every table that has such a panel entry: the scalar reference on the
+/// natural matrix costs more than the tiles it checks.
+pub(super) fn panel_cases(k: usize, per_channel: bool) -> Arc<Vec<PanelCase>> {
+    let sum_group = if per_channel { k } else { PANEL_GROUP };
+    memo_shared(("panel cases", i64::from(per_channel), k, PANEL_GROUP), || {
+        let mut rng = Rng::new(0x9A4E_1500 ^ k as u64 ^ u64::from(per_channel) << 40);
         let calls: [(usize, usize, Range<usize>, bool); 4] = [
             (1, 16, 0..16, false),
             (5, 48, 8..40, false),
@@ -143,29 +147,38 @@ pub(super) fn panel_cases(k: usize) -> Arc<Vec<PanelCase>> {
             } else {
                 ((0..n).flat_map(|_| rng.packed(k)).collect(), rng.codes(m * k))
             };
-            let scales = (0..n * k / PANEL_GROUP).map(|_| f16::from_f32(rng.unit())).collect();
-            let grouped = Q4Scales::Grouped {
-                group: PANEL_GROUP,
-                scales,
+            let scales = if per_channel {
+                Q4Scales::PerChannel((0..n).map(|_| rng.unit().abs()).collect())
+            } else {
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales: (0..n * k / PANEL_GROUP).map(|_| f16::from_f32(rng.unit())).collect(),
+                }
             };
             let xs: Vec<f32> = (0..m).map(|_| rng.unit().abs() * 0.1).collect();
-            let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, grouped) else {
+            let Ok(w) = QuantizedMatrixQ4::from_parts_biased(n, k, packed, scales) else {
                 continue;
             };
-            let sums = activation_group_sums(&xc, m, k, PANEL_GROUP);
+            let sums = activation_group_sums(&xc, m, k, sum_group);
             let layouts = LayoutCache::default();
-            let Ok(act) = ActivationsQ8::new(m, k, &xc, &xs, &sums, PANEL_GROUP) else {
+            let Ok(act) = ActivationsQ8::new(m, k, &xc, &xs, &sums, sum_group) else {
                 continue;
             };
             let act = act.with_layouts(&layouts);
             let width = rows.len();
             let mut want = vec![f32::NAN; m * width];
-            (SCALAR.gemm_w4a8_grouped)(&act, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            let reference = if per_channel {
+                SCALAR.gemm_w4a8
+            } else {
+                SCALAR.gemm_w4a8_grouped
+            };
+            reference(&act, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
             cases.push(PanelCase {
-                name: if extreme {
-                    "panel rows, x=+127 nibble 15"
-                } else {
-                    "panel rows"
+                name: match (extreme, per_channel) {
+                    (true, false) => "panel rows, x=+127 nibble 15",
+                    (false, false) => "panel rows",
+                    (true, true) => "per-channel panel rows, x=+127 nibble 15",
+                    (false, true) => "per-channel panel rows",
                 },
                 m,
                 rows,
@@ -174,6 +187,7 @@ pub(super) fn panel_cases(k: usize) -> Arc<Vec<PanelCase>> {
                 xc,
                 xs,
                 sums,
+                sum_group,
             });
         }
         cases

@@ -103,9 +103,29 @@ macro_rules! w4a8_on_frame {
 /// (`gemm_w4a8_grouped_panels`) on the frame's panel sweep, whose tiles of
 /// `xr` activation rows (widest first, the last 1) all call `$with(x, sums,
 /// panel, scales, out, $slip)`: a panel tile written once with its slips as
-/// a parameter. The module sees its parent's items (`use super::*`).
+/// a parameter. With `per_channel` first, the per-channel panel entry
+/// (`gemm_w4a8_panels`), whose tiles call `$with(x, sums, panel, out,
+/// $slip)`. The module sees its parent's items (`use super::*`).
 #[macro_export]
 macro_rules! panel_table {
+    (per_channel $module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?]) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4PerChannel};
+            fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+                $with(x, sums, panel, out, $slip)
+            }
+            const FAMILY: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+                tiles: &[$(($xr, tile as TilePanelQ4PerChannel)),+],
+            };
+            qlinear_kernels_scalar::panel_entry!(per_channel fn entry = FAMILY);
+            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                gemm_w4a8_panels: Some(entry),
+                ..qlinear_kernels_scalar::SCALAR
+            };
+        }
+    };
     ($module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?]) => {
         mod $module {
             #[allow(unused_imports)]
@@ -120,6 +140,7 @@ macro_rules! panel_table {
             qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
+                gemm_w4a8_panels: None,
                 ..qlinear_kernels_scalar::SCALAR
             };
         }

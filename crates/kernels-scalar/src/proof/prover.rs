@@ -96,23 +96,24 @@ impl Prover<'_> {
         if self.random && k <= RANDOM_PROOF_MAX_K {
             self.prove_random(k);
         }
-        if let (F::W4A8Grouped, Some(panels)) = (self.family, self.table.gemm_w4a8_grouped_panels) {
+        if let Some(panels) = self.table.panels(self.family) {
             if k <= RANDOM_PROOF_MAX_K && k.is_multiple_of(PANEL_GROUP) {
-                self.prove_panels(panels, k);
+                self.prove_panels(panels, k, self.family == F::W4A8);
             }
         }
     }
 
-    /// A table's W4A8 grouped entry on the panel form ([`PanelsQ4`])
-    /// against the scalar entry on the natural matrix, every table the
-    /// scalar one included (its panel entry is other code): random rows
-    /// with scales of both signs, then all-extreme rows; over 1 to 3 panels,
+    /// A table's W4A8 entry on the panel form ([`PanelsQ4`], grouped by 32
+    /// or `per_channel`) against the scalar entry on the natural matrix,
+    /// every table the scalar one included (its panel entries are other
+    /// code): random rows with group scales of both signs (per channel,
+    /// scales ≥ 0), then all-extreme rows; over 1 to 3 panels,
     /// M = 1 to 9 (the 4-row and 1-row tiles and their mixes), and ranges
     /// that start and end inside a panel (the driver splits by 8 rows). The
     /// cases and their reference outputs are built once per K and shared by
     /// every table ([`panel_cases`]).
-    fn prove_panels(&mut self, panels: GemmQ8Panels, k: usize) {
-        for case in panel_cases(k).iter() {
+    fn prove_panels(&mut self, panels: GemmQ8Panels, k: usize, per_channel: bool) {
+        for case in panel_cases(k, per_channel).iter() {
             let PanelCase {
                 name,
                 m,
@@ -122,13 +123,14 @@ impl Prover<'_> {
                 sums,
                 panels: p,
                 want,
+                sum_group,
             } = case;
             let Some(p) = p else {
                 self.check(name, k, "a panel form".to_string(), "none".to_string());
                 return;
             };
             let layouts = LayoutCache::default();
-            let Some(act) = self.built(name, k, ActivationsQ8::new(*m, k, xc, xs, sums, PANEL_GROUP)) else {
+            let Some(act) = self.built(name, k, ActivationsQ8::new(*m, k, xc, xs, sums, *sum_group)) else {
                 return;
             };
             let act = act.with_layouts(&layouts);

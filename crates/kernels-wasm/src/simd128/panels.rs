@@ -180,6 +180,7 @@ macro_rules! panel_tiles_with {
             );
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
+                gemm_w4a8_panels: None,
                 ..qlinear_kernels_scalar::SCALAR
             };
         }

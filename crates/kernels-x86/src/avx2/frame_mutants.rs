@@ -568,3 +568,74 @@ fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {
     let right = first_failure(&avx2_panel_right::TABLE, KernelFamily::W4A8Grouped);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// The slips an AVX2 per-channel panel tile (`maddubs` pair sums in i16)
+/// can make, modelled in plain Rust with the i16 lanes' wrapping: the pair
+/// sums carried over two groups before `madd` widens them (64 columns of
+/// +127 against nibble 15 pass 32 767 and wrap); and rows 8..16 stored
+/// over rows 0..8 (the second half's store at the first half's place).
+#[derive(Clone, Copy, PartialEq)]
+enum Avx2PerChannelSlip {
+    None,
+    PairsCarried,
+    HalvesOverlaid,
+}
+
+fn avx2_per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32], slip: Avx2PerChannelSlip) {
+    let pieces = x[0].len() / 8;
+    let flush = if slip == Avx2PerChannelSlip::PairsCarried { 8 } else { 4 };
+    for (t, row) in out.chunks_exact_mut(16).enumerate() {
+        for q in 0..16 {
+            let (mut acc, mut pairs) = (0i32, [0i16; 2]);
+            for c in 0..pieces {
+                let (even, odd) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
+                let b = &panel[64 * c + 4 * q..64 * c + 4 * q + 4];
+                for (h, pair) in pairs.iter_mut().enumerate() {
+                    // one i16 lane: two bytes' low nibbles against the even
+                    // codes, their high nibbles against the odd ones
+                    let sum: i32 = (2 * h..2 * h + 2)
+                        .map(|j| {
+                            i32::from(b[j] & 0x0F) * i32::from(even[j]) + i32::from(b[j] >> 4) * i32::from(odd[j])
+                        })
+                        .sum();
+                    *pair = pair.wrapping_add(sum as i16);
+                }
+                if (c + 1) % flush == 0 || c + 1 == pieces {
+                    acc += i32::from(pairs[0]) + i32::from(pairs[1]);
+                    pairs = [0; 2];
+                }
+            }
+            let at = if slip == Avx2PerChannelSlip::HalvesOverlaid { q % 8 } else { q };
+            row[at] = (acc - 8 * sums[t][0]) as f32;
+        }
+    }
+}
+
+qlinear_kernels_scalar::panel_table!(
+    per_channel avx2_pc_pairs_carried,
+    avx2_per_channel_with,
+    Avx2PerChannelSlip::PairsCarried,
+    [4, 1]
+);
+qlinear_kernels_scalar::panel_table!(
+    per_channel avx2_pc_halves_overlaid,
+    avx2_per_channel_with,
+    Avx2PerChannelSlip::HalvesOverlaid,
+    [4, 1]
+);
+qlinear_kernels_scalar::panel_table!(
+    per_channel avx2_pc_right,
+    avx2_per_channel_with,
+    Avx2PerChannelSlip::None,
+    [4, 1]
+);
+
+#[test]
+fn the_avx2_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
+    first_failure(&avx2_pc_pairs_carried::TABLE, KernelFamily::W4A8)
+        .expect("pair sums carried across two groups must fail");
+    first_failure(&avx2_pc_halves_overlaid::TABLE, KernelFamily::W4A8)
+        .expect("rows 8..16 stored over rows 0..8 must fail");
+    let right = first_failure(&avx2_pc_right::TABLE, KernelFamily::W4A8);
+    assert!(right.is_none(), "{right:?}");
+}

@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS};
 
 /// Bytes ahead of the current load that the first pass prefetches (the
 /// VNNI panel tile's distance: a panel is one sequential run).
@@ -94,4 +94,75 @@ pub(super) const PANELS: PanelFamily = PanelFamily {
 qlinear_kernels_scalar::panel_entry!(
     /// The tier's panel entry (the frame's sweep over `PANELS`).
     pub(crate) fn gemm_w4a8_grouped_panels = PANELS
+);
+
+/// W4A8 per channel over one panel for `XR` activation rows (the
+/// `TilePanelQ4PerChannel` contract): the grouped tile's loads, `maddubs`
+/// and i16 pair sums per group of 32 (which cannot saturate, as there),
+/// each group's exact sums added into i32 lanes that start at the row's
+/// `−8·Σx`, and no float step until the one conversion at the end. Writes
+/// `out[i · 16 + q] = acc as f32`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    out: &mut [f32],
+) {
+    let groups = check_tile_per_channel(XR, x, sums, panel, out);
+    // pointer loads as in the grouped tile (`check_tile_per_channel` holds
+    // each row to `32 · groups` codes)
+    let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+    let corrections: [i32; XR] = std::array::from_fn(|t| sums[t][0].wrapping_mul(8));
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    for half in 0..2 {
+        let mut acc = [_mm256_setzero_si256(); XR];
+        for g in 0..groups {
+            let mut pairs = [_mm256_setzero_si256(); XR];
+            for c in 4 * g..4 * g + 4 {
+                let at = 64 * c + 32 * half;
+                // SAFETY: c < k / 8: the 32 bytes at 64c + 32h lie in the
+                // panel's 16 · k / 2; the prefetch only hints.
+                let v = unsafe {
+                    if half == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());
+                    }
+                    _mm256_loadu_si256(panel.as_ptr().add(at).cast())
+                };
+                let lo = _mm256_and_si256(v, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                for t in 0..XR {
+                    // SAFETY: 8c + 8 <= k = x[t].len() (`check_tile_per_channel`).
+                    let (e, o) = unsafe {
+                        let q = xp[t].add(8 * c).cast::<i32>();
+                        (q.read_unaligned(), q.add(1).read_unaligned())
+                    };
+                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
+                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
+                    pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
+                }
+            }
+            for t in 0..XR {
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pairs[t], ones));
+            }
+        }
+        for (t, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+            let acc = _mm256_sub_epi32(acc[t], _mm256_set1_epi32(corrections[t]));
+            // SAFETY: a 32-byte store into the half's 8 f32 of a chunk of 16.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(8 * half), _mm256_cvtepi32_ps(acc)) };
+        }
+    }
+}
+
+/// The per-channel panel tiles: 4 activation rows, then 1.
+pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+    tiles: &[(4, super::entry::panel_pc_x4), (1, super::entry::panel_pc_x1)],
+};
+
+qlinear_kernels_scalar::panel_entry!(
+    /// The tier's per-channel panel entry (the frame's sweep over
+    /// `PANELS_PER_CHANNEL`).
+    per_channel pub(crate) fn gemm_w4a8_panels = PANELS_PER_CHANNEL
 );

@@ -560,3 +560,69 @@ fn the_panel_tiles_fail_the_proof_on_their_slips() {
     let right = first_failure(&panel_right::TABLE, KernelFamily::W4A8Grouped);
     assert!(right.is_none(), "{right:?}");
 }
+
+/// The per-channel panel tiles in plain Rust on the tier's tiles (8 and 4
+/// activation rows, then 1), with the slips a `vpdpbusd` per-channel panel
+/// kernel can make: the odd codes against the low nibbles; every row's
+/// bias from the first activation row's sum (a hoisted broadcast); the
+/// bias not cancelled at all (the correction's start value lost); and in
+/// the one-row tile, one of its 4 chains (every fourth load) left out of
+/// the final sum.
+#[derive(Clone, Copy, PartialEq)]
+enum PerChannelSlip {
+    None,
+    HalvesSwapped,
+    HoistedSums,
+    NoCorrection,
+    ChainDropped,
+}
+
+fn per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32], slip: PerChannelSlip) {
+    let pieces = x[0].len() / 8;
+    for (t, row) in out.chunks_exact_mut(16).enumerate() {
+        for (q, o) in row.iter_mut().enumerate() {
+            let mut acc = 0i32;
+            for c in 0..pieces {
+                if slip == PerChannelSlip::ChainDropped && x.len() == 1 && c % 4 == 3 {
+                    continue;
+                }
+                let (even, odd) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
+                for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
+                    let (lo, hi) = (i32::from(b & 0x0F), i32::from(b >> 4));
+                    let (lo, hi) = if slip == PerChannelSlip::HalvesSwapped {
+                        (hi, lo)
+                    } else {
+                        (lo, hi)
+                    };
+                    acc += i32::from(even[j]) * lo + i32::from(odd[j]) * hi;
+                }
+            }
+            let bias = match slip {
+                PerChannelSlip::NoCorrection => 0,
+                PerChannelSlip::HoistedSums => 8 * sums[0][0],
+                _ => 8 * sums[t][0],
+            };
+            *o = (acc - bias) as f32;
+        }
+    }
+}
+
+qlinear_kernels_scalar::panel_table!(per_channel pc_halves_swapped, per_channel_with, PerChannelSlip::HalvesSwapped, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(per_channel pc_hoisted_sums, per_channel_with, PerChannelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(per_channel pc_no_correction, per_channel_with, PerChannelSlip::NoCorrection, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(per_channel pc_chain_dropped, per_channel_with, PerChannelSlip::ChainDropped, [8, 4, 1]);
+qlinear_kernels_scalar::panel_table!(per_channel pc_right, per_channel_with, PerChannelSlip::None, [8, 4, 1]);
+
+#[test]
+fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
+    for (table, why) in [
+        (&pc_halves_swapped::TABLE, "odd codes against low nibbles must fail"),
+        (&pc_hoisted_sums::TABLE, "the first row's sum for every row must fail"),
+        (&pc_no_correction::TABLE, "a bias left in must fail"),
+        (&pc_chain_dropped::TABLE, "a chain left out of the one-row tile must fail"),
+    ] {
+        first_failure(table, KernelFamily::W4A8).expect(why);
+    }
+    let right = first_failure(&pc_right::TABLE, KernelFamily::W4A8);
+    assert!(right.is_none(), "{right:?}");
+}

@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS};
 
 /// Bytes ahead of the current load that each step prefetches: a panel is
 /// one sequential run. Streaming 16 matrices of 256 × 4096 in turn (8 MiB,
@@ -95,4 +95,107 @@ pub(super) const PANELS: PanelFamily = PanelFamily {
 qlinear_kernels_scalar::panel_entry!(
     /// The tier's panel entry (the frame's sweep over `PANELS`).
     pub(crate) fn gemm_w4a8_grouped_panels = PANELS
+);
+
+/// W4A8 per channel over one panel for `XR` activation rows (the
+/// `TilePanelQ4PerChannel` contract): the grouped tile's loads and
+/// `vpdpbusd`s with no float step, each row's even sums starting at its
+/// `−8·Σx` and its exact i32 sums converted once at the end. Writes
+/// `out[i · 16 + q] = acc as f32`. For one row, [`tile_w4a8_panel_x1`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    out: &mut [f32],
+) {
+    let groups = check_tile_per_channel(XR, x, sums, panel, out);
+    // pointer loads as in the grouped tile (`check_tile_per_channel` holds
+    // each row to `32 · groups` codes)
+    let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut even: [__m512i; XR] = std::array::from_fn(|t| _mm512_set1_epi32(sums[t][0].wrapping_mul(-8)));
+    let mut odd = [_mm512_setzero_si512(); XR];
+    for c in 0..4 * groups {
+        // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's 16 · k / 2.
+        let v = unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+            _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
+        };
+        let lo = _mm512_and_si512(v, mask);
+        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+        for t in 0..XR {
+            // SAFETY: 8c + 8 <= k = x[t].len() (`check_tile_per_channel`).
+            let (e, o) = unsafe {
+                let q = xp[t].add(8 * c).cast::<i32>();
+                (q.read_unaligned(), q.add(1).read_unaligned())
+            };
+            even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(e));
+            odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(o));
+        }
+    }
+    for (t, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+        let acc = _mm512_add_epi32(even[t], odd[t]);
+        // SAFETY: a 64-byte store into a chunk of 16 f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_cvtepi32_ps(acc)) };
+    }
+}
+
+/// [`tile_w4a8_panel_per_channel`] for one activation row (decode): the 4
+/// loads of a group of 32 columns accumulate apart (8 chains of
+/// `vpdpbusd`), since with one row the two chains of the general tile
+/// leave each `vpdpbusd` waiting on the one before (integer sums are exact
+/// in any order, §6.1).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+    let groups = check_tile_per_channel(1, x, sums, panel, out);
+    let xp = x[0].as_ptr();
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut even = [_mm512_setzero_si512(); 4];
+    let mut odd = [_mm512_setzero_si512(); 4];
+    even[0] = _mm512_set1_epi32(sums[0][0].wrapping_mul(-8));
+    for g in 0..groups {
+        for j in 0..4 {
+            let c = 4 * g + j;
+            // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
+            // 16 · k / 2, and 8c + 8 <= k codes of the row
+            // (`check_tile_per_channel`); the prefetch only hints.
+            let (v, e, o) = unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+                let q = xp.add(8 * c).cast::<i32>();
+                (
+                    _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast()),
+                    q.read_unaligned(),
+                    q.add(1).read_unaligned(),
+                )
+            };
+            let lo = _mm512_and_si512(v, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+            even[j] = _mm512_dpbusd_epi32(even[j], lo, _mm512_set1_epi32(e));
+            odd[j] = _mm512_dpbusd_epi32(odd[j], hi, _mm512_set1_epi32(o));
+        }
+    }
+    let acc = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(even[0], odd[0]), _mm512_add_epi32(even[1], odd[1])),
+        _mm512_add_epi32(_mm512_add_epi32(even[2], odd[2]), _mm512_add_epi32(even[3], odd[3])),
+    );
+    // SAFETY: a 64-byte store into 16 f32 (`check_tile_per_channel`).
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtepi32_ps(acc)) };
+}
+
+/// The per-channel panel tiles: 8 activation rows, then 4, then 1.
+pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+    tiles: &[
+        (8, super::entry::panel_pc_x8),
+        (4, super::entry::panel_pc_x4),
+        (1, super::entry::panel_pc_x1),
+    ],
+};
+
+qlinear_kernels_scalar::panel_entry!(
+    /// The tier's per-channel panel entry (the frame's sweep over
+    /// `PANELS_PER_CHANNEL`).
+    per_channel pub(crate) fn gemm_w4a8_panels = PANELS_PER_CHANNEL
 );

@@ -1,0 +1,93 @@
+//! The panel form ([`PanelsQ4`]) through a route: per channel and grouped by
+//! 32, on every proven tier with panel tiles for the family, a call gives
+//! the bits of the same call on the natural matrix (M = 1 to 17, on a
+//! two-thread pool, a bias included); a layer resolved for one family
+//! refuses the other family's panel form, and a tier without panel tiles
+//! refuses any, each with the error that names it and `y` untouched.
+
+use qlinear_dispatch::{selftest_report, DispatchError, KernelFamily, LayerRoute, PanelsQ4, QuantLinearMode, Route};
+use qlinear_quant_recipe::{GroupSize, QuantizedMatrixQ4};
+
+fn values(len: usize, seed: u32) -> Vec<f32> {
+    (0..len as u32)
+        .map(|i| {
+            let h = (i ^ seed.wrapping_mul(0x9E37_79B9)).wrapping_mul(0x85EB_CA6B);
+            ((h >> 8) % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn bits(y: &[f32]) -> Vec<u32> {
+    y.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn a_panel_call_has_the_natural_calls_bits_on_every_tier_with_panel_tiles() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let (n, k) = (80, 608);
+    let mut ran = 0;
+    for (group, family) in [
+        (GroupSize::PerChannel, KernelFamily::W4A8),
+        (GroupSize::Group(32), KernelFamily::W4A8Grouped),
+    ] {
+        let w = QuantizedMatrixQ4::quantize(n, k, group, &values(n * k, 3)).unwrap();
+        let panels = PanelsQ4::new(&w).expect("a panel shape");
+        let bias = values(n, 5);
+        for tier in selftest_report().proven_tiers() {
+            let route = Route::for_tier(tier).unwrap().with_parallel_threshold(0);
+            if !route.has_panels(family) {
+                continue;
+            }
+            let layer = LayerRoute::on(route, QuantLinearMode::W4A8, &w).unwrap();
+            assert!(layer.runs_panels(), "{family} on {tier}");
+            for m in [1, 2, 5, 9, 17] {
+                let x = values(m * k, 11 + m as u32);
+                let (mut want, mut got) = (vec![0f32; m * n], vec![f32::NAN; m * n]);
+                pool.install(|| {
+                    route.linear_q4_dynamic(&x, m, &w, &mut want).unwrap();
+                    route.linear_q4_panels(&x, m, &panels, &mut got).unwrap();
+                });
+                assert_eq!(bits(&got), bits(&want), "{family} on {tier}, m = {m}");
+                let (mut want, mut got) = (vec![0f32; m * n], vec![f32::NAN; m * n]);
+                pool.install(|| {
+                    layer.forward(&x, m, &w, Some(&bias), &mut want).unwrap();
+                    layer.forward_panels(&x, m, &panels, Some(&bias), &mut got).unwrap();
+                });
+                assert_eq!(bits(&got), bits(&want), "{family} on {tier}, m = {m}, with a bias");
+                ran += 1;
+            }
+        }
+    }
+    // the scalar tier has both panel entries, and it is always proven
+    assert!(ran >= 10, "{ran} calls compared");
+}
+
+#[test]
+fn a_layer_refuses_the_other_familys_panel_form_and_y_stays() {
+    let (n, k) = (32, 64);
+    let x = values(k, 1);
+    let per_channel = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &values(n * k, 2)).unwrap();
+    let grouped = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &values(n * k, 2)).unwrap();
+    let route = Route::for_tier(qlinear_dispatch::Int8Tier::Scalar).unwrap();
+    for (resolved_for, other, resolved, got) in [
+        (&per_channel, &grouped, KernelFamily::W4A8, KernelFamily::W4A8Grouped),
+        (&grouped, &per_channel, KernelFamily::W4A8Grouped, KernelFamily::W4A8),
+    ] {
+        let layer = LayerRoute::on(route, QuantLinearMode::W4A8, resolved_for).unwrap();
+        let mut y = vec![7f32; n];
+        let err = layer
+            .forward_panels(&x, 1, &PanelsQ4::new(other).unwrap(), None, &mut y)
+            .unwrap_err();
+        assert_eq!(err, DispatchError::RouteWeightMismatch { resolved, got });
+        assert!(y.iter().all(|&v| v == 7.0), "y untouched");
+    }
+    // a W4A16 layer reads no panel form
+    let layer = LayerRoute::on(route, QuantLinearMode::W4A16, &per_channel).unwrap();
+    assert!(!layer.runs_panels());
+    let mut y = vec![7f32; n];
+    let err = layer
+        .forward_panels(&x, 1, &PanelsQ4::new(&per_channel).unwrap(), None, &mut y)
+        .unwrap_err();
+    assert!(matches!(err, DispatchError::NoPanelTiles { .. }), "{err:?}");
+    assert!(y.iter().all(|&v| v == 7.0), "y untouched");
+}
