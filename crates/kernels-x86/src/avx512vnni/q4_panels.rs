@@ -142,11 +142,20 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
     }
 }
 
-/// [`tile_w4a8_panel_per_channel`] for one activation row (decode): the 4
-/// loads of a group of 32 columns accumulate apart (8 chains of
-/// `vpdpbusd`), since with one row the two chains of the general tile
-/// leave each `vpdpbusd` waiting on the one before (integer sums are exact
-/// in any order, §6.1).
+/// [`tile_w4a8_panel_per_channel`] for one activation row (decode): each of
+/// a group's 4 loads accumulates apart (8 chains of `vpdpbusd`), since with
+/// one row the general tile's two chains leave each `vpdpbusd` waiting on
+/// the one before (integer sums are exact in any order, §6.1); and the
+/// stream is prefetched into L2 only (`T1`), 4 KiB ahead.
+///
+/// Why both, measured on the Intel Xeon (family 6 model 167), µs, the
+/// tile's variants alternated in two or three rounds: with 2 chains a call
+/// at 576 × 576 (hot, `qlinear-bench --per-call`) took 4.2–4.4 µs, with 8
+/// chains 2.9; but 4 or 8 chains with the `T0` prefetch of the other tiles
+/// (4, 8, 16 or 32 KiB ahead, or none) streamed 11008 × 4096 from memory
+/// (`qlinear-bench --only w4a8 --m 1`, cold, one thread) in 1 776–2 183 µs
+/// (in 17 of 18 runs; one 1 535) against 1 480–1 760 with 2 chains; with
+/// `T1`, 1 459–1 535 µs, and 3.2–3.6 µs hot.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
@@ -163,7 +172,7 @@ pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out
             // 16 · k / 2, and 8c + 8 <= k codes of the row
             // (`check_tile_per_channel`); the prefetch only hints.
             let (v, e, o) = unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+                _mm_prefetch::<_MM_HINT_T1>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
                 let q = xp.add(8 * c).cast::<i32>();
                 (
                     _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast()),
