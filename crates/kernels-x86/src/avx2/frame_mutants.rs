@@ -594,9 +594,7 @@ fn avx2_per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [
                     // one i16 lane: two bytes' low nibbles against the even
                     // codes, their high nibbles against the odd ones
                     let sum: i32 = (2 * h..2 * h + 2)
-                        .map(|j| {
-                            i32::from(b[j] & 0x0F) * i32::from(even[j]) + i32::from(b[j] >> 4) * i32::from(odd[j])
-                        })
+                        .map(|j| i32::from(b[j] & 0x0F) * i32::from(even[j]) + i32::from(b[j] >> 4) * i32::from(odd[j]))
                         .sum();
                     *pair = pair.wrapping_add(sum as i16);
                 }
@@ -605,7 +603,11 @@ fn avx2_per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [
                     pairs = [0; 2];
                 }
             }
-            let at = if slip == Avx2PerChannelSlip::HalvesOverlaid { q % 8 } else { q };
+            let at = if slip == Avx2PerChannelSlip::HalvesOverlaid {
+                q % 8
+            } else {
+                q
+            };
             row[at] = (acc - 8 * sums[t][0]) as f32;
         }
     }

@@ -18,7 +18,9 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{
+    check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS,
+};
 
 /// Bytes ahead of the current load that the first pass prefetches (the
 /// VNNI panel tile's distance: a panel is one sequential run).
@@ -110,7 +112,10 @@ qlinear_kernels_scalar::panel_entry!(
 /// hyperthreads of a core doing so an M = 16–256 call at 11008 × 4096 ran
 /// 0.77–0.86× the natural layout's speed on two threads (Intel Xeon, family
 /// 6 model 167); the eight i32 totals this needs live past the registers
-/// but are touched once a group.
+/// but are touched once a group. The group's loop is the grouped tile's,
+/// written again: as one `#[target_feature]` helper for both it was not
+/// inlined at 4 rows (a call a group), and M = 16 at 576 × 576 ran 10–18 %
+/// slower (the same Xeon, alternated).
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(

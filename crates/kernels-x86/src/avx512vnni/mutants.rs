@@ -619,7 +619,10 @@ fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
         (&pc_halves_swapped::TABLE, "odd codes against low nibbles must fail"),
         (&pc_hoisted_sums::TABLE, "the first row's sum for every row must fail"),
         (&pc_no_correction::TABLE, "a bias left in must fail"),
-        (&pc_chain_dropped::TABLE, "a chain left out of the one-row tile must fail"),
+        (
+            &pc_chain_dropped::TABLE,
+            "a chain left out of the one-row tile must fail",
+        ),
     ] {
         first_failure(table, KernelFamily::W4A8).expect(why);
     }

@@ -12,7 +12,9 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{
+    check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS,
+};
 
 /// Bytes ahead of the current load that each step prefetches: a panel is
 /// one sequential run. Streaming 16 matrices of 256 × 4096 in turn (8 MiB,
@@ -23,6 +25,46 @@ use qlinear_kernels_scalar::panels::{check_tile, check_tile_per_channel, PanelFa
 /// 4 KiB ahead took 22.9 µs a call, 1 KiB 25.4, 8 KiB 22.8 and 16 KiB 23.7
 /// (the natural layout's tile: 35.9).
 const PREFETCH: usize = 4096;
+
+/// One load's products: columns `8c .. 8c + 8` of the panel's 16 rows (64
+/// bytes at `64c`) against `XR` activation rows (`xp`, each row's codes in
+/// the tile's even/odd order), the low nibbles against the row's 4 even
+/// codes broadcast into `even`, the high against its 4 odd into `odd`; the
+/// load prefetches [`PREFETCH`] bytes ahead.
+///
+/// # Safety
+/// The panel holds `64 · (c + 1)` bytes and each row of `xp` `8 · (c + 1)`
+/// codes (a tile's `check_tile` or `check_tile_per_channel` proves it for
+/// every `c < k / 8`), and the CPU has AVX-512 F/BW and VNNI.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn add_piece<const XR: usize>(
+    even: &mut [__m512i; XR],
+    odd: &mut [__m512i; XR],
+    xp: &[*const i8; XR],
+    panel: &[u8],
+    c: usize,
+) {
+    let mask = _mm512_set1_epi8(0x0F);
+    // SAFETY: the 64 bytes at 64c lie in the panel (the caller's promise);
+    // the prefetch only hints.
+    let v = unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+        _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
+    };
+    let lo = _mm512_and_si512(v, mask);
+    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+    for t in 0..XR {
+        // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
+        // SAFETY: 8c + 8 codes lie in row t (the caller's promise).
+        let (e, o) = unsafe {
+            let q = xp[t].add(8 * c).cast::<i32>();
+            (q.read_unaligned(), q.add(1).read_unaligned())
+        };
+        even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(e));
+        odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(o));
+    }
+}
 
 /// W4A8 grouped over one panel for `XR` activation rows (the
 /// `TilePanelQ4` contract): each load of 16 rows' 8 columns is unpacked once
@@ -39,7 +81,6 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
         std::array::from_fn(|t| x[t].as_ptr()),
         std::array::from_fn(|t| sums[t].as_ptr()),
     );
-    let mask = _mm512_set1_epi8(0x0F);
     let mut total = [_mm512_setzero_ps(); XR];
     for g in 0..groups {
         // the even sums start at the group's `−8·Σx` (NUMERICS §6.1's
@@ -50,24 +91,9 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
             std::array::from_fn(|t| unsafe { _mm512_set1_epi32(sp[t].add(g).read().wrapping_mul(-8)) });
         let mut odd = [_mm512_setzero_si512(); XR];
         for c in 4 * g..4 * g + 4 {
-            // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
-            // 16 · k / 2 (`check_tile` above); the prefetch only hints.
-            let v = unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
-                _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
-            };
-            let lo = _mm512_and_si512(v, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
-            for t in 0..XR {
-                // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
-                // SAFETY: 8c + 8 <= 32 · groups = x[t].len() (`check_tile`).
-                let (e, o) = unsafe {
-                    let q = xp[t].add(8 * c).cast::<i32>();
-                    (q.read_unaligned(), q.add(1).read_unaligned())
-                };
-                even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(e));
-                odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(o));
-            }
+            // SAFETY: c < k / 8 = 4 · groups: `check_tile` holds the panel
+            // to 16 · k / 2 bytes and each row to k codes.
+            unsafe { add_piece(&mut even, &mut odd, &xp, panel, c) };
         }
         // SAFETY: 16 f16 at 16g lie in the panel's 16 · groups scales.
         let scale = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(s.as_ptr().add(PANEL_ROWS * g).cast())) };
@@ -114,26 +140,12 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
     // pointer loads as in the grouped tile (`check_tile_per_channel` holds
     // each row to `32 · groups` codes)
     let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
-    let mask = _mm512_set1_epi8(0x0F);
     let mut even: [__m512i; XR] = std::array::from_fn(|t| _mm512_set1_epi32(sums[t][0].wrapping_mul(-8)));
     let mut odd = [_mm512_setzero_si512(); XR];
     for c in 0..4 * groups {
-        // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's 16 · k / 2.
-        let v = unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
-            _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast())
-        };
-        let lo = _mm512_and_si512(v, mask);
-        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
-        for t in 0..XR {
-            // SAFETY: 8c + 8 <= k = x[t].len() (`check_tile_per_channel`).
-            let (e, o) = unsafe {
-                let q = xp[t].add(8 * c).cast::<i32>();
-                (q.read_unaligned(), q.add(1).read_unaligned())
-            };
-            even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(e));
-            odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(o));
-        }
+        // SAFETY: c < k / 8 = 4 · groups: `check_tile_per_channel` holds
+        // the panel to 16 · k / 2 bytes and each row to k codes.
+        unsafe { add_piece(&mut even, &mut odd, &xp, panel, c) };
     }
     for (t, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
         let acc = _mm512_add_epi32(even[t], odd[t]);
