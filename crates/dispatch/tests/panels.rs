@@ -1,7 +1,7 @@
 //! The panel form ([`PanelsQ4`]) through a route: per channel and grouped by
 //! 32, on every proven tier with panel tiles for the family, a call gives
 //! the bits of the same call on the natural matrix (M = 1 to 17, on a
-//! two-thread pool, a bias included); a layer resolved for one family
+//! two-thread pool where there are threads, a bias included); a layer resolved for one family
 //! refuses the other family's panel form, and a tier without panel tiles
 //! refuses any, each with the error that names it and `y` untouched.
 
@@ -23,7 +23,12 @@ fn bits(y: &[f32]) -> Vec<u32> {
 
 #[test]
 fn a_panel_call_has_the_natural_calls_bits_on_every_tier_with_panel_tiles() {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    // (no threads on WASI: there the pool cannot be built and rayon runs inline)
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().ok();
+    let install = |f: &mut (dyn FnMut() + Send)| match &pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    };
     let (n, k) = (80, 608);
     let mut ran = 0;
     for (group, family) in [
@@ -43,13 +48,13 @@ fn a_panel_call_has_the_natural_calls_bits_on_every_tier_with_panel_tiles() {
             for m in [1, 2, 5, 9, 17] {
                 let x = values(m * k, 11 + m as u32);
                 let (mut want, mut got) = (vec![0f32; m * n], vec![f32::NAN; m * n]);
-                pool.install(|| {
+                install(&mut || {
                     route.linear_q4_dynamic(&x, m, &w, &mut want).unwrap();
                     route.linear_q4_panels(&x, m, &panels, &mut got).unwrap();
                 });
                 assert_eq!(bits(&got), bits(&want), "{family} on {tier}, m = {m}");
                 let (mut want, mut got) = (vec![0f32; m * n], vec![f32::NAN; m * n]);
-                pool.install(|| {
+                install(&mut || {
                     layer.forward(&x, m, &w, Some(&bias), &mut want).unwrap();
                     layer.forward_panels(&x, m, &panels, Some(&bias), &mut got).unwrap();
                 });

@@ -75,6 +75,11 @@ qlinear_kernels_scalar::panel_entry!(
     fn gemm_w4a8_grouped_panels = Panels::<RelaxedDot>::FAMILY
 );
 
+qlinear_kernels_scalar::panel_entry!(
+    /// The relaxed-SIMD tier's per-channel panel entry.
+    per_channel fn gemm_w4a8_panels = Panels::<RelaxedDot>::PER_CHANNEL
+);
+
 const W4A8: Family<TileI8Q4> = Int4::<RelaxedDot>::W4A8;
 const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<RelaxedDot>::W4A8_GROUPED;
 
@@ -95,7 +100,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: Some(gemm_w4a8_grouped_panels),
-    gemm_w4a8_panels: None,
+    gemm_w4a8_panels: Some(gemm_w4a8_panels),
     shapes: gemm::SHAPES,
     ..crate::simd128::TABLE
 };

@@ -36,7 +36,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: Some(panels::gemm_w4a8_grouped_panels),
-    gemm_w4a8_panels: None,
+    gemm_w4a8_panels: Some(panels::gemm_w4a8_panels),
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,

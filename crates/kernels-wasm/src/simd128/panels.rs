@@ -1,4 +1,4 @@
-//! W4A8 grouped tiles on the panel form of a weight
+//! W4A8 tiles, grouped and per channel, on the panel form of a weight
 //! (`qlinear_kernels_scalar::panels`), for both WebAssembly tiers: one
 //! 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
 //! row, so the products of its low (high) nibbles with an activation row's
@@ -14,7 +14,9 @@
 use std::arch::wasm32::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{check_tile, PanelFamily, TilePanelQ4, PANEL_ROWS};
+use qlinear_kernels_scalar::panels::{
+    check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4, TilePanelQ4PerChannel, PANEL_ROWS,
+};
 
 use super::ExtMul;
 
@@ -148,8 +150,67 @@ pub(crate) fn tile_panel<const XR: usize, D: PanelDot>(
     }
 }
 
+/// W4A8 per channel over one panel for `XR` activation rows (the
+/// `TilePanelQ4PerChannel` contract) with the products of `D`: the grouped
+/// tile's loads and i16 sums per group, each group's 4 rows' exact sums
+/// added into i32 lanes, the row's `8·Σx` subtracted and one conversion at
+/// the end. Writes `out[i · 16 + q] = acc as f32`.
+pub(crate) fn tile_panel_per_channel<const XR: usize, D: PanelDot>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    out: &mut [f32],
+) {
+    let groups = check_tile_per_channel(XR, x, sums, panel, out);
+    // pointer loads as in the grouped tile (`check_tile_per_channel` holds
+    // each row to `32 · groups` codes and the panel to `16 · 32 · groups /
+    // 2` bytes)
+    let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+    let mut exact = [[i32x4_splat(0); 4]; XR];
+    for g in 0..groups {
+        let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
+        for c in 4 * g..4 * g + 4 {
+            // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
+            // (`check_tile_per_channel`); v128_load32_splat reads 4 bytes
+            // with no alignment requirement.
+            let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
+                (
+                    v128_load32_splat(xp[t].add(8 * c).cast()),
+                    v128_load32_splat(xp[t].add(8 * c + 4).cast()),
+                )
+            });
+            for j in 0..4 {
+                // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups = panel.len()
+                // (`check_tile_per_channel`); no alignment requirement.
+                let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
+                let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
+                for t in 0..XR {
+                    let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
+                    acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
+                }
+            }
+        }
+        for t in 0..XR {
+            for j in 0..4 {
+                exact[t][j] = i32x4_add(exact[t][j], D::rows(acc[t][j].0, acc[t][j].1));
+            }
+        }
+    }
+    for (t, rows) in exact.iter().enumerate() {
+        let correction = i32x4_splat(sums[t][0].wrapping_mul(8));
+        for (j, &four) in rows.iter().enumerate() {
+            let at = PANEL_ROWS * t + 4 * j;
+            assert!(at + 4 <= out.len());
+            let four = f32x4_convert_i32x4(i32x4_sub(four, correction));
+            // SAFETY: the 4 f32 at `at` lie inside `out` (asserted);
+            // v128_store has no alignment requirement.
+            unsafe { v128_store(out.as_mut_ptr().add(at).cast(), four) };
+        }
+    }
+}
+
 /// The panel tiles of a tier whose products are `D`'s: 4 activation rows
-/// (each unpacked load serves 4), then 1.
+/// (each unpacked load serves 4), then 1; grouped and per channel.
 pub(crate) struct Panels<D>(std::marker::PhantomData<D>);
 
 impl<D: PanelDot> Panels<D> {
@@ -159,6 +220,12 @@ impl<D: PanelDot> Panels<D> {
             (1, tile_panel::<1, D> as TilePanelQ4),
         ],
     };
+    pub(crate) const PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+        tiles: &[
+            (4, tile_panel_per_channel::<4, D> as TilePanelQ4PerChannel),
+            (1, tile_panel_per_channel::<1, D> as TilePanelQ4PerChannel),
+        ],
+    };
 }
 
 qlinear_kernels_scalar::panel_entry!(
@@ -166,9 +233,14 @@ qlinear_kernels_scalar::panel_entry!(
     pub(crate) fn gemm_w4a8_grouped_panels = Panels::<ExtMul>::FAMILY
 );
 
+qlinear_kernels_scalar::panel_entry!(
+    /// The SIMD128 tier's per-channel panel entry.
+    per_channel pub(crate) fn gemm_w4a8_panels = Panels::<ExtMul>::PER_CHANNEL
+);
+
 /// Test code of the tiers' mutants: `mod $module` with `TABLE`, the scalar
-/// tier with the panel tiles (4 and 1 activation rows) on the products of
-/// `$dot`, a [`PanelDot`] done right or wrong.
+/// tier with the panel tiles, grouped and per channel (4 and 1 activation
+/// rows), on the products of `$dot`, a [`PanelDot`] done right or wrong.
 #[cfg(test)]
 macro_rules! panel_tiles_with {
     ($module:ident, $dot:ty) => {
@@ -178,9 +250,12 @@ macro_rules! panel_tiles_with {
             qlinear_kernels_scalar::panel_entry!(
                 fn entry = crate::simd128::panels::Panels::<$dot>::FAMILY
             );
+            qlinear_kernels_scalar::panel_entry!(
+                per_channel fn per_channel = crate::simd128::panels::Panels::<$dot>::PER_CHANNEL
+            );
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
-                gemm_w4a8_panels: None,
+                gemm_w4a8_panels: Some(per_channel),
                 ..qlinear_kernels_scalar::SCALAR
             };
         }
