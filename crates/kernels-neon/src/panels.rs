@@ -1,4 +1,4 @@
-//! W4A8 grouped tiles on the panel form of a weight
+//! W4A8 tiles, grouped and per channel, on the panel form of a weight
 //! (`qlinear_kernels_scalar::panels`), for every aarch64 tier, generated
 //! from one body over the tier's way of adding a load's products into its
 //! 4 rows' lanes (`panel_tile!`): `smull` pairs added in i16 and widened
@@ -137,12 +137,82 @@ macro_rules! panel_tile {
                 }
             }
         }
+
+        /// W4A8 per channel over one panel for `XR` activation rows (the
+        /// `TilePanelQ4PerChannel` contract): `tile_panel`'s loads and
+        /// group sums, each group's 4 rows' exact sums added into i32
+        /// lanes, the row's `8·Σx` subtracted and one conversion at the
+        /// end. Writes `out[i · 16 + q] = acc as f32`.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        pub(crate) fn tile_panel_per_channel<const XR: usize>(
+            x: &[&[i8]],
+            sums: &[&[i32]],
+            panel: &[u8],
+            out: &mut [f32],
+        ) {
+            use qlinear_kernels_scalar::panels::{check_tile_per_channel, PANEL_ROWS};
+            let groups = check_tile_per_channel(XR, x, sums, panel, out);
+            // pointer loads as in `tile_panel` (`check_tile_per_channel`
+            // holds each row to `32 · groups` codes and the panel to
+            // `16 · 32 · groups / 2` bytes)
+            let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
+            let mask = vdupq_n_u8(0x0F);
+            let mut exact = [[vdupq_n_s32(0); 4]; XR];
+            for g in 0..groups {
+                let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
+                for c in 4 * g..4 * g + 4 {
+                    let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
+                        // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
+                        // (`check_tile_per_channel`), unaligned reads.
+                        let (e, o) = unsafe {
+                            (
+                                xp[t].add(8 * c).cast::<u32>().read_unaligned(),
+                                xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
+                            )
+                        };
+                        (
+                            vreinterpretq_s8_u32(vdupq_n_u32(e)),
+                            vreinterpretq_s8_u32(vdupq_n_u32(o)),
+                        )
+                    });
+                    for j in 0..4 {
+                        // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups =
+                        // panel.len() (`check_tile_per_channel`), an
+                        // unaligned 16-byte load.
+                        let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
+                        let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
+                        let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
+                        for t in 0..XR {
+                            acc[t][j] = $add(acc[t][j], lo, hi, codes[t].0, codes[t].1);
+                        }
+                    }
+                }
+                for t in 0..XR {
+                    for j in 0..4 {
+                        exact[t][j] = vaddq_s32(exact[t][j], $rows(acc[t][j]));
+                    }
+                }
+            }
+            for (t, rows) in exact.iter().enumerate() {
+                let correction = vdupq_n_s32(sums[t][0].wrapping_mul(8));
+                for (j, &four) in rows.iter().enumerate() {
+                    let at = PANEL_ROWS * t + 4 * j;
+                    assert!(at + 4 <= out.len());
+                    let four = vcvtq_f32_s32(vsubq_s32(four, correction));
+                    // SAFETY: the 4 f32 at `at` lie inside `out` (asserted).
+                    unsafe { vst1q_f32(out.as_mut_ptr().add(at), four) };
+                }
+            }
+        }
     };
 }
 
 /// A tier's `PANELS` (its `entry::panel_x4` and `entry::panel_x1`, the
 /// safe entries of its `tile_panel::<4>` and `tile_panel::<1>`) and its
-/// `gemm_w4a8_grouped_panels`, the frame's sweep over them.
+/// `gemm_w4a8_grouped_panels`, the frame's sweep over them; likewise
+/// `PANELS_PER_CHANNEL` (`entry::panel_pc_x4`, `entry::panel_pc_x1`) and
+/// `gemm_w4a8_panels`.
 macro_rules! panel_family {
     () => {
         /// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each
@@ -155,25 +225,45 @@ macro_rules! panel_family {
             /// The tier's panel entry (the frame's sweep over `PANELS`).
             fn gemm_w4a8_grouped_panels = PANELS
         );
+
+        /// W4A8 per channel's panel tiles: 4 activation rows, then 1.
+        const PANELS_PER_CHANNEL: qlinear_kernels_scalar::panels::PanelFamily<
+            qlinear_kernels_scalar::panels::TilePanelQ4PerChannel,
+        > = qlinear_kernels_scalar::panels::PanelFamily {
+            tiles: &[(4, entry::panel_pc_x4), (1, entry::panel_pc_x1)],
+        };
+
+        qlinear_kernels_scalar::panel_entry!(
+            /// The tier's per-channel panel entry.
+            per_channel fn gemm_w4a8_panels = PANELS_PER_CHANNEL
+        );
     };
 }
 
 /// Test code of the tiers' mutants: `mod $module` with `TABLE`, the scalar
 /// tier with the panel tiles `$four` and `$one` (4 and 1 activation rows,
-/// safe `TilePanelQ4`s).
+/// safe `TilePanelQ4`s) and the per-channel ones `$pc_four` and `$pc_one`
+/// (safe `TilePanelQ4PerChannel`s).
 #[cfg(test)]
 macro_rules! panel_tiles {
-    ($module:ident, $four:path, $one:path) => {
+    ($module:ident, $four:path, $one:path, $pc_four:path, $pc_one:path) => {
         mod $module {
-            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4};
+            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4, TilePanelQ4PerChannel};
             use qlinear_kernels_scalar::{KernelTable, SCALAR};
             const FAMILY: PanelFamily = PanelFamily {
                 tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
             };
+            const PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+                tiles: &[
+                    (4, $pc_four as TilePanelQ4PerChannel),
+                    (1, $pc_one as TilePanelQ4PerChannel),
+                ],
+            };
             qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
+            qlinear_kernels_scalar::panel_entry!(per_channel fn per_channel = PER_CHANNEL);
             pub(crate) static TABLE: KernelTable = KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
-                gemm_w4a8_panels: None,
+                gemm_w4a8_panels: Some(per_channel),
                 ..SCALAR
             };
         }

@@ -27,6 +27,8 @@ mod entry {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
         panel_x4 => panels::tile_panel::<4>: tile_panel,
         panel_x1 => panels::tile_panel::<1>: tile_panel,
+        panel_pc_x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
+        panel_pc_x1 => panels::tile_panel_per_channel::<1>: tile_panel_per_channel,
     }
 }
 
@@ -52,7 +54,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
     gemm_w4a8_grouped_panels: Some(gemm_w4a8_grouped_panels),
-    gemm_w4a8_panels: None,
+    gemm_w4a8_panels: Some(gemm_w4a8_panels),
     gemm_w8a16: gemm::gemm_w8a16,
     gemm_w4a16: gemm::gemm_w4a16,
     gemm_w4a16_grouped: gemm::gemm_w4a16_grouped,
