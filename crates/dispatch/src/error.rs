@@ -120,10 +120,13 @@ pub enum DispatchError {
         got: crate::KernelFamily,
     },
     /// A weight's panel form given to a route whose tier has no panel
-    /// tiles (or a layer not resolved for W4A8 grouped on such tiers).
-    #[error("tier {tier} has no panel tiles for a W4A8 grouped weight's panel form")]
+    /// tiles for the family (or to a layer whose mode and family read no
+    /// panel form: only W4A8, grouped by 32 or per channel, does).
+    #[error("tier {tier} has no panel tiles for {family}")]
     NoPanelTiles {
         /// The tier of the route.
         tier: crate::Int8Tier,
+        /// The family asked for: the panel form's, or the layer's.
+        family: crate::KernelFamily,
     },
 }

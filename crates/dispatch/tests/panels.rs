@@ -93,6 +93,13 @@ fn a_layer_refuses_the_other_familys_panel_form_and_y_stays() {
     let err = layer
         .forward_panels(&x, 1, &PanelsQ4::new(&per_channel).unwrap(), None, &mut y)
         .unwrap_err();
-    assert!(matches!(err, DispatchError::NoPanelTiles { .. }), "{err:?}");
+    assert_eq!(
+        err,
+        DispatchError::NoPanelTiles {
+            tier: qlinear_dispatch::Int8Tier::Scalar,
+            family: KernelFamily::W4A16
+        }
+    );
+    assert_eq!(err.to_string(), "tier scalar has no panel tiles for w4a16");
     assert!(y.iter().all(|&v| v == 7.0), "y untouched");
 }

@@ -110,6 +110,7 @@ impl LayerRoute {
         if !self.runs_panels() {
             return Err(DispatchError::NoPanelTiles {
                 tier: self.route(m).tier(),
+                family: self.family,
             });
         }
         let got = panel_family(w);

@@ -485,10 +485,10 @@ impl Route {
 
     fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
         let family = panel_family(w);
-        let f = self
-            .table
-            .panels(family)
-            .ok_or(DispatchError::NoPanelTiles { tier: self.tier })?;
+        let f = self.table.panels(family).ok_or(DispatchError::NoPanelTiles {
+            tier: self.tier,
+            family,
+        })?;
         let (n, k) = (w.n(), w.k());
         // per channel one exact sum spans the row, so K is bounded (a
         // group's 32 columns always fit), and the bias is cancelled by the
