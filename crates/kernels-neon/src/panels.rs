@@ -58,6 +58,52 @@ pub(crate) fn scales16(s: &[f16], at: usize) -> [float32x4_t; 4] {
     ]
 }
 
+/// One group's sums of the `XR` activation rows at `$xp` (each row's codes
+/// in the tiles' even/odd order) against a panel: its 4 pieces of 8
+/// columns, 4 loads of 4 rows each, added by `$add` into `[[$acc; 4]; XR]`
+/// from `$zero` (`[t][j]`: activation row `t`, panel rows `4j .. 4j + 4`).
+/// Both panel tiles' loop, as a macro rather than a `#[target_feature]`
+/// function, which may not be inlined (the AVX2 tier's was not, at 4 rows)
+/// and cannot be marked `#[inline(always)]`. The caller's shape check must
+/// hold the panel to `64 · (4g + 4)` bytes and each row to `8 · (4g + 4)`
+/// codes.
+macro_rules! panel_group {
+    ($acc:ty, $zero:expr, $add:ident, $xp:expr, $panel:expr, $g:expr) => {{
+        let (xp, panel, g): (&[*const i8; XR], &[u8], usize) = (&$xp, $panel, $g);
+        let mask = vdupq_n_u8(0x0F);
+        let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
+        for c in 4 * g..4 * g + 4 {
+            // columns 8c .. 8c + 8 of each activation row: 4 even codes,
+            // then 4 odd, each 4 repeated in every 4-byte group
+            let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
+                // SAFETY: 8c + 8 codes lie in every row (the caller's
+                // check), unaligned reads.
+                let (e, o) = unsafe {
+                    (
+                        xp[t].add(8 * c).cast::<u32>().read_unaligned(),
+                        xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
+                    )
+                };
+                (
+                    vreinterpretq_s8_u32(vdupq_n_u32(e)),
+                    vreinterpretq_s8_u32(vdupq_n_u32(o)),
+                )
+            });
+            for j in 0..4 {
+                // SAFETY: the 16 bytes at 64c + 16j lie in the panel (the
+                // caller's check); an unaligned 16-byte load.
+                let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
+                let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
+                let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
+                for t in 0..XR {
+                    acc[t][j] = $add(acc[t][j], lo, hi, codes[t].0, codes[t].1);
+                }
+            }
+        }
+        acc
+    }};
+}
+
 /// Defines `tile_panel::<XR>`, W4A8 grouped over one panel for `XR`
 /// activation rows (the `TilePanelQ4` contract) with the tier's target
 /// features `$feature`: each load of 4 rows' 8 columns is unpacked once and
@@ -86,39 +132,11 @@ macro_rules! panel_tile {
             // activation row to `32 · groups` codes and the panel to
             // `16 · 32 · groups / 2` bytes.
             let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
-            let mask = vdupq_n_u8(0x0F);
             let mut total = [[vdupq_n_f32(0.0); 4]; XR];
             for g in 0..groups {
-                let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
-                for c in 4 * g..4 * g + 4 {
-                    // columns 8c .. 8c + 8 of each activation row: 4 even
-                    // codes, then 4 odd, each 4 repeated in every 4-byte group
-                    let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
-                        // 8c + 8 <= 32 · groups = every x[t].len() (`check_tile`)
-                        // SAFETY: both reads in bounds as above, unaligned reads.
-                        let (e, o) = unsafe {
-                            (
-                                xp[t].add(8 * c).cast::<u32>().read_unaligned(),
-                                xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
-                            )
-                        };
-                        (
-                            vreinterpretq_s8_u32(vdupq_n_u32(e)),
-                            vreinterpretq_s8_u32(vdupq_n_u32(o)),
-                        )
-                    });
-                    for j in 0..4 {
-                        // the load's 16 bytes end at 64c + 16j + 16 <= 64 · 4 · groups
-                        // = panel.len() (`check_tile`); no alignment is needed
-                        // SAFETY: in bounds as above, an unaligned 16-byte load.
-                        let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
-                        let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
-                        let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
-                        for t in 0..XR {
-                            acc[t][j] = $add(acc[t][j], lo, hi, codes[t].0, codes[t].1);
-                        }
-                    }
-                }
+                // `check_tile` holds each row to 32 · groups codes and the
+                // panel to 16 · 32 · groups / 2 bytes, and g < groups
+                let acc = panel_group!($acc, $zero, $add, xp, panel, g);
                 let scale = $crate::panels::scales16(s, PANEL_ROWS * g);
                 for t in 0..XR {
                     let correction = vdupq_n_s32(sums[t][g].wrapping_mul(8));
@@ -157,37 +175,12 @@ macro_rules! panel_tile {
             // holds each row to `32 · groups` codes and the panel to
             // `16 · 32 · groups / 2` bytes)
             let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
-            let mask = vdupq_n_u8(0x0F);
             let mut exact = [[vdupq_n_s32(0); 4]; XR];
             for g in 0..groups {
-                let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
-                for c in 4 * g..4 * g + 4 {
-                    let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
-                        // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
-                        // (`check_tile_per_channel`), unaligned reads.
-                        let (e, o) = unsafe {
-                            (
-                                xp[t].add(8 * c).cast::<u32>().read_unaligned(),
-                                xp[t].add(8 * c + 4).cast::<u32>().read_unaligned(),
-                            )
-                        };
-                        (
-                            vreinterpretq_s8_u32(vdupq_n_u32(e)),
-                            vreinterpretq_s8_u32(vdupq_n_u32(o)),
-                        )
-                    });
-                    for j in 0..4 {
-                        // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups =
-                        // panel.len() (`check_tile_per_channel`), an
-                        // unaligned 16-byte load.
-                        let quad = unsafe { vld1q_u8(panel.as_ptr().add(64 * c + 16 * j)) };
-                        let lo = vreinterpretq_s8_u8(vandq_u8(quad, mask));
-                        let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(quad));
-                        for t in 0..XR {
-                            acc[t][j] = $add(acc[t][j], lo, hi, codes[t].0, codes[t].1);
-                        }
-                    }
-                }
+                // `check_tile_per_channel` holds each row to 32 · groups
+                // codes and the panel to 16 · 32 · groups / 2 bytes, and
+                // g < groups
+                let acc = panel_group!($acc, $zero, $add, xp, panel, g);
                 for t in 0..XR {
                     for j in 0..4 {
                         exact[t][j] = vaddq_s32(exact[t][j], $rows(acc[t][j]));

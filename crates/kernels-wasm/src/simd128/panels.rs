@@ -87,6 +87,48 @@ fn scales16(s: &[f16], at: usize) -> [v128; 4] {
     ]
 }
 
+/// One group's i16 sums of `XR` activation rows (`xp`, each row's codes in
+/// the tiles' even/odd order) against a panel's 4 rows of each 16-byte
+/// load, as `D` adds them: the group's 4 pieces of 8 columns, 4 loads each
+/// (`[t][j]`: activation row `t`, panel rows `4j .. 4j + 4`). Both panel
+/// tiles' loop.
+///
+/// # Safety
+/// The panel holds `64 · (4g + 4)` bytes and each row of `xp` `8 · (4g +
+/// 4)` codes (the tiles' `check_tile` or `check_tile_per_channel` proves it
+/// for every `g < groups`).
+#[inline(always)]
+unsafe fn group_sums<const XR: usize, D: PanelDot>(
+    xp: &[*const i8; XR],
+    panel: &[u8],
+    g: usize,
+) -> [[(v128, v128); 4]; XR] {
+    let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
+    for c in 4 * g..4 * g + 4 {
+        // columns 8c .. 8c + 8 of each activation row: 4 even codes, then
+        // 4 odd, each 4 repeated in every 4-byte group
+        // SAFETY: 8c + 8 codes lie in every row (the caller's promise);
+        // v128_load32_splat reads 4 bytes with no alignment requirement.
+        let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
+            (
+                v128_load32_splat(xp[t].add(8 * c).cast()),
+                v128_load32_splat(xp[t].add(8 * c + 4).cast()),
+            )
+        });
+        for j in 0..4 {
+            // SAFETY: 64c + 16j + 16 bytes lie in the panel (the caller's
+            // promise); v128_load has no alignment requirement.
+            let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
+            let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
+            for t in 0..XR {
+                let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
+                acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
+            }
+        }
+    }
+    acc
+}
+
 /// W4A8 grouped over one panel for `XR` activation rows (the
 /// `TilePanelQ4` contract) with the products of `D`: each load of 4 rows'
 /// 8 columns is unpacked once and serves the `XR` rows. Writes
@@ -107,29 +149,9 @@ pub(crate) fn tile_panel<const XR: usize, D: PanelDot>(
     let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
     let mut total = [[f32x4_splat(0.0); 4]; XR];
     for g in 0..groups {
-        let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
-        for c in 4 * g..4 * g + 4 {
-            // columns 8c .. 8c + 8 of each activation row: 4 even codes,
-            // then 4 odd, each 4 repeated in every 4-byte group
-            // SAFETY: 8c + 8 <= 32 · groups = every x[t].len() (`check_tile`);
-            // v128_load32_splat reads 4 bytes with no alignment requirement.
-            let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
-                (
-                    v128_load32_splat(xp[t].add(8 * c).cast()),
-                    v128_load32_splat(xp[t].add(8 * c + 4).cast()),
-                )
-            });
-            for j in 0..4 {
-                // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups = panel.len()
-                // (`check_tile`); v128_load has no alignment requirement.
-                let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
-                let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
-                for t in 0..XR {
-                    let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
-                    acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
-                }
-            }
-        }
+        // SAFETY: g < groups, and `check_tile` holds the panel to
+        // 16 · 32 · groups / 2 bytes and each row to 32 · groups codes.
+        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g) };
         let scale = scales16(s, PANEL_ROWS * g);
         for t in 0..XR {
             let correction = i32x4_splat(sums[t][g].wrapping_mul(8));
@@ -168,28 +190,9 @@ pub(crate) fn tile_panel_per_channel<const XR: usize, D: PanelDot>(
     let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
     let mut exact = [[i32x4_splat(0); 4]; XR];
     for g in 0..groups {
-        let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
-        for c in 4 * g..4 * g + 4 {
-            // SAFETY: 8c + 8 <= 32 · groups = every x[t].len()
-            // (`check_tile_per_channel`); v128_load32_splat reads 4 bytes
-            // with no alignment requirement.
-            let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
-                (
-                    v128_load32_splat(xp[t].add(8 * c).cast()),
-                    v128_load32_splat(xp[t].add(8 * c + 4).cast()),
-                )
-            });
-            for j in 0..4 {
-                // SAFETY: 64c + 16j + 16 <= 64 · 4 · groups = panel.len()
-                // (`check_tile_per_channel`); no alignment requirement.
-                let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
-                let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
-                for t in 0..XR {
-                    let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
-                    acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
-                }
-            }
-        }
+        // SAFETY: g < groups, and `check_tile_per_channel` holds the panel
+        // to 16 · 32 · groups / 2 bytes and each row to 32 · groups codes.
+        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g) };
         for t in 0..XR {
             for j in 0..4 {
                 exact[t][j] = i32x4_add(exact[t][j], D::rows(acc[t][j].0, acc[t][j].1));

@@ -26,6 +26,51 @@ use qlinear_kernels_scalar::panels::{
 /// VNNI panel tile's distance: a panel is one sequential run).
 const PREFETCH: usize = 4096;
 
+/// One group's `maddubs` pair sums of the `XR` activation rows at `$xp`
+/// (each row's codes in the tile's even/odd order) against half `$half` of
+/// a panel (rows `8h .. 8h + 8`): its 4 loads of 32 bytes at `64c + 32h`,
+/// `c` in `4g .. 4g + 4`, each unpacked once and serving the `XR` rows, the
+/// low nibbles against the 4 even codes broadcast and the high against the
+/// 4 odd; the first half's loads prefetch [`PREFETCH`] bytes ahead. Both
+/// panel tiles' loop, as a macro: as a `#[target_feature]` function it was
+/// not inlined at 4 rows (a call a group), and M = 16 at 576 × 576 ran
+/// 10–18 % slower (Intel Xeon, family 6 model 167, alternated);
+/// `#[inline(always)]` is refused on such functions. The caller's shape
+/// check must hold the panel to `64 · (4g + 4)` bytes and each row to
+/// `8 · (4g + 4)` codes.
+macro_rules! group_pairs {
+    ($xp:expr, $panel:expr, $g:expr, $half:expr) => {{
+        let (xp, panel, g, half): (&[*const i8; XR], &[u8], usize, usize) = (&$xp, $panel, $g, $half);
+        let mask = _mm256_set1_epi8(0x0F);
+        let mut pairs = [_mm256_setzero_si256(); XR];
+        for c in 4 * g..4 * g + 4 {
+            let at = 64 * c + 32 * half;
+            // SAFETY: the 32 bytes at 64c + 32h lie in the panel (the
+            // caller's check); the prefetch only hints.
+            let v = unsafe {
+                if half == 0 {
+                    _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());
+                }
+                _mm256_loadu_si256(panel.as_ptr().add(at).cast())
+            };
+            let lo = _mm256_and_si256(v, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+            for t in 0..XR {
+                // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
+                // SAFETY: 8c + 8 codes lie in row t (the caller's check).
+                let (e, o) = unsafe {
+                    let q = xp[t].add(8 * c).cast::<i32>();
+                    (q.read_unaligned(), q.add(1).read_unaligned())
+                };
+                let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
+                let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
+                pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
+            }
+        }
+        pairs
+    }};
+}
+
 /// W4A8 grouped over one panel for `XR` activation rows (the
 /// `TilePanelQ4` contract): each load of 8 rows' 8 columns is unpacked once
 /// and serves the `XR` rows. Writes `out[i · 16 + q]`.
@@ -41,36 +86,13 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
         std::array::from_fn(|t| x[t].as_ptr()),
         std::array::from_fn(|t| sums[t].as_ptr()),
     );
-    let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     for half in 0..2 {
         let mut total = [_mm256_setzero_ps(); XR];
         for g in 0..groups {
-            let mut pairs = [_mm256_setzero_si256(); XR];
-            for c in 4 * g..4 * g + 4 {
-                let at = 64 * c + 32 * half;
-                // SAFETY: c < k / 8: the 32 bytes at 64c + 32h lie in the
-                // panel's 16 · k / 2 (`check_tile` above); the prefetch only hints.
-                let v = unsafe {
-                    if half == 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());
-                    }
-                    _mm256_loadu_si256(panel.as_ptr().add(at).cast())
-                };
-                let lo = _mm256_and_si256(v, mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-                for t in 0..XR {
-                    // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
-                    // SAFETY: 8c + 8 <= 32 · groups = x[t].len() (`check_tile`).
-                    let (e, o) = unsafe {
-                        let q = xp[t].add(8 * c).cast::<i32>();
-                        (q.read_unaligned(), q.add(1).read_unaligned())
-                    };
-                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
-                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
-                    pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
-                }
-            }
+            // `check_tile` holds the panel to 16 · 32 · groups / 2 bytes
+            // and each row to 32 · groups codes, and g < groups
+            let pairs = group_pairs!(xp, panel, g, half);
             // SAFETY: 8 f16 at 16g + 8h lie in the panel's 16 · groups scales.
             let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(PANEL_ROWS * g + 8 * half).cast())) };
             for t in 0..XR {
@@ -112,10 +134,7 @@ qlinear_kernels_scalar::panel_entry!(
 /// hyperthreads of a core doing so an M = 16–256 call at 11008 × 4096 ran
 /// 0.77–0.86× the natural layout's speed on two threads (Intel Xeon, family
 /// 6 model 167); the eight i32 totals this needs live past the registers
-/// but are touched once a group. The group's loop is the grouped tile's,
-/// written again: as one `#[target_feature]` helper for both it was not
-/// inlined at 4 rows (a call a group), and M = 16 at 576 × 576 ran 10–18 %
-/// slower (the same Xeon, alternated).
+/// but are touched once a group.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
@@ -129,35 +148,14 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
     // each row to `32 · groups` codes)
     let xp: [*const i8; XR] = std::array::from_fn(|t| x[t].as_ptr());
     let corrections: [i32; XR] = std::array::from_fn(|t| sums[t][0].wrapping_mul(8));
-    let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_si256(); XR]; 2];
     for g in 0..groups {
         for (half, acc) in acc.iter_mut().enumerate() {
-            let mut pairs = [_mm256_setzero_si256(); XR];
-            for c in 4 * g..4 * g + 4 {
-                let at = 64 * c + 32 * half;
-                // SAFETY: c < k / 8: the 32 bytes at 64c + 32h lie in the
-                // panel's 16 · k / 2; the prefetch only hints.
-                let v = unsafe {
-                    if half == 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(panel.as_ptr().wrapping_add(at + PREFETCH).cast());
-                    }
-                    _mm256_loadu_si256(panel.as_ptr().add(at).cast())
-                };
-                let lo = _mm256_and_si256(v, mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-                for t in 0..XR {
-                    // SAFETY: 8c + 8 <= k = x[t].len() (`check_tile_per_channel`).
-                    let (e, o) = unsafe {
-                        let q = xp[t].add(8 * c).cast::<i32>();
-                        (q.read_unaligned(), q.add(1).read_unaligned())
-                    };
-                    let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
-                    let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
-                    pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
-                }
-            }
+            // `check_tile_per_channel` holds the panel to 16 · 32 ·
+            // groups / 2 bytes and each row to 32 · groups codes, and
+            // g < groups
+            let pairs = group_pairs!(xp, panel, g, half);
             for t in 0..XR {
                 acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pairs[t], ones));
             }
