@@ -180,9 +180,8 @@ pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out
     for g in 0..groups {
         for j in 0..4 {
             let c = 4 * g + j;
-            // SAFETY: c < k / 8: the 64 bytes at 64c lie in the panel's
-            // 16 · k / 2, and 8c + 8 <= k codes of the row
-            // (`check_tile_per_channel`); the prefetch only hints.
+            // (c < k / 8, the prefetch only hints)
+            // SAFETY: 64c + 64 <= 16 · k / 2 panel bytes, 8c + 8 <= k codes (`check_tile_per_channel`).
             let (v, e, o) = unsafe {
                 _mm_prefetch::<_MM_HINT_T1>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
                 let q = xp.add(8 * c).cast::<i32>();
