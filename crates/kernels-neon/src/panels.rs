@@ -7,7 +7,7 @@
 //!
 //! A 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
 //! row, so the products of its low (high) nibbles with an activation row's
-//! 4 even (odd) codes, repeated in every 4-byte group, stay apart by row: a
+//! first (last) 4 codes of those columns, repeated in every 4-byte group, stay apart by row: a
 //! group's sums need no reduction across a row's lanes. In the natural
 //! layout a group of 32 lies along one row's lanes and is reduced before
 //! its float step; on WebAssembly, whose tiles are alike, that cost
@@ -59,7 +59,7 @@ pub(crate) fn scales16(s: &[f16], at: usize) -> [float32x4_t; 4] {
 }
 
 /// One group's sums of the `XR` activation rows at `$xp` (each row's codes
-/// in the tiles' even/odd order) against a panel: its 4 pieces of 8
+/// in their natural order) against a panel: its 4 pieces of 8
 /// columns, 4 loads of 4 rows each, added by `$add` into `[[$acc; 4]; XR]`
 /// from `$zero` (`[t][j]`: activation row `t`, panel rows `4j .. 4j + 4`).
 /// Both panel tiles' loop, as a macro rather than a `#[target_feature]`
@@ -73,8 +73,9 @@ macro_rules! panel_group {
         let mask = vdupq_n_u8(0x0F);
         let mut acc: [[$acc; 4]; XR] = [[$zero; 4]; XR];
         for c in 4 * g..4 * g + 4 {
-            // columns 8c .. 8c + 8 of each activation row: 4 even codes,
-            // then 4 odd, each 4 repeated in every 4-byte group
+            // columns 8c .. 8c + 8 of each activation row: 4 codes for
+            // the low nibbles, then 4 for the high, each 4 repeated in
+            // every 4-byte group
             let codes: [(int8x16_t, int8x16_t); XR] = std::array::from_fn(|t| {
                 // SAFETY: 8c + 8 codes lie in every row (the caller's
                 // check), unaligned reads.
@@ -108,9 +109,9 @@ macro_rules! panel_group {
 /// activation rows (the `TilePanelQ4` contract) with the tier's target
 /// features `$feature`: each load of 4 rows' 8 columns is unpacked once and
 /// serves the `XR` rows. A group's sums of 4 rows are kept in a `$acc`,
-/// starting at `$zero`; `$add(acc, lo, hi, even, odd)` adds one load's
-/// products (its low nibbles against the even codes, its high against the
-/// odd) and `$rows(acc)` gives the 4 rows' exact i32 sums. Writes
+/// starting at `$zero`; `$add(acc, lo, hi, x_lo, x_hi)` adds one load's
+/// products (its low nibbles against the codes `x_lo`, its high against
+/// `x_hi`) and `$rows(acc)` gives the 4 rows' exact i32 sums. Writes
 /// `out[i · 16 + q]`.
 macro_rules! panel_tile {
     ($feature:literal, $acc:ty, $zero:expr, $add:ident, $rows:ident) => {

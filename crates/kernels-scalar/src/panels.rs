@@ -7,13 +7,14 @@
 //! across lanes before its float step (docs/NUMERICS.md §6.1 adds one float
 //! product per group, in increasing g): about as much work as the products
 //! themselves. In a panel, one register holds the same 8 columns of 16 rows,
-//! so a multiply-add against the activations' 4 even (or odd) codes,
-//! broadcast, leaves each row's partial sum in its own lane: a group is 8 of
+//! so a multiply-add of its low (high) nibbles against the activations'
+//! first (last) 4 codes of those columns, broadcast, leaves each row's partial sum in its own lane: a group is 8 of
 //! them, and its float step runs on 16 rows at once with no reduction. Per
 //! channel the same layout spares each row's reduction across lanes at its
 //! end and the padded block of a K that is not a multiple of the natural
-//! tile's 128 columns (576). The bytes are the natural ones, permuted; the
-//! arithmetic is §6.1's.
+//! tile's 128 columns (576). The nibbles are the natural ones, permuted and
+//! paired so that the activation rows are read as they are stored
+//! (docs/NUMERICS.md §4); the arithmetic is §6.1's.
 
 use std::ops::Range;
 
@@ -94,7 +95,7 @@ impl PanelsQ4 {
             let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
             let panel = &mut codes[p * PANEL_ROWS * stride..(p + 1) * PANEL_ROWS * stride];
             for (c, piece) in w.row_packed(r).chunks_exact(PIECE_COLS / 2).enumerate() {
-                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(piece);
+                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(&repair(piece.try_into().expect("4 bytes")));
             }
         }
         Some(PanelsQ4 {
@@ -248,20 +249,35 @@ impl PanelsQ4 {
             Q4Scales::Grouped { .. } => &[],
         }
     }
-    /// Row `r`'s packed bytes in the natural order (gathered).
+    /// Row `r`'s packed bytes in the natural order and pairing (gathered).
     pub fn row_packed(&self, r: usize) -> Vec<u8> {
         let (panel, q) = (self.panel(r / PANEL_ROWS), r % PANEL_ROWS);
         panel
             .chunks_exact(64)
-            .flat_map(|piece| piece[4 * q..4 * q + 4].to_vec())
+            .flat_map(|piece| unpair(piece[4 * q..4 * q + 4].try_into().expect("4 bytes")))
             .collect()
     }
 }
 
-/// W4A8 grouped over one panel: `x` holds `xr` activation rows with each 8
-/// columns' 4 even codes then 4 odd ones ([`Layout::EvenOdd`] with blocks
-/// of 8: the order in which 4 packed bytes' low and high nibbles come out),
-/// `k` codes each; `sums` their `groups` sums per group of 32; `panel` and
+/// The 8 nibbles of 4 naturally packed bytes (byte `j`: columns `2j`,
+/// `2j + 1`) re-paired as a panel holds them (byte `j`: columns `j`, `j +
+/// 4`; docs/NUMERICS.md §4), so that a load's low nibbles meet an
+/// activation row's first 4 codes of the 8 and its high nibbles the last 4,
+/// in the row's own order.
+fn repair(natural: [u8; 4]) -> [u8; 4] {
+    let nibble = |col: usize| (natural[col / 2] >> (4 * (col % 2))) & 0x0F;
+    std::array::from_fn(|j| nibble(j) | nibble(j + 4) << 4)
+}
+
+/// [`repair`]'s inverse: a panel's 4 bytes in the natural pairing.
+fn unpair(panel: [u8; 4]) -> [u8; 4] {
+    let nibble = |col: usize| (panel[col % 4] >> (4 * (col / 4))) & 0x0F;
+    std::array::from_fn(|j| nibble(2 * j) | nibble(2 * j + 1) << 4)
+}
+
+/// W4A8 grouped over one panel: `x` holds `xr` activation rows in their
+/// natural order, `k` codes each (of each 8 columns, the first 4 meet a
+/// panel piece's 4 low nibbles and the last 4 its high ones, §4); `sums` their `groups` sums per group of 32; `panel` and
 /// `s` one panel's bytes and scales ([`PanelsQ4::panel`],
 /// [`PanelsQ4::panel_scales`]). Writes `out[i · 16 + q] = Σ_g (acc_g as
 /// f32) · f32(s_g)` for activation row `i` and panel row `q`, `acc_g = Σ x·b
@@ -281,6 +297,7 @@ pub type TilePanelQ4PerChannel = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], 
 /// sums, one panel's `16 · k / 2` bytes and `16 · groups` scales, `16 · xr`
 /// outputs. Returns `groups`; panics on any other shape (the frame passes
 /// these, and a SIMD tile's pointer loads stay in bounds only on them).
+#[inline]
 pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &[f32]) -> usize {
     assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
     let groups = sums[0].len();
@@ -299,6 +316,7 @@ pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f1
 /// on, checked before its loads: `xr` rows of `k` codes (a multiple of 32)
 /// and of one sum each, one panel's `16 · k / 2` bytes, `16 · xr` outputs.
 /// Returns `k / 32`, the tile's groups of 4 loads; panics on any other shape.
+#[inline]
 pub fn check_tile_per_channel(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &[f32]) -> usize {
     assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
     let k = x[0].len();
@@ -344,8 +362,13 @@ pub fn gemm_w4a8_grouped_panels(
         w.group_size() == GroupSize::Group(PANEL_GROUP) && x.sum_group == PANEL_GROUP,
         "W4A8 grouped panel shapes"
     );
-    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, out| {
-        tile(xv, sv, w.panel(p), w.panel_scales(p), out)
+    let scales = match &w.scales {
+        Q4Scales::Grouped { scales, .. } => &scales[..],
+        Q4Scales::PerChannel(_) => unreachable!("asserted grouped above"),
+    };
+    let per_panel = PANEL_ROWS * w.groups();
+    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, panel, out| {
+        tile(xv, sv, panel, &scales[p * per_panel..(p + 1) * per_panel], out)
     });
 }
 
@@ -363,8 +386,8 @@ pub fn gemm_w4a8_panels(
         w.group_size() == GroupSize::PerChannel && x.sum_group == x.k,
         "W4A8 per-channel panel shapes"
     );
-    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, out| {
-        tile(xv, sv, w.panel(p), out)
+    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, _, panel, out| {
+        tile(xv, sv, panel, out)
     });
 }
 
@@ -379,7 +402,28 @@ fn sweep<T: Copy>(
     w: &PanelsQ4,
     rows: Range<usize>,
     y: &mut OutputTile<'_>,
-    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &mut [f32]),
+    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &[u8], &mut [f32]),
+) {
+    // A decode call's few rows take blocks of 4 and a 4-row output buffer:
+    // the 64-row block's views and buffer, made (zeroed) on every call, were
+    // 420 of a 192 × 576 decode call's instructions outside the tiles
+    // (callgrind, AVX2, Intel Xeon, family 6 model 167)
+    if x.m <= 4 {
+        sweep_blocks::<T, 4, 4>(tiles, x, w, rows, y, run)
+    } else {
+        sweep_blocks::<T, ROW_BLOCK, PANEL_ROWS>(tiles, x, w, rows, y, run)
+    }
+}
+
+/// [`sweep`] in blocks of `RB` activation rows, with room for the outputs
+/// of `OUT` rows (the tallest tile a block of `RB` can pick).
+fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
+    tiles: &[(usize, T)],
+    x: &ActivationsQ8<'_>,
+    w: &PanelsQ4,
+    rows: Range<usize>,
+    y: &mut OutputTile<'_>,
+    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &[u8], &mut [f32]),
 ) {
     x.check();
     y.check(x.m, rows.len());
@@ -389,10 +433,22 @@ fn sweep<T: Copy>(
         "a panel family ends with a 1-row tile"
     );
     let groups = w.groups();
-    let xs = IntView::of(x, PIECE_COLS, Layout::EvenOdd);
+    // the rows as they are: the panel's nibble pairing matches them (§4)
+    let xs = IntView::of(x, PIECE_COLS, Layout::Natural);
     let xs = xs.rows();
-    let mut out = [0f32; PANEL_ROWS * 16];
-    // Rows in blocks of ROW_BLOCK: a block's row views and sums are found
+    // The codes and the per-channel scales are found once, not per panel (a
+    // weight read in place from a file's map finds its codes through an
+    // indirect call), and each panel's rows are handled as arrays of 16, a
+    // length the compiler sees, so that its scaling and its store are a few
+    // vector instructions.
+    let panel_bytes = PANEL_ROWS * w.k() / 2;
+    let codes = w.codes();
+    let channel_scales = match &w.scales {
+        Q4Scales::PerChannel(s) => Some(&s[..]),
+        Q4Scales::Grouped { .. } => None,
+    };
+    let mut out = [[0f32; PANEL_ROWS]; OUT];
+    // Rows in blocks of RB: a block's row views and sums are found
     // once for all its panels (each view costs integer divisions, a fifth
     // of an 8-row tile's time when they were found per tile), on the stack,
     // and so are its tiles (`steps`: first row and tile), so that a panel
@@ -400,12 +456,12 @@ fn sweep<T: Copy>(
     // run lengths unknown to the compiler, they cost 463 instructions a
     // panel, 16 % of a decode call at 576 × 576; now about 200 (AVX2;
     // callgrind, AMD EPYC Zen 4, family 25 model 17).
-    let mut xv: [&[i8]; ROW_BLOCK] = [&[]; ROW_BLOCK];
-    let mut sv: [&[i32]; ROW_BLOCK] = [&[]; ROW_BLOCK];
-    let mut steps = [(0u8, 0u8); ROW_BLOCK];
+    let mut xv: [&[i8]; RB] = [&[]; RB];
+    let mut sv: [&[i32]; RB] = [&[]; RB];
+    let mut steps = [(0u8, 0u8); RB];
     let panels = rows.start / PANEL_ROWS..rows.end.div_ceil(PANEL_ROWS);
-    for b0 in (0..x.m).step_by(ROW_BLOCK) {
-        let block = ROW_BLOCK.min(x.m - b0);
+    for b0 in (0..x.m).step_by(RB) {
+        let block = RB.min(x.m - b0);
         for d in 0..block {
             (xv[d], sv[d]) = (xs.view(1, b0 + d, 0, false), &x.row_sums(b0 + d)[..groups]);
         }
@@ -413,17 +469,25 @@ fn sweep<T: Copy>(
         while i0 < block {
             let t = tiles
                 .iter()
-                .position(|t| t.0 <= (block - i0).min(16))
+                .position(|t| t.0 <= (block - i0).min(OUT))
                 .expect("a 1-row tile");
-            // i0 < ROW_BLOCK = 64, and a family has far fewer than 256 tiles
+            // i0 < RB <= 64, and a family has far fewer than 256 tiles
             steps[n_steps] = (i0 as u8, t as u8);
             n_steps += 1;
             i0 += tiles[t].0;
         }
         let scales = &x.scales[b0..b0 + block];
+        // The panels wholly inside the range: a 1-row tile writes their
+        // sums straight into the output row, which is scaled and stored in
+        // one pass after the last panel (`finish`).
+        let inner = rows.start.div_ceil(PANEL_ROWS)..(rows.end / PANEL_ROWS).max(rows.start.div_ceil(PANEL_ROWS));
+        let inner_cols = inner.start * PANEL_ROWS - rows.start..inner.end * PANEL_ROWS - rows.start;
         for p in panels.clone() {
-            // per channel, the panel's 16 weight scales; grouped, none
-            let channel = w.channel_scales(p);
+            let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
+            let in_place = inner.contains(&p);
+            // per channel, the panel's 16 weight scales
+            let channel: Option<&[f32; PANEL_ROWS]> =
+                channel_scales.map(|s| s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS].try_into().expect("16 scales"));
             // the panel's rows inside the range, as output columns, and as
             // columns of the panel
             let r0 = (p * PANEL_ROWS).max(rows.start);
@@ -433,23 +497,33 @@ fn sweep<T: Copy>(
             let whole = cols == (0..PANEL_ROWS);
             for &(i0, t) in &steps[..n_steps] {
                 let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
-                run(tile, &xv[i0..i0 + xr], &sv[i0..i0 + xr], p, &mut out[..xr * PANEL_ROWS]);
-                for (d, o) in out[..xr * PANEL_ROWS]
-                    .as_chunks_mut::<PANEL_ROWS>()
-                    .0
-                    .iter_mut()
-                    .enumerate()
-                {
+                if xr == 1 && in_place {
+                    let at = (b0 + i0) * y.ld + p * PANEL_ROWS - rows.start;
+                    run(
+                        tile,
+                        &xv[i0..i0 + 1],
+                        &sv[i0..i0 + 1],
+                        p,
+                        panel,
+                        &mut y.y[at..at + PANEL_ROWS],
+                    );
+                    continue;
+                }
+                let out = &mut out[..xr];
+                run(
+                    tile,
+                    &xv[i0..i0 + xr],
+                    &sv[i0..i0 + xr],
+                    p,
+                    panel,
+                    out.as_flattened_mut(),
+                );
+                for (d, o) in out.iter_mut().enumerate() {
                     // the whole panel row scaled, the range's part stored
                     let xs = scales[i0 + d];
-                    if channel.is_empty() {
-                        for v in o.iter_mut() {
-                            *v *= xs;
-                        }
-                    } else {
-                        for (v, ws) in o.iter_mut().zip(channel) {
-                            *v *= xs * ws;
-                        }
+                    match channel {
+                        None => *o = o.map(|v| v * xs),
+                        Some(ws) => *o = std::array::from_fn(|q| o[q] * (xs * ws[q])),
                     }
                     let i = b0 + i0 + d;
                     if whole {
@@ -460,6 +534,33 @@ fn sweep<T: Copy>(
                 }
             }
         }
+        for &(i0, t) in &steps[..n_steps] {
+            let i0 = usize::from(i0);
+            if tiles[usize::from(t)].0 == 1 && !inner_cols.is_empty() {
+                let ws = channel_scales.map(|s| &s[rows.start + inner_cols.start..rows.start + inner_cols.end]);
+                finish(y, b0 + i0, inner_cols.clone(), scales[i0], ws);
+            }
+        }
+    }
+}
+
+/// Scales and stores in place the sums a 1-row tile wrote into row `i` of
+/// `y` over output columns `cols`: `v · xs` (grouped) or `v · (xs · ws)`
+/// (per channel, `ws` the columns' weight scales, multiplied first), plus
+/// the bias, as [`OutputTile::set_run`] adds it.
+fn finish(y: &mut OutputTile<'_>, i: usize, cols: Range<usize>, xs: f32, ws: Option<&[f32]>) {
+    let at = i * y.ld;
+    let row = &mut y.y[at + cols.start..at + cols.end];
+    let bias = y.bias.get(cols).unwrap_or(&[]);
+    match (ws, bias.is_empty()) {
+        (None, true) => row.iter_mut().for_each(|v| *v *= xs),
+        (None, false) => row.iter_mut().zip(bias).for_each(|(v, b)| *v = *v * xs + b),
+        (Some(ws), true) => row.iter_mut().zip(ws).for_each(|(v, w)| *v *= xs * w),
+        (Some(ws), false) => row
+            .iter_mut()
+            .zip(ws)
+            .zip(bias)
+            .for_each(|((v, w), b)| *v = *v * (xs * w) + b),
     }
 }
 
@@ -494,13 +595,14 @@ fn tile_panel_per_channel_scalar(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out
 }
 
 /// `Σ x·b` (biased, uncorrected) of panel row `q` over the pieces (8
-/// columns each) `pieces`, `xs` in the even/odd order of a tile's rows.
+/// columns each) `pieces`, `xs` an activation row: byte `j` of a piece
+/// holds column `8c + j` low and `8c + 4 + j` high (§4).
 fn panel_dot_biased(xs: &[i8], panel: &[u8], q: usize, pieces: Range<usize>) -> i32 {
     let mut acc = 0i32;
     for c in pieces {
-        let (even, odd) = (&xs[8 * c..8 * c + 4], &xs[8 * c + 4..8 * c + 8]);
+        let (low, high) = (&xs[8 * c..8 * c + 4], &xs[8 * c + 4..8 * c + 8]);
         for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
-            acc += i32::from(even[j]) * i32::from(b & 0x0F) + i32::from(odd[j]) * i32::from(b >> 4);
+            acc += i32::from(low[j]) * i32::from(b & 0x0F) + i32::from(high[j]) * i32::from(b >> 4);
         }
     }
     acc
@@ -585,14 +687,31 @@ mod tests {
         let w = matrix(32, 64, 1);
         let p = PanelsQ4::new(&w).unwrap();
         // row 17 is panel 1's row 1: its bytes 4..8 (columns 8..16) are
-        // that panel's second piece, 4 bytes in
-        assert_eq!(&p.panel(1)[64 + 4..64 + 8], &w.row_packed(17)[4..8]);
+        // that panel's second piece, 4 bytes in, re-paired
+        let natural = &w.row_packed(17)[4..8];
+        let nibble = |col: usize| natural[col / 2] >> (4 * (col % 2)) & 0x0F;
+        let piece = &p.panel(1)[64 + 4..64 + 8];
+        for (j, &b) in piece.iter().enumerate() {
+            assert_eq!(b, nibble(j) | nibble(j + 4) << 4, "byte {j}: columns {j} and {}", j + 4);
+        }
         // group 1's scales of panel 0 are rows 0..16's second scale
         let Q4Scales::Grouped { scales, .. } = w.scales() else {
             unreachable!()
         };
         assert_eq!(p.panel_scales(0)[16 + 3], scales[3 * 2 + 1]);
         assert_eq!(p.to_matrix(), w);
+    }
+
+    #[test]
+    fn a_panel_pairs_column_j_with_column_j_plus_4() {
+        // natural: byte j holds columns 2j (low) and 2j + 1 (high)
+        let natural = [0x10, 0x32, 0x54, 0x76];
+        assert_eq!(repair(natural), [0x40, 0x51, 0x62, 0x73]);
+        assert_eq!(unpair(repair(natural)), natural);
+        for b in 0..=255u8 {
+            let bytes = [b, b.rotate_left(3), !b, b ^ 0x5A];
+            assert_eq!(unpair(repair(bytes)), bytes);
+        }
     }
 
     #[test]
@@ -630,7 +749,10 @@ mod tests {
             unreachable!()
         };
         assert_eq!(p.channel_scales(2), &scales[32..48]);
-        assert_eq!(&p.panel(2)[64 * 3 + 4 * 5..64 * 3 + 4 * 6], &w.row_packed(37)[12..16]);
+        assert_eq!(
+            &p.panel(2)[64 * 3 + 4 * 5..64 * 3 + 4 * 6],
+            &repair(w.row_packed(37)[12..16].try_into().unwrap())
+        );
         assert_eq!(p.to_matrix(), w);
         let (codes, s) = p.clone().into_panel_parts();
         assert_eq!(PanelsQ4::from_panel_parts(48, 96, codes.clone(), s).as_ref(), Some(&p));

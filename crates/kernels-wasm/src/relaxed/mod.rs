@@ -53,11 +53,11 @@ impl NibbleDot for RelaxedDot {
 /// each row's sum in its own i32 lane.
 impl PanelDot for RelaxedDot {
     #[inline]
-    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+    fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
         (
             i16x8_add(
-                i16x8_relaxed_dot_i8x16_i7x16(even, lo),
-                i16x8_relaxed_dot_i8x16_i7x16(odd, hi),
+                i16x8_relaxed_dot_i8x16_i7x16(x_lo, lo),
+                i16x8_relaxed_dot_i8x16_i7x16(x_hi, hi),
             ),
             i16x8_splat(0),
         )

@@ -2,11 +2,11 @@
 //! (`qlinear_kernels_scalar::panels`), for both WebAssembly tiers: one
 //! 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
 //! row, so the products of its low (high) nibbles with an activation row's
-//! 4 even (odd) codes, broadcast, stay apart by row and add up to each
-//! row's sum of the group with no reduction across a row's lanes. In the
-//! natural layout the 32 columns of a group lie along one row's lanes and
-//! must be reduced per group before its float step, which made grouped
-//! decode take 2.7–3.8× per channel's time under Node.js (the Zen 4,
+//! first (last) 4 codes of those columns, broadcast, stay apart by row and
+//! add up to each row's sum of the group with no reduction across a row's
+//! lanes. In the natural layout the 32 columns of a group lie along one
+//! row's lanes and must be reduced per group before its float step, which
+//! made grouped decode take 2.7–3.8× per channel's time under Node.js (the Zen 4,
 //! `docs/benchmarks/history.md`). The float step of §6.1 then runs on 4
 //! rows at a time: `f32x4_mul`, then `f32x4_add`, in increasing g from +0,
 //! never a relaxed fused multiply-add.
@@ -24,12 +24,12 @@ use super::ExtMul;
 /// 16-byte panel load) by 4 activation codes broadcast to every row.
 pub(crate) trait PanelDot {
     /// Two i16x8 of exact products for `lo` (the low nibbles) against
-    /// `even` and `hi` against `odd` (each the same 4 codes in every 4-byte
+    /// `x_lo` and `hi` against `x_hi` (each the same 4 codes in every 4-byte
     /// group), such that [`PanelDot::rows`] of their sums over a group's 4
     /// loads gives the 4 rows' sums. A lane holds at most 2 products of
     /// |15 · 127| per load, so a group's 4 loads add in i16 exactly
     /// (at most 8 · 1905 = 15 240 a lane).
-    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128);
+    fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128);
     /// The 4 rows' i32 sums from a group's two i16x8 accumulators.
     fn rows(a: v128, b: v128) -> v128;
 }
@@ -38,10 +38,10 @@ pub(crate) trait PanelDot {
 /// the high 8 (rows 2 and 3) in `b`, one product a lane.
 impl PanelDot for ExtMul {
     #[inline]
-    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
+    fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
         (
-            i16x8_add(i16x8_extmul_low_i8x16(lo, even), i16x8_extmul_low_i8x16(hi, odd)),
-            i16x8_add(i16x8_extmul_high_i8x16(lo, even), i16x8_extmul_high_i8x16(hi, odd)),
+            i16x8_add(i16x8_extmul_low_i8x16(lo, x_lo), i16x8_extmul_low_i8x16(hi, x_hi)),
+            i16x8_add(i16x8_extmul_high_i8x16(lo, x_lo), i16x8_extmul_high_i8x16(hi, x_hi)),
         )
     }
 
@@ -88,7 +88,7 @@ fn scales16(s: &[f16], at: usize) -> [v128; 4] {
 }
 
 /// One group's i16 sums of `XR` activation rows (`xp`, each row's codes in
-/// the tiles' even/odd order) against a panel's 4 rows of each 16-byte
+/// their natural order) against a panel's 4 rows of each 16-byte
 /// load, as `D` adds them: the group's 4 pieces of 8 columns, 4 loads each
 /// (`[t][j]`: activation row `t`, panel rows `4j .. 4j + 4`). Both panel
 /// tiles' loop.
@@ -105,8 +105,9 @@ unsafe fn group_sums<const XR: usize, D: PanelDot>(
 ) -> [[(v128, v128); 4]; XR] {
     let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
     for c in 4 * g..4 * g + 4 {
-        // columns 8c .. 8c + 8 of each activation row: 4 even codes, then
-        // 4 odd, each 4 repeated in every 4-byte group
+        // columns 8c .. 8c + 8 of each activation row: 4 codes for the
+        // low nibbles, then 4 for the high, each 4 repeated in every
+        // 4-byte group
         // SAFETY: 8c + 8 codes lie in every row (the caller's promise);
         // v128_load32_splat reads 4 bytes with no alignment requirement.
         let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {

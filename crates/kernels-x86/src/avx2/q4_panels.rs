@@ -1,8 +1,8 @@
 //! AVX2 W4A8 grouped tiles on the panel form of a weight
 //! (`qlinear_kernels_scalar::panels`): a 256-bit load at `64c + 32h` is the
 //! same 8 columns of the panel's rows `8h .. 8h + 8`, 4 packed bytes a row,
-//! so `maddubs` of its low (high) nibbles against an activation row's 4
-//! even (odd) codes of those columns, broadcast, leaves each weight row's
+//! so `maddubs` of its low (high) nibbles against an activation row's
+//! first (last) 4 codes of those columns, broadcast, leaves each weight row's
 //! two pair sums in its own 32-bit lane. The pairs of a group of 32 (4
 //! loads, 8 `maddubs`) add up in i16 without saturating: each is at most
 //! `2 · 15 · 127 = 3810` in magnitude, 8 of them 30 480 < 32 767 (codes
@@ -27,11 +27,11 @@ use qlinear_kernels_scalar::panels::{
 const PREFETCH: usize = 4096;
 
 /// One group's `maddubs` pair sums of the `XR` activation rows at `$xp`
-/// (each row's codes in the tile's even/odd order) against half `$half` of
+/// (each row's codes in their natural order) against half `$half` of
 /// a panel (rows `8h .. 8h + 8`): its 4 loads of 32 bytes at `64c + 32h`,
 /// `c` in `4g .. 4g + 4`, each unpacked once and serving the `XR` rows, the
-/// low nibbles against the 4 even codes broadcast and the high against the
-/// 4 odd; the first half's loads prefetch [`PREFETCH`] bytes ahead. Both
+/// low nibbles against the first 4 codes broadcast and the high against
+/// the last 4; the first half's loads prefetch [`PREFETCH`] bytes ahead. Both
 /// panel tiles' loop, as a macro: as a `#[target_feature]` function it was
 /// not inlined at 4 rows (a call a group), and M = 16 at 576 × 576 ran
 /// 10–18 % slower (Intel Xeon, family 6 model 167, alternated);
@@ -56,15 +56,15 @@ macro_rules! group_pairs {
             let lo = _mm256_and_si256(v, mask);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
             for t in 0..XR {
-                // columns 8c .. 8c + 8 of row t: 4 even codes, then 4 odd
+                // columns 8c .. 8c + 8 of row t: 4 codes for the low nibbles, 4 for the high
                 // SAFETY: 8c + 8 codes lie in row t (the caller's check).
                 let (e, o) = unsafe {
                     let q = xp[t].add(8 * c).cast::<i32>();
                     (q.read_unaligned(), q.add(1).read_unaligned())
                 };
-                let even = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
-                let odd = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
-                pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(even, odd));
+                let low = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(e));
+                let high = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(o));
+                pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(low, high));
             }
         }
         pairs
