@@ -103,3 +103,36 @@ fn a_layer_refuses_the_other_familys_panel_form_and_y_stays() {
     assert_eq!(err.to_string(), "tier scalar has no panel tiles for w4a16");
     assert!(y.iter().all(|&v| v == 7.0), "y untouched");
 }
+
+/// Per channel at a K long enough for a tile's partial sums to be folded
+/// more than once (the VNNI one-row tile folds its high-nibble chains every
+/// 1 024 groups of 32) and at the largest sums the codes allow: every
+/// activation code 127 against every nibble 15 or 0 (weights all +1 or all
+/// −1 in a row), and mixed values. Each proven tier with per-channel panel
+/// tiles gives the scalar natural call's bits.
+#[test]
+fn per_channel_panels_keep_the_bits_at_long_k_and_extreme_sums() {
+    let (n, k) = (32, 32 * 2048 + 96);
+    let signs: Vec<f32> = (0..n * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
+    let scalar = Route::for_tier(qlinear_dispatch::Int8Tier::Scalar).unwrap();
+    let mut ran = 0;
+    for (weights, x) in [(signs, vec![1.0f32; 2 * k]), (values(n * k, 21), values(2 * k, 22))] {
+        let w = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &weights).unwrap();
+        let panels = PanelsQ4::new(&w).expect("a panel shape");
+        for m in [1, 2] {
+            let mut want = vec![0f32; m * n];
+            scalar.linear_q4_dynamic(&x[..m * k], m, &w, &mut want).unwrap();
+            for tier in selftest_report().proven_tiers() {
+                let route = Route::for_tier(tier).unwrap();
+                if !route.has_panels(KernelFamily::W4A8) {
+                    continue;
+                }
+                let mut got = vec![f32::NAN; m * n];
+                route.linear_q4_panels(&x[..m * k], m, &panels, &mut got).unwrap();
+                assert_eq!(bits(&got), bits(&want), "{tier}, m = {m}");
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran >= 4, "{ran} calls compared");
+}
