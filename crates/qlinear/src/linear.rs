@@ -210,8 +210,10 @@ impl Linear {
     /// tier (`docs/NUMERICS.md` §6).
     ///
     /// W8A8 and W4A8 quantize `x` into buffers the calling thread keeps for
-    /// its next call: each thread that calls `forward` holds about `m · k`
-    /// bytes plus `4 · m` of its largest call until it exits.
+    /// its next call (the codes, their scales and sums, and the copy of the
+    /// rows a tier's tiles read in another layout): each thread that calls
+    /// `forward` holds at most about `2 · m · k` bytes plus `8 · m` of its
+    /// largest call until it exits.
     ///
     /// Errors ([`Error::Forward`], naming the layer): a length of `x` or `y`
     /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven

@@ -233,10 +233,13 @@ impl Route {
         codes: &'s mut Vec<i8>,
         scales: &'s mut Vec<f32>,
     ) -> (&'s [i8], &'s [f32]) {
-        codes.clear();
+        // every code and scale is written below, so the buffers are only
+        // sized, not cleared: zeroing a decode row's codes first cost a call
+        // to memset each call
         codes.resize(x.len(), 0);
-        scales.clear();
+        codes.truncate(x.len());
         scales.resize(m, 0.0);
+        scales.truncate(m);
         self.quantize_unchecked(x, m, k, codes, scales);
         (codes, scales)
     }
@@ -307,9 +310,10 @@ impl Route {
         check_k(KernelFamily::W8A8, k)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        self.run_w8a8(x_codes, x_scales, m, w, &[], y)
+        with_scratch(|s| self.run_w8a8(x_codes, x_scales, m, w, &[], y, &mut s.spare))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_w8a8(
         &self,
         x_codes: &[i8],
@@ -318,17 +322,19 @@ impl Route {
         w: &QuantizedMatrix,
         bias: &[f32],
         y: &mut [f32],
+        spare: &mut Spare,
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         if m == 0 || n == 0 {
             return Ok(());
         }
         // one layout for every task of the call (docs/ARCHITECTURE.md)
-        let layouts = LayoutCache::default();
-        let act = ActivationsQ8::new(m, k, x_codes, x_scales, &[], k)?.with_layouts(&layouts);
-        let f = self.table.gemm_w8a8;
-        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
-        Ok(())
+        Spare::with_layouts(spare.parts().1, |layouts| {
+            let act = ActivationsQ8::new(m, k, x_codes, x_scales, &[], k)?.with_layouts(layouts);
+            let f = self.table.gemm_w8a8;
+            self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
+            Ok(())
+        })
     }
 
     /// W8A8 with f32 activations `x` `[m, k]`, each row quantized first with
@@ -359,7 +365,7 @@ impl Route {
         check_finite(x, k)?;
         with_scratch(|s| {
             let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
-            self.run_w8a8(codes, scales, m, w, bias, y)
+            self.run_w8a8(codes, scales, m, w, bias, y, &mut s.spare)
         })
     }
 
@@ -383,7 +389,7 @@ impl Route {
         Self::check_k_q4(w)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        with_scratch(|s| self.run_w4a8_with((x_codes, x_scales), m, w, &[], y, &mut s.sums))
+        with_scratch(|s| self.run_w4a8_with((x_codes, x_scales), m, w, &[], y, &mut s.spare))
     }
 
     fn check_k_q4(w: &QuantizedMatrixQ4) -> Result<(), DispatchError> {
@@ -393,8 +399,8 @@ impl Route {
         }
     }
 
-    /// W4A8 on quantized rows `(codes, scales)`, their group sums written
-    /// into `sums`.
+    /// W4A8 on quantized rows `(codes, scales)`, their group sums and
+    /// layout written into `spare`.
     fn run_w4a8_with(
         &self,
         (x_codes, x_scales): (&[i8], &[f32]),
@@ -402,7 +408,7 @@ impl Route {
         w: &QuantizedMatrixQ4,
         bias: &[f32],
         y: &mut [f32],
-        sums: &mut Vec<i32>,
+        spare: &mut Spare,
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         if m == 0 || n == 0 {
@@ -412,11 +418,13 @@ impl Route {
             Q4Scales::PerChannel(_) => (k, self.table.gemm_w4a8),
             Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
         };
+        let (sums, layout) = spare.parts();
         activation_group_sums_into(x_codes, m, k, sum_group, sums);
-        let layouts = LayoutCache::default();
-        let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(&layouts);
-        self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
-        Ok(())
+        Spare::with_layouts(layout, |layouts| {
+            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(layouts);
+            self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
+            Ok(())
+        })
     }
 
     /// W4A8 with f32 activations `x` `[m, k]`, each row quantized first.
@@ -440,14 +448,14 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         Self::check_k_q4(w)?;
-        self.quantized(x, m, w.n(), w.k(), y, |codes, y, sums| {
-            self.run_w4a8_with(codes, m, w, bias, y, sums)
+        self.quantized(x, m, w.n(), w.k(), y, |codes, y, spare| {
+            self.run_w4a8_with(codes, m, w, bias, y, spare)
         })
     }
 
     /// Checks `x` `[m, k]` (finite) and `y` `[m, n]`, quantizes `x` into
     /// this thread's scratch and runs `f` on the codes and scales, `y` and
-    /// the scratch's sums buffer.
+    /// the scratch's other buffers.
     fn quantized(
         &self,
         x: &[f32],
@@ -455,14 +463,14 @@ impl Route {
         n: usize,
         k: usize,
         y: &mut [f32],
-        f: impl FnOnce((&[i8], &[f32]), &mut [f32], &mut Vec<i32>) -> Result<(), DispatchError>,
+        f: impl FnOnce((&[i8], &[f32]), &mut [f32], &mut Spare) -> Result<(), DispatchError>,
     ) -> Result<(), DispatchError> {
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
         check_finite(x, k)?;
         with_scratch(|s| {
             let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
-            f(codes, y, &mut s.sums)
+            f(codes, y, &mut s.spare)
         })
     }
 
@@ -499,15 +507,17 @@ impl Route {
         } else {
             PANEL_GROUP
         };
-        self.quantized(x, m, n, k, y, |(x_codes, x_scales), y, sums| {
+        self.quantized(x, m, n, k, y, |(x_codes, x_scales), y, spare| {
             if m == 0 || n == 0 {
                 return Ok(());
             }
+            let (sums, layout) = spare.parts();
             activation_group_sums_into(x_codes, m, k, sum_group, sums);
-            let layouts = LayoutCache::default();
-            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(&layouts);
-            self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
-            Ok(())
+            Spare::with_layouts(layout, |layouts| {
+                let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(layouts);
+                self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
+                Ok(())
+            })
         })
     }
 

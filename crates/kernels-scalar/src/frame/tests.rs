@@ -148,7 +148,7 @@ fn a_tiles_tail_rows_are_copies_cut_or_filled_to_the_padded_block() {
     let w = QuantizedMatrixQ4::quantize(n, k, qlinear_quant_recipe::GroupSize::PerChannel, &wf).unwrap();
     let codes = vec![1i8; k];
     let x = ActivationsQ8::new(1, k, &codes, &[1.0], &[40], k).unwrap();
-    let xs = IntRows::copied(&x, 32, Layout::Aligned);
+    let xs = IntRows::copied(&x, 32, Layout::Aligned, Vec::new());
     let reach = PaddedReach::new(&xs, &w);
     let (mut scratch, mut views) = (Vec::new(), Views::new());
     let rows = reach.tail_rows(&mut scratch, &mut views, 1, 2);

@@ -11,14 +11,26 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
     assert_eq!(x.len(), codes.len());
     let k = x.len();
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
-    let mut vmax = _mm256_setzero_ps();
+    // four maxima, so that four chains of `vmaxps` (each waiting on the one
+    // before) run side by side: one chain took about a quarter of a
+    // 576-value row's time (Intel Xeon, family 6 model 167)
+    let mut vmax = [_mm256_setzero_ps(); 4];
     let mut c = 0;
+    while c + 32 <= k {
+        for (j, m) in vmax.iter_mut().enumerate() {
+            // SAFETY: c + 8j + 8 <= c + 32 <= k = x.len().
+            let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(c + 8 * j)) };
+            *m = _mm256_max_ps(*m, _mm256_and_ps(v, abs_mask));
+        }
+        c += 32;
+    }
     while c + 8 <= k {
         // SAFETY: c + 8 <= k = x.len().
         let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(c)) };
-        vmax = _mm256_max_ps(vmax, _mm256_and_ps(v, abs_mask));
+        vmax[0] = _mm256_max_ps(vmax[0], _mm256_and_ps(v, abs_mask));
         c += 8;
     }
+    let vmax = _mm256_max_ps(_mm256_max_ps(vmax[0], vmax[1]), _mm256_max_ps(vmax[2], vmax[3]));
     let mut lanes = [0f32; 8];
     // SAFETY: an 8-float store into a local 8-float array.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), vmax) };
