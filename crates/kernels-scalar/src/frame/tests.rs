@@ -402,3 +402,30 @@ fn a_run_adds_the_bias_four_at_a_time_and_the_rest_one_by_one() {
         assert!(run[..width].iter().all(|&v| v == 9.0) && run[width] == -2.0);
     }
 }
+
+#[test]
+fn a_cache_writes_its_rows_into_the_buffer_it_was_given_and_hands_it_back() {
+    // K = 40 in blocks of 32 (a padded block past the codes), 3 rows: the
+    // rows laid out in a given, dirty allocation are those laid out fresh,
+    // zeros in the padding included, and the allocation comes back
+    let (m, k) = (3, 40);
+    let codes: Vec<i8> = (0..m * k).map(|i| (i as i32 * 7 % 255 - 127) as i8).collect();
+    let x = ActivationsQ8::new(m, k, &codes, &[1.0; 3], &[0; 3], k).unwrap();
+    let dirty = vec![0x55i8; 4096];
+    let at = dirty.as_ptr();
+    let cache = LayoutCache::with_buffer(dirty);
+    let fresh = IntRows::copied(&x, 32, Layout::Aligned, Vec::new());
+    {
+        let x = x.with_layouts(&cache);
+        let view = IntView::of(&x, 32, Layout::Aligned);
+        let rows = view.rows();
+        for i in 0..m {
+            assert_eq!(rows.row(i), fresh.row(i), "row {i}");
+            assert!(rows.row(i)[k..].iter().all(|&c| c == 0), "row {i}'s padding is zeros");
+        }
+    }
+    let back = cache.into_buffer();
+    assert_eq!(back.as_ptr(), at, "the same allocation");
+    // a cache whose rows were never laid out hands back the buffer it got
+    assert_eq!(LayoutCache::with_buffer(vec![1, 2, 3]).into_buffer(), vec![1, 2, 3]);
+}
