@@ -213,6 +213,7 @@ macro_rules! panel_family {
         /// unpacked load serves 4), then 1.
         const PANELS: qlinear_kernels_scalar::panels::PanelFamily = qlinear_kernels_scalar::panels::PanelFamily {
             tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
+            pairs: None,
         };
 
         qlinear_kernels_scalar::panel_entry!(
@@ -225,6 +226,7 @@ macro_rules! panel_family {
             qlinear_kernels_scalar::panels::TilePanelQ4PerChannel,
         > = qlinear_kernels_scalar::panels::PanelFamily {
             tiles: &[(4, entry::panel_pc_x4), (1, entry::panel_pc_x1)],
+            pairs: None,
         };
 
         qlinear_kernels_scalar::panel_entry!(
@@ -246,12 +248,14 @@ macro_rules! panel_tiles {
             use qlinear_kernels_scalar::{KernelTable, SCALAR};
             const FAMILY: PanelFamily = PanelFamily {
                 tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
+                pairs: None,
             };
             const PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
                 tiles: &[
                     (4, $pc_four as TilePanelQ4PerChannel),
                     (1, $pc_one as TilePanelQ4PerChannel),
                 ],
+                pairs: None,
             };
             qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
             qlinear_kernels_scalar::panel_entry!(per_channel fn per_channel = PER_CHANNEL);

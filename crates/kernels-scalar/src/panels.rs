@@ -299,14 +299,29 @@ pub type TilePanelQ4PerChannel = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], 
 /// these, and a SIMD tile's pointer loads stay in bounds only on them).
 #[inline]
 pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &[f32]) -> usize {
-    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
+    check_grouped(xr, 1, x, sums, panel, s, out)
+}
+
+/// [`check_tile`] for a pair tile ([`PanelFamily::pairs`]): one activation
+/// row against two consecutive panels, `2 · 16 · k / 2` bytes and `2 · 16 ·
+/// groups` scales (the two panels' one after the other, as [`PanelsQ4`]
+/// holds them), 32 outputs. Returns `groups`.
+#[inline]
+pub fn check_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &[f32]) -> usize {
+    check_grouped(1, 2, x, sums, panels, s, out)
+}
+
+/// The grouped shapes for `xr` activation rows against `np` panels.
+#[inline]
+fn check_grouped(xr: usize, np: usize, x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * np * PANEL_ROWS && xr > 0);
     let groups = sums[0].len();
     let k = groups * PANEL_GROUP;
     assert!(
         x.iter().all(|r| r.len() == k)
             && sums.iter().all(|r| r.len() == groups)
-            && panel.len() == PANEL_ROWS * k / 2
-            && s.len() == PANEL_ROWS * groups,
+            && panels.len() == np * PANEL_ROWS * k / 2
+            && s.len() == np * PANEL_ROWS * groups,
         "panel tile shapes"
     );
     groups
@@ -318,13 +333,27 @@ pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f1
 /// Returns `k / 32`, the tile's groups of 4 loads; panics on any other shape.
 #[inline]
 pub fn check_tile_per_channel(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &[f32]) -> usize {
-    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * PANEL_ROWS && xr > 0);
+    check_per_channel(xr, 1, x, sums, panel, out)
+}
+
+/// [`check_tile_per_channel`] for a pair tile: one activation row against
+/// two consecutive panels' `2 · 16 · k / 2` bytes, 32 outputs. Returns
+/// `k / 32`.
+#[inline]
+pub fn check_pair_per_channel(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &[f32]) -> usize {
+    check_per_channel(1, 2, x, sums, panels, out)
+}
+
+/// The per-channel shapes for `xr` activation rows against `np` panels.
+#[inline]
+fn check_per_channel(xr: usize, np: usize, x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * np * PANEL_ROWS && xr > 0);
     let k = x[0].len();
     assert!(
         k.is_multiple_of(PANEL_GROUP)
             && x.iter().all(|r| r.len() == k)
             && sums.iter().all(|r| r.len() == 1)
-            && panel.len() == PANEL_ROWS * k / 2,
+            && panels.len() == np * PANEL_ROWS * k / 2,
         "per-channel panel tile shapes"
     );
     k / PANEL_GROUP
@@ -337,6 +366,14 @@ pub fn check_tile_per_channel(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[
 pub struct PanelFamily<T: 'static = TilePanelQ4> {
     /// The tiles, widest first; the last takes 1 activation row.
     pub tiles: &'static [(usize, T)],
+    /// A tile for one activation row against two consecutive panels at
+    /// once (`panel` and, grouped, `s` holding both panels' in turn; `out`
+    /// 32 values, `out[16h + q]` for row `q` of the pair's panel `h`), with
+    /// the bits of the 1-row tile on each: decode then reads each activation
+    /// code once for 32 weight rows. The frame gives it the pairs of panels
+    /// wholly inside a call's range, and the 1-row tile the rest. `None`:
+    /// the 1-row tile takes every panel.
+    pub pairs: Option<T>,
 }
 
 /// The entry of a tier's panel tiles: W4A8 (§6.1) on a [`PanelsQ4`] over
@@ -367,8 +404,8 @@ pub fn gemm_w4a8_grouped_panels(
         Q4Scales::PerChannel(_) => unreachable!("asserted grouped above"),
     };
     let per_panel = PANEL_ROWS * w.groups();
-    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, p, panel, out| {
-        tile(xv, sv, panel, &scales[p * per_panel..(p + 1) * per_panel], out)
+    sweep(f, x, w, rows, y, |tile, xv, sv, ps, panels, out| {
+        tile(xv, sv, panels, &scales[ps.start * per_panel..ps.end * per_panel], out)
     });
 }
 
@@ -386,45 +423,49 @@ pub fn gemm_w4a8_panels(
         w.group_size() == GroupSize::PerChannel && x.sum_group == x.k,
         "W4A8 per-channel panel shapes"
     );
-    sweep(f.tiles, x, w, rows, y, |tile, xv, sv, _, panel, out| {
-        tile(xv, sv, panel, out)
+    sweep(f, x, w, rows, y, |tile, xv, sv, _, panels, out| {
+        tile(xv, sv, panels, out)
     });
 }
 
 /// The sweep both panel entries share: activation rows in blocks of
-/// [`ROW_BLOCK`], each block's tiles chosen once, every panel of `rows`
-/// computed by `run(tile, rows' codes, rows' sums, panel, out)` and stored
-/// times the activation scale (grouped) or times `x_scale · w_scale` (per
-/// channel, §6.1's order: the scales multiplied first).
+/// [`ROW_BLOCK`] (4 for a decode call), each block's tiles chosen once,
+/// every panel of `rows` computed by `run(tile, rows' codes, rows' sums,
+/// panels, their bytes, out)` and stored times the activation scale
+/// (grouped) or times `x_scale · w_scale` (per channel, §6.1's order: the
+/// scales multiplied first). A 1-row step writes the panels wholly inside
+/// `rows` straight into `y`, two at a time where the family has a pair
+/// tile, and scales them in one pass after the last panel.
 fn sweep<T: Copy>(
-    tiles: &[(usize, T)],
+    f: &PanelFamily<T>,
     x: &ActivationsQ8<'_>,
     w: &PanelsQ4,
     rows: Range<usize>,
     y: &mut OutputTile<'_>,
-    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &[u8], &mut [f32]),
+    run: impl Fn(T, &[&[i8]], &[&[i32]], Range<usize>, &[u8], &mut [f32]),
 ) {
     // A decode call's few rows take blocks of 4 and a 4-row output buffer:
     // the 64-row block's views and buffer, made (zeroed) on every call, were
     // 420 of a 192 × 576 decode call's instructions outside the tiles
     // (callgrind, AVX2, Intel Xeon, family 6 model 167)
     if x.m <= 4 {
-        sweep_blocks::<T, 4, 4>(tiles, x, w, rows, y, run)
+        sweep_blocks::<T, 4, 4>(f, x, w, rows, y, run)
     } else {
-        sweep_blocks::<T, ROW_BLOCK, PANEL_ROWS>(tiles, x, w, rows, y, run)
+        sweep_blocks::<T, ROW_BLOCK, PANEL_ROWS>(f, x, w, rows, y, run)
     }
 }
 
 /// [`sweep`] in blocks of `RB` activation rows, with room for the outputs
 /// of `OUT` rows (the tallest tile a block of `RB` can pick).
 fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
-    tiles: &[(usize, T)],
+    f: &PanelFamily<T>,
     x: &ActivationsQ8<'_>,
     w: &PanelsQ4,
     rows: Range<usize>,
     y: &mut OutputTile<'_>,
-    run: impl Fn(T, &[&[i8]], &[&[i32]], usize, &[u8], &mut [f32]),
+    run: impl Fn(T, &[&[i8]], &[&[i32]], Range<usize>, &[u8], &mut [f32]),
 ) {
+    let tiles = f.tiles;
     x.check();
     y.check(x.m, rows.len());
     assert!(rows.end <= w.n() && w.k() == x.k, "W4A8 panel shapes");
@@ -485,6 +526,12 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
         for p in panels.clone() {
             let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
             let in_place = inner.contains(&p);
+            // the inner panels in pairs from the first, for a pair tile: a
+            // pair's first panel runs both, its second none (1-row steps)
+            let paired = f
+                .pairs
+                .filter(|_| in_place && (p - inner.start) % 2 == 0 && p + 1 < inner.end);
+            let second = f.pairs.is_some() && in_place && (p - inner.start) % 2 == 1;
             // per channel, the panel's 16 weight scales
             let channel: Option<&[f32; PANEL_ROWS]> =
                 channel_scales.map(|s| s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS].try_into().expect("16 scales"));
@@ -499,14 +546,15 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                 let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
                 if xr == 1 && in_place {
                     let at = (b0 + i0) * y.ld + p * PANEL_ROWS - rows.start;
-                    run(
-                        tile,
-                        &xv[i0..i0 + 1],
-                        &sv[i0..i0 + 1],
-                        p,
-                        panel,
-                        &mut y.y[at..at + PANEL_ROWS],
-                    );
+                    let (xv, sv) = (&xv[i0..i0 + 1], &sv[i0..i0 + 1]);
+                    match paired {
+                        Some(pair) => {
+                            let both = &codes[p * panel_bytes..(p + 2) * panel_bytes];
+                            run(pair, xv, sv, p..p + 2, both, &mut y.y[at..at + 2 * PANEL_ROWS]);
+                        }
+                        None if second => {}
+                        None => run(tile, xv, sv, p..p + 1, panel, &mut y.y[at..at + PANEL_ROWS]),
+                    }
                     continue;
                 }
                 let out = &mut out[..xr];
@@ -514,7 +562,7 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                     tile,
                     &xv[i0..i0 + xr],
                     &sv[i0..i0 + xr],
-                    p,
+                    p..p + 1,
                     panel,
                     out.as_flattened_mut(),
                 );
@@ -611,11 +659,13 @@ fn panel_dot_biased(xs: &[i8], panel: &[u8], q: usize, pieces: Range<usize>) -> 
 /// The scalar tier's panel family.
 static SCALAR_PANELS: PanelFamily = PanelFamily {
     tiles: &[(1, tile_panel_scalar)],
+    pairs: None,
 };
 
 /// The scalar tier's per-channel panel family.
 static SCALAR_PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
     tiles: &[(1, tile_panel_per_channel_scalar)],
+    pairs: None,
 };
 
 /// `fn $name(x, w, rows, y)`, a [`GemmQ8Panels`]: [`gemm_w4a8_grouped_panels`]
@@ -852,6 +902,92 @@ mod tests {
             gemm_w4a8(&x, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
             gemm_w4a8_panels_scalar(&x, &p, rows.clone(), &mut OutputTile::new(&mut got, width));
             assert_eq!(bits(&want), bits(&got), "per channel: m {m} n {n} k {k} rows {rows:?}");
+        }
+    }
+
+    /// The portable tiles as a pair tile: each panel of the pair by the
+    /// 1-row tile, so the frame's pairing is checked on every platform.
+    fn pair_scalar(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &mut [f32]) {
+        PAIRS_RUN.with(|c| c.set(c.get() + 1));
+        let (bytes, per) = (panels.len() / 2, s.len() / 2);
+        for (h, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+            tile_panel_scalar(
+                x,
+                sums,
+                &panels[h * bytes..(h + 1) * bytes],
+                &s[h * per..(h + 1) * per],
+                o,
+            );
+        }
+    }
+
+    fn pair_per_channel_scalar(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32]) {
+        let bytes = panels.len() / 2;
+        for (h, o) in out.chunks_exact_mut(PANEL_ROWS).enumerate() {
+            tile_panel_per_channel_scalar(x, sums, &panels[h * bytes..(h + 1) * bytes], o);
+        }
+    }
+
+    thread_local! {
+        static PAIRS_RUN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    static PAIRED: PanelFamily = PanelFamily {
+        tiles: &[(1, tile_panel_scalar)],
+        pairs: Some(pair_scalar),
+    };
+    static PAIRED_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+        tiles: &[(1, tile_panel_per_channel_scalar)],
+        pairs: Some(pair_per_channel_scalar),
+    };
+
+    /// A family with a pair tile gives the natural entry's bits over any
+    /// range: even and odd counts of whole panels, ranges cut inside their
+    /// first or last panel (those panels take the 1-row tile), one panel,
+    /// and batches (whose leftover row takes the pairs). Each pair's tile
+    /// is counted: the frame must hand it the inner panels two by two.
+    #[test]
+    fn a_pair_tile_takes_the_inner_panels_two_by_two_with_the_same_bits() {
+        let (n, k) = (96, 64);
+        // (m, rows, pair calls: pairs of inner panels times activation rows)
+        for (m, rows, pairs) in [
+            (1, 0..96, 3),
+            (1, 0..80, 2),
+            (1, 8..72, 1),
+            (1, 16..48, 1),
+            (1, 0..16, 0),
+            (1, 20..28, 0),
+            (3, 8..88, 6),
+            (5, 0..96, 15),
+        ] {
+            let codes: Vec<i8> = (0..m * k).map(|i| ((i * 53 % 255) as i32 - 127) as i8).collect();
+            let scales: Vec<f32> = (0..m).map(|i| 0.02 + i as f32 * 0.001).collect();
+            let width = rows.len();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let w = matrix(n, k, 7);
+            let p = PanelsQ4::new(&w).unwrap();
+            let sums = activation_group_sums(&codes, m, k, 32);
+            let x = ActivationsQ8::new(m, k, &codes, &scales, &sums, 32).unwrap();
+            let (mut want, mut got) = (vec![0f32; m * width], vec![1f32; m * width]);
+            gemm_w4a8_grouped(&x, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            PAIRS_RUN.with(|c| c.set(0));
+            gemm_w4a8_grouped_panels(&PAIRED, &x, &p, rows.clone(), &mut OutputTile::new(&mut got, width));
+            assert_eq!(bits(&want), bits(&got), "grouped: m {m} rows {rows:?}");
+            assert_eq!(PAIRS_RUN.with(|c| c.get()), pairs, "pair calls: m {m} rows {rows:?}");
+            let w = per_channel_matrix(n, k, 9);
+            let p = PanelsQ4::new(&w).unwrap();
+            let sums = activation_group_sums(&codes, m, k, k);
+            let x = ActivationsQ8::new(m, k, &codes, &scales, &sums, k).unwrap();
+            let (mut want, mut got) = (vec![0f32; m * width], vec![1f32; m * width]);
+            gemm_w4a8(&x, &w, rows.clone(), &mut OutputTile::new(&mut want, width));
+            gemm_w4a8_panels(
+                &PAIRED_PER_CHANNEL,
+                &x,
+                &p,
+                rows.clone(),
+                &mut OutputTile::new(&mut got, width),
+            );
+            assert_eq!(bits(&want), bits(&got), "per channel: m {m} rows {rows:?}");
         }
     }
 }

@@ -134,11 +134,16 @@ pub(super) fn panel_cases(k: usize, per_channel: bool) -> Arc<Vec<PanelCase>> {
     let sum_group = if per_channel { k } else { PANEL_GROUP };
     memo_shared(("panel cases", i64::from(per_channel), k, PANEL_GROUP), || {
         let mut rng = Rng::new(0x9A4E_1500 ^ k as u64 ^ u64::from(per_channel) << 40);
-        let calls: [(usize, usize, Range<usize>, bool); 4] = [
+        // (m, n, output rows, extreme): one row over 5 panels, cut at both
+        // ends, reaches a tier's pair tile twice and its 1-row tile on the
+        // rest (`PanelFamily::pairs`)
+        let calls: [(usize, usize, Range<usize>, bool); 6] = [
             (1, 16, 0..16, false),
+            (1, 80, 8..72, false),
             (5, 48, 8..40, false),
             (9, 32, 0..32, false),
             (4, 16, 0..16, true),
+            (1, 32, 0..32, true),
         ];
         let mut cases = vec![];
         for (m, n, rows, extreme) in calls {

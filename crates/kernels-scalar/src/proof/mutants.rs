@@ -105,10 +105,13 @@ macro_rules! w4a8_on_frame {
 /// panel, scales, out, $slip)`: a panel tile written once with its slips as
 /// a parameter. With `per_channel` first, the per-channel panel entry
 /// (`gemm_w4a8_panels`), whose tiles call `$with(x, sums, panel, out,
-/// $slip)`. The module sees its parent's items (`use super::*`).
+/// $slip)`. With `pair = $pair` last, the family's pair tile
+/// (`PanelFamily::pairs`) calls `$pair` with the tiles' arguments (two
+/// panels, 32 outputs) and `$slip`. The module sees its parent's items
+/// (`use super::*`).
 #[macro_export]
 macro_rules! panel_table {
-    (per_channel $module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?]) => {
+    (per_channel $module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?] $(, pair = $pair:path)?) => {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
@@ -118,6 +121,7 @@ macro_rules! panel_table {
             }
             const FAMILY: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
                 tiles: &[$(($xr, tile as TilePanelQ4PerChannel)),+],
+                pairs: $crate::panel_table!(@pair per_channel $slip $(, $pair)?),
             };
             qlinear_kernels_scalar::panel_entry!(per_channel fn entry = FAMILY);
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
@@ -126,7 +130,7 @@ macro_rules! panel_table {
             };
         }
     };
-    ($module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?]) => {
+    ($module:ident, $with:path, $slip:expr, [$($xr:expr),+ $(,)?] $(, pair = $pair:path)?) => {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
@@ -136,6 +140,7 @@ macro_rules! panel_table {
             }
             const FAMILY: PanelFamily = PanelFamily {
                 tiles: &[$(($xr, tile as qlinear_kernels_scalar::panels::TilePanelQ4)),+],
+                pairs: $crate::panel_table!(@pair grouped $slip $(, $pair)?),
             };
             qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
@@ -145,4 +150,19 @@ macro_rules! panel_table {
             };
         }
     };
+    (@pair $kind:ident $slip:expr) => {
+        None
+    };
+    (@pair per_channel $slip:expr, $pair:path) => {{
+        fn pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32]) {
+            $pair(x, sums, panels, out, $slip)
+        }
+        Some(pair as qlinear_kernels_scalar::panels::TilePanelQ4PerChannel)
+    }};
+    (@pair grouped $slip:expr, $pair:path) => {{
+        fn pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[half::f16], out: &mut [f32]) {
+            $pair(x, sums, panels, s, out, $slip)
+        }
+        Some(pair as qlinear_kernels_scalar::panels::TilePanelQ4)
+    }};
 }

@@ -223,12 +223,14 @@ impl<D: PanelDot> Panels<D> {
             (4, tile_panel::<4, D> as TilePanelQ4),
             (1, tile_panel::<1, D> as TilePanelQ4),
         ],
+        pairs: None,
     };
     pub(crate) const PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
         tiles: &[
             (4, tile_panel_per_channel::<4, D> as TilePanelQ4PerChannel),
             (1, tile_panel_per_channel::<1, D> as TilePanelQ4PerChannel),
         ],
+        pairs: None,
     };
 }
 

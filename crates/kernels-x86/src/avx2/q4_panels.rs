@@ -113,6 +113,7 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
 /// accumulators and 4 totals beside the loads in the 16 registers), then 1.
 pub(super) const PANELS: PanelFamily = PanelFamily {
     tiles: &[(4, super::entry::panel_x4), (1, super::entry::panel_x1)],
+    pairs: None,
 };
 
 qlinear_kernels_scalar::panel_entry!(
@@ -173,6 +174,7 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
 /// The per-channel panel tiles: 4 activation rows, then 1.
 pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
     tiles: &[(4, super::entry::panel_pc_x4), (1, super::entry::panel_pc_x1)],
+    pairs: None,
 };
 
 qlinear_kernels_scalar::panel_entry!(

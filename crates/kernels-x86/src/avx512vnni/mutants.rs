@@ -488,8 +488,8 @@ fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
 /// The panel tiles (`qlinear_kernels_scalar::panels`) in plain Rust on the
 /// tier's tiles (4 activation rows, then 1), with the slips a `vpdpbusd`
 /// panel kernel can make: the scales read row after row (the natural
-/// order) instead of group after group; the odd codes against the low
-/// nibbles; in the 4-row tile every row's bias taken from the first
+/// order) instead of group after group; the high nibbles' codes against
+/// the low nibbles; in the 4-row tile every row's bias taken from the first
 /// activation row's sums (a hoisted broadcast); and the bias read one
 /// group ahead (the tiles read the sums through a row pointer, unchecked).
 #[derive(Clone, Copy, PartialEq)]
@@ -509,7 +509,7 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
             for g in 0..groups {
                 let mut acc = 0i32;
                 for c in 4 * g..4 * g + 4 {
-                    let (even, odd) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
+                    let (low, high) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
                     for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
                         let (lo, hi) = (i32::from(b & 0x0F), i32::from(b >> 4));
                         let (lo, hi) = if slip == PanelSlip::HalvesSwapped {
@@ -517,7 +517,7 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
                         } else {
                             (lo, hi)
                         };
-                        acc += i32::from(even[j]) * lo + i32::from(odd[j]) * hi;
+                        acc += i32::from(low[j]) * lo + i32::from(high[j]) * hi;
                     }
                 }
                 let bias_row = if slip == PanelSlip::HoistedSums { 0 } else { t };
@@ -535,6 +535,99 @@ fn panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: 
             }
             *o = total;
         }
+    }
+}
+
+/// The pair tile (two panels, one activation row) in plain Rust from
+/// [`panel_with`], with the slips a two-panel kernel can make: the second
+/// panel scaled by the first panel's scales, and the two panels' outputs
+/// stored in each other's place.
+fn pair_with(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[half::f16], out: &mut [f32], slip: PairSlip) {
+    let (bytes, per) = (panels.len() / 2, s.len() / 2);
+    for h in 0..2 {
+        let hs = if slip == PairSlip::FirstScalesTwice { 0 } else { h };
+        let ho = if slip == PairSlip::OutputsSwapped { 1 - h } else { h };
+        let panel = &panels[h * bytes..(h + 1) * bytes];
+        panel_with(
+            x,
+            sums,
+            panel,
+            &s[hs * per..(hs + 1) * per],
+            &mut out[16 * ho..16 * ho + 16],
+            PanelSlip::None,
+        );
+    }
+}
+
+/// A pair tile's slips ([`pair_with`], [`pair_per_channel_with`]).
+#[derive(Clone, Copy, PartialEq)]
+enum PairSlip {
+    None,
+    FirstScalesTwice,
+    FirstPanelTwice,
+    OutputsSwapped,
+}
+
+qlinear_kernels_scalar::panel_table!(
+    pair_first_scales,
+    panel_with,
+    PanelSlip::None,
+    [8, 4, 1],
+    pair = pair_first_scales_with
+);
+qlinear_kernels_scalar::panel_table!(
+    pair_swapped,
+    panel_with,
+    PanelSlip::None,
+    [8, 4, 1],
+    pair = pair_swapped_with
+);
+qlinear_kernels_scalar::panel_table!(
+    pair_right,
+    panel_with,
+    PanelSlip::None,
+    [8, 4, 1],
+    pair = pair_right_with
+);
+
+fn pair_first_scales_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], s: &[half::f16], out: &mut [f32], _: PanelSlip) {
+    pair_with(x, sums, p, s, out, PairSlip::FirstScalesTwice)
+}
+fn pair_swapped_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], s: &[half::f16], out: &mut [f32], _: PanelSlip) {
+    pair_with(x, sums, p, s, out, PairSlip::OutputsSwapped)
+}
+fn pair_right_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], s: &[half::f16], out: &mut [f32], _: PanelSlip) {
+    pair_with(x, sums, p, s, out, PairSlip::None)
+}
+
+#[test]
+fn the_pair_tiles_fail_the_proof_on_their_slips() {
+    for (table, family, why) in [
+        (
+            &pair_first_scales::TABLE,
+            KernelFamily::W4A8Grouped,
+            "the first panel's scales twice must fail",
+        ),
+        (
+            &pair_swapped::TABLE,
+            KernelFamily::W4A8Grouped,
+            "swapped outputs must fail",
+        ),
+        (
+            &pc_pair_first_panel::TABLE,
+            KernelFamily::W4A8,
+            "the first panel's bytes twice must fail",
+        ),
+        (&pc_pair_swapped::TABLE, KernelFamily::W4A8, "swapped outputs must fail"),
+    ] {
+        first_failure(table, family).expect(why);
+    }
+    for (table, family) in [
+        (&pair_right::TABLE, KernelFamily::W4A8Grouped),
+        (&pc_pair_right::TABLE, KernelFamily::W4A8),
+    ] {
+        let right = first_failure(table, family);
+        assert!(right.is_none(), "{right:?}");
     }
 }
 
@@ -586,7 +679,7 @@ fn per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32],
                 if slip == PerChannelSlip::ChainDropped && x.len() == 1 && c % 4 == 3 {
                     continue;
                 }
-                let (even, odd) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
+                let (low, high) = (&x[t][8 * c..8 * c + 4], &x[t][8 * c + 4..8 * c + 8]);
                 for (j, &b) in panel[64 * c + 4 * q..64 * c + 4 * q + 4].iter().enumerate() {
                     let (lo, hi) = (i32::from(b & 0x0F), i32::from(b >> 4));
                     let (lo, hi) = if slip == PerChannelSlip::HalvesSwapped {
@@ -594,7 +687,7 @@ fn per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32],
                     } else {
                         (lo, hi)
                     };
-                    acc += i32::from(even[j]) * lo + i32::from(odd[j]) * hi;
+                    acc += i32::from(low[j]) * lo + i32::from(high[j]) * hi;
                 }
             }
             let bias = match slip {
@@ -606,6 +699,31 @@ fn per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32],
         }
     }
 }
+
+/// The per-channel pair tile in plain Rust from [`per_channel_with`].
+fn pair_per_channel_with(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32], slip: PairSlip) {
+    let bytes = panels.len() / 2;
+    for h in 0..2 {
+        let hp = if slip == PairSlip::FirstPanelTwice { 0 } else { h };
+        let ho = if slip == PairSlip::OutputsSwapped { 1 - h } else { h };
+        let panel = &panels[hp * bytes..(hp + 1) * bytes];
+        per_channel_with(x, sums, panel, &mut out[16 * ho..16 * ho + 16], PerChannelSlip::None);
+    }
+}
+
+fn pc_pair_first_panel_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], out: &mut [f32], _: PerChannelSlip) {
+    pair_per_channel_with(x, sums, p, out, PairSlip::FirstPanelTwice)
+}
+fn pc_pair_swapped_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], out: &mut [f32], _: PerChannelSlip) {
+    pair_per_channel_with(x, sums, p, out, PairSlip::OutputsSwapped)
+}
+fn pc_pair_right_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], out: &mut [f32], _: PerChannelSlip) {
+    pair_per_channel_with(x, sums, p, out, PairSlip::None)
+}
+
+qlinear_kernels_scalar::panel_table!(per_channel pc_pair_first_panel, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_first_panel_with);
+qlinear_kernels_scalar::panel_table!(per_channel pc_pair_swapped, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_swapped_with);
+qlinear_kernels_scalar::panel_table!(per_channel pc_pair_right, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_right_with);
 
 qlinear_kernels_scalar::panel_table!(per_channel pc_halves_swapped, per_channel_with, PerChannelSlip::HalvesSwapped, [8, 4, 1]);
 qlinear_kernels_scalar::panel_table!(per_channel pc_hoisted_sums, per_channel_with, PerChannelSlip::HoistedSums, [8, 4, 1]);
