@@ -109,13 +109,13 @@ fn the_same_harness_passes_a_right_relaxed_tile_and_the_real_table() {
     assert_eq!(failing(table), vec![]);
 }
 
-/// The relaxed panel tile's products with the halves swapped: the odd codes
-/// against the low nibbles and the even against the high.
+/// The relaxed panel tile's products with the halves swapped: the codes of
+/// the high nibbles against the low ones and the low's against the high.
 struct HalvesSwapped;
 
 impl crate::simd128::panels::PanelDot for HalvesSwapped {
-    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
-        <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::products(lo, hi, odd, even)
+    fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
+        <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::products(lo, hi, x_hi, x_lo)
     }
     fn rows(a: v128, b: v128) -> v128 {
         <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::rows(a, b)

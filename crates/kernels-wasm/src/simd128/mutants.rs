@@ -164,8 +164,8 @@ fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
 struct RowsMixed;
 
 impl crate::simd128::panels::PanelDot for RowsMixed {
-    fn products(lo: v128, hi: v128, even: v128, odd: v128) -> (v128, v128) {
-        <crate::simd128::ExtMul as crate::simd128::panels::PanelDot>::products(lo, hi, even, odd)
+    fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
+        <crate::simd128::ExtMul as crate::simd128::panels::PanelDot>::products(lo, hi, x_lo, x_hi)
     }
     fn rows(a: v128, b: v128) -> v128 {
         let (a, b) = (i32x4_extadd_pairwise_i16x8(a), i32x4_extadd_pairwise_i16x8(b));
