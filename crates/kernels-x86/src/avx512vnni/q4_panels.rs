@@ -150,21 +150,57 @@ pub(crate) fn tile_w4a8_panel_grouped_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), total) };
 }
 
+/// One step of a pair tile: columns `8c .. 8c + 8` of the activation row
+/// at `xp` (its 4 codes for the low nibbles and its 4 for the high, each
+/// broadcast) and the same columns' 64-byte loads of both panels (`panels`
+/// holding two panels of equal size, one after the other); each panel's
+/// stream prefetches [`PREFETCH`] bytes ahead into L2 (`T1`), as the
+/// one-row tile's does. Prefetching the next pair instead (two lines a
+/// step, as fast as this pair is read) left a call's first pair without
+/// any: the plan's decode timing (256 × 4096 from L3, 16 panels a call) then
+/// had per-channel VNNI at 18.7–20.3 µs against 15.6–16.7, behind AVX2 in
+/// most plans, and 11008 × 4096 from memory ran 5–6 % slower (Intel Xeon,
+/// family 6 model 167, alternated).
+///
+/// # Safety
+/// The row holds `8c + 8` codes and each panel `64c + 64` bytes (a pair
+/// tile's `check_pair` or `check_pair_per_channel` proves it for every
+/// `c < k / 8`), and the CPU has AVX-512 F/BW and VNNI.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn pair_step(xp: *const i8, panels: &[u8], c: usize) -> (__m512i, __m512i, [__m512i; 2]) {
+    let bytes = panels.len() / 2;
+    // SAFETY: the caller's promise (8c + 8 codes, 64c + 64 bytes a panel);
+    // the prefetch only hints.
+    unsafe {
+        let q = xp.add(8 * c).cast::<i32>();
+        let codes = (
+            _mm512_set1_epi32(q.read_unaligned()),
+            _mm512_set1_epi32(q.add(1).read_unaligned()),
+        );
+        let v = std::array::from_fn(|h| {
+            _mm_prefetch::<_MM_HINT_T1>(panels.as_ptr().wrapping_add(h * bytes + 64 * c + PREFETCH).cast());
+            _mm512_loadu_si512(panels.as_ptr().add(h * bytes + 64 * c).cast())
+        });
+        (codes.0, codes.1, v)
+    }
+}
+
 /// [`tile_w4a8_panel_grouped_x1`] on two consecutive panels at once (the
 /// frame's pair tile, `PanelFamily::pairs`): each activation code is read
 /// once for both panels' loads, and the two panels' chains run side by
 /// side. A load of codes served 16 weight rows; the broadcasts were a third
 /// of a one-row tile's loads, beside the panel's and its prefetch (on this
-/// tier's Intel cores two loads a cycle). The prefetch runs over the next
-/// pair, two lines a step, into L2 (`T1`): streaming 11008 × 4096 from
-/// memory, one thread, `T0` took 1 915–2 025 µs a call, `T1` 1 776–1 834
-/// (Intel Xeon, family 6 model 167, alternated; hot, the same).
+/// tier's Intel cores two loads a cycle). Each panel's stream prefetches
+/// into L2 (`T1`, [`pair_step`]): with the next pair prefetched, streaming
+/// 11008 × 4096 from memory on one thread took 1 915–2 025 µs a call with
+/// `T0` and 1 776–1 834 with `T1` (Intel Xeon, family 6 model 167,
+/// alternated; hot, the same).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel_grouped_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_pair(x, sums, panels, s, out);
     let (xp, sp) = (x[0].as_ptr(), sums[0].as_ptr());
-    let bytes = panels.len() / 2;
     let mask = _mm512_set1_epi8(0x0F);
     let mut total = [_mm512_setzero_ps(); 2];
     for g in 0..groups {
@@ -173,22 +209,9 @@ pub(crate) fn tile_w4a8_panel_grouped_pair(x: &[&[i8]], sums: &[&[i32]], panels:
         let mut low = [start; 2];
         let mut high = [_mm512_setzero_si512(); 2];
         for c in 4 * g..4 * g + 4 {
-            // SAFETY: 8c + 8 <= k codes (`check_pair`).
-            let (e, o) = unsafe {
-                let q = xp.add(8 * c).cast::<i32>();
-                (
-                    _mm512_set1_epi32(q.read_unaligned()),
-                    _mm512_set1_epi32(q.add(1).read_unaligned()),
-                )
-            };
-            for h in 0..2 {
-                // (c < k / 8, the prefetch only hints: the next pair's bytes,
-                // two lines a step, as fast as this pair's are read)
-                // SAFETY: h · bytes + 64c + 64 <= 2 · 16 · k / 2 panel bytes (`check_pair`).
-                let v = unsafe {
-                    _mm_prefetch::<_MM_HINT_T1>(panels.as_ptr().wrapping_add(2 * bytes + 128 * c + 64 * h).cast());
-                    _mm512_loadu_si512(panels.as_ptr().add(h * bytes + 64 * c).cast())
-                };
+            // SAFETY: c < k / 8 = 4 · groups (`check_pair`).
+            let (e, o, v) = unsafe { pair_step(xp, panels, c) };
+            for (h, v) in v.into_iter().enumerate() {
                 low[h] = _mm512_dpbusd_epi32(low[h], _mm512_and_si512(v, mask), e);
                 high[h] = _mm512_dpbusd_epi32(high[h], _mm512_andnot_si512(mask, v), o);
             }
@@ -319,14 +342,13 @@ pub(crate) fn tile_w4a8_panel_per_channel_x1(x: &[&[i8]], sums: &[&[i32]], panel
 
 /// [`tile_w4a8_panel_per_channel_x1`] on two consecutive panels at once
 /// (the frame's pair tile): each activation code is read once for both
-/// panels' loads, 16 chains. Its prefetch runs over the next pair, two lines
-/// a step, into L2 (`T1`, as the one-row tile's).
+/// panels' loads, 16 chains; each panel's stream prefetched into L2 as the
+/// one-row tile's is ([`pair_step`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel_per_channel_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32]) {
     let groups = check_pair_per_channel(x, sums, panels, out);
     let xp = x[0].as_ptr();
-    let bytes = panels.len() / 2;
     let mask = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_set1_epi32(sums[0][0].wrapping_mul(-8)); 2];
     let mut g0 = 0;
@@ -336,22 +358,9 @@ pub(crate) fn tile_w4a8_panel_per_channel_pair(x: &[&[i8]], sums: &[&[i32]], pan
         let mut high = [[_mm512_setzero_si512(); 4]; 2];
         for g in g0..g1 {
             for j in 0..4 {
-                let c = 4 * g + j;
-                // SAFETY: 8c + 8 <= k codes (`check_pair_per_channel`).
-                let (e, o) = unsafe {
-                    let q = xp.add(8 * c).cast::<i32>();
-                    (
-                        _mm512_set1_epi32(q.read_unaligned()),
-                        _mm512_set1_epi32(q.add(1).read_unaligned()),
-                    )
-                };
-                for h in 0..2 {
-                    // (c < k / 8, the prefetch only hints)
-                    // SAFETY: h · bytes + 64c + 64 <= 2 · 16 · k / 2 panel bytes (`check_pair_per_channel`).
-                    let v = unsafe {
-                        _mm_prefetch::<_MM_HINT_T1>(panels.as_ptr().wrapping_add(2 * bytes + 128 * c + 64 * h).cast());
-                        _mm512_loadu_si512(panels.as_ptr().add(h * bytes + 64 * c).cast())
-                    };
+                // SAFETY: c = 4g + j < k / 8 = 4 · groups (`check_pair_per_channel`).
+                let (e, o, v) = unsafe { pair_step(xp, panels, 4 * g + j) };
+                for (h, v) in v.into_iter().enumerate() {
                     low[h][j] = _mm512_dpbusd_epi32(low[h][j], _mm512_and_si512(v, mask), e);
                     high[h][j] = _mm512_dpbusd_epi32(high[h][j], _mm512_andnot_si512(mask, v), o);
                 }
