@@ -32,12 +32,15 @@ pub const PANEL_GROUP: usize = 32;
 const PIECE_COLS: usize = 8;
 
 /// A Q4 weight, grouped by 32 or per channel, with its rows in panels of
-/// [`PANEL_ROWS`]: the same packed bytes and scales as the natural
+/// [`PANEL_ROWS`]: the same nibbles and scales as the natural
 /// [`QuantizedMatrixQ4`], permuted, so a layer holds one or the other.
 ///
 /// Panel `p` holds rows `16p .. 16p + 16` in `16 · k / 2` bytes: for each 8
-/// columns `8c .. 8c + 8`, the 16 rows' 4 packed bytes of those columns one
-/// after another (row `q`'s at `p · 8k + 64c + 4q`). Grouped scales are
+/// columns `8c .. 8c + 8`, the 16 rows' 4 bytes of those columns one after
+/// another (row `q`'s at `p · 8k + 64c + 4q`), byte `j` holding column
+/// `8c + j` in its low nibble and `8c + 4 + j` in its high one
+/// (docs/NUMERICS.md §4; the natural byte `j` holds `8c + 2j` and
+/// `8c + 2j + 1`), so that a tile reads an activation row as it is stored. Grouped scales are
 /// group after group, the 16 rows' scale of group `g` at `p · 16 · groups +
 /// 16g + q`; per-channel scales stay in row order (row `16p + q`'s at `16p +
 /// q`). Only weights with N a multiple of 16 and K a multiple of 32, grouped
