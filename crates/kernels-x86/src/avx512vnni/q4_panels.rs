@@ -117,7 +117,7 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
 /// the port they share, and a group one shift.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w4a8_panel_grouped_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(1, x, sums, panel, s, out);
     let (xp, sp) = (x[0].as_ptr(), sums[0].as_ptr());
     let mask = _mm512_set1_epi8(0x0F);
@@ -186,7 +186,7 @@ unsafe fn pair_step(xp: *const i8, panels: &[u8], c: usize) -> (__m512i, __m512i
     }
 }
 
-/// [`tile_w4a8_panel_grouped_x1`] on two consecutive panels at once (the
+/// [`tile_w4a8_panel_x1`] on two consecutive panels at once (the
 /// frame's pair tile, `PanelFamily::pairs`): each activation code is read
 /// once for both panels' loads, and the two panels' chains run side by
 /// side. A load of codes served 16 weight rows; the broadcasts were a third
@@ -198,7 +198,7 @@ unsafe fn pair_step(xp: *const i8, panels: &[u8], c: usize) -> (__m512i, __m512i
 /// alternated; hot, the same).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w4a8_panel_grouped_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &mut [f32]) {
+pub(crate) fn tile_w4a8_panel_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_pair(x, sums, panels, s, out);
     let (xp, sp) = (x[0].as_ptr(), sums[0].as_ptr());
     let mask = _mm512_set1_epi8(0x0F);
