@@ -211,9 +211,9 @@ impl Linear {
     ///
     /// W8A8 and W4A8 quantize `x` into buffers the calling thread keeps for
     /// its next call (the codes, their scales and sums, and the copy of the
-    /// rows a tier's tiles read in another layout): each thread that calls
-    /// `forward` holds at most about `2 · m · k` bytes plus `8 · m` of its
-    /// largest call until it exits.
+    /// rows a tier's tiles read in another layout, twice as wide for the
+    /// paired layouts): each thread that calls `forward` holds at most about
+    /// `3 · m · k` bytes plus `8 · m` of its largest call until it exits.
     ///
     /// Errors ([`Error::Forward`], naming the layer): a length of `x` or `y`
     /// that does not fit `m`, a NaN or ±Inf activation, a K beyond the proven

@@ -19,8 +19,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 use qlinear_kernels_scalar::panels::{
-    check_pair, check_pair_per_channel, check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel,
-    PANEL_ROWS,
+    check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS,
 };
 
 /// Bytes ahead of the current load that the first pass prefetches (the
@@ -110,26 +109,11 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
     }
 }
 
-/// The 1-row tile on two consecutive panels (the frame's pair tile,
-/// `PanelFamily::pairs`), one after the other in one call: the frame's
-/// work a tile call (its views, its stores, the indirect call) is paid once
-/// per 32 weight rows. At 384 × 384 that work was about 200 instructions a
-/// panel, a sixth of a decode call's (callgrind).
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn tile_w4a8_panel_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &mut [f32]) {
-    check_pair(x, sums, panels, s, out);
-    let (panels, s) = (panels.split_at(panels.len() / 2), s.split_at(s.len() / 2));
-    let out = out.split_at_mut(PANEL_ROWS);
-    tile_w4a8_panel::<1>(x, sums, panels.0, s.0, out.0);
-    tile_w4a8_panel::<1>(x, sums, panels.1, s.1, out.1);
-}
-
 /// The panel tiles: 4 activation rows (each unpacked load serves 4; 4
 /// accumulators and 4 totals beside the loads in the 16 registers), then 1.
 pub(super) const PANELS: PanelFamily = PanelFamily {
     tiles: &[(4, super::entry::panel_x4), (1, super::entry::panel_x1)],
-    pairs: Some(super::entry::panel_pair),
+    pairs: None,
 };
 
 qlinear_kernels_scalar::panel_entry!(
@@ -187,21 +171,10 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
     }
 }
 
-/// [`tile_w4a8_panel_pair`] per channel.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn tile_w4a8_panel_per_channel_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32]) {
-    check_pair_per_channel(x, sums, panels, out);
-    let panels = panels.split_at(panels.len() / 2);
-    let out = out.split_at_mut(PANEL_ROWS);
-    tile_w4a8_panel_per_channel::<1>(x, sums, panels.0, out.0);
-    tile_w4a8_panel_per_channel::<1>(x, sums, panels.1, out.1);
-}
-
 /// The per-channel panel tiles: 4 activation rows, then 1.
 pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
     tiles: &[(4, super::entry::panel_pc_x4), (1, super::entry::panel_pc_x1)],
-    pairs: Some(super::entry::panel_pc_pair),
+    pairs: None,
 };
 
 qlinear_kernels_scalar::panel_entry!(

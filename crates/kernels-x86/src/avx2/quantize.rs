@@ -12,8 +12,9 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
     let k = x.len();
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
     // four maxima, so that four chains of `vmaxps` (each waiting on the one
-    // before) run side by side: one chain took about a quarter of a
-    // 576-value row's time (Intel Xeon, family 6 model 167)
+    // before) run side by side, not 72 in a row at K = 576 (with the
+    // dispatch's finiteness check on 32 lanes: 0.23–0.26 → 0.20–0.21 µs a
+    // 576-value row, Intel Xeon, family 6 model 167)
     let mut vmax = [_mm256_setzero_ps(); 4];
     let mut c = 0;
     while c + 32 <= k {
