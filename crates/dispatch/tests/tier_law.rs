@@ -201,3 +201,68 @@ fn groups_starting_mid_line_equal_scalar() {
         }
     }
 }
+
+/// `m` rows of `k` activations whose quotients `x / s` sit on and up to 3
+/// ulps beside half-integers, at the scale `s` of `max |x| = mantissa ·
+/// 2^exp` (subnormal scales included), from an LCG seeded with `seed`; with
+/// `bad`, one value (index mod `m k`) replaced by NaN, +∞ or −∞.
+fn near_tie_rows(m: usize, k: usize, mantissa: f32, exp: i32, seed: u32, bad: Option<(usize, u8)>) -> Vec<f32> {
+    let amax = mantissa * 2f32.powi(exp);
+    let s = amax / 127.0;
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_mul(1664525).wrapping_add(1013904223);
+        state >> 8
+    };
+    let mut x: Vec<f32> = (0..m * k)
+        .map(|i| {
+            if i % k == 0 {
+                return if next() % 2 == 0 { amax } else { -amax };
+            }
+            let n = (next() % 253) as f32 - 126.0;
+            let v = (n + 0.5) * s;
+            // the magnitude nudged, stopping at 0
+            let mag = (v.to_bits() & 0x7FFF_FFFF).saturating_add_signed((next() % 7) as i32 - 3);
+            f32::from_bits(mag | (v.to_bits() & 0x8000_0000))
+        })
+        .collect();
+    if let Some((at, kind)) = bad {
+        x[at % (m * k)] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][usize::from(kind % 3)];
+    }
+    x
+}
+
+/// What the activation quantizer of `route` gives: the codes and scales'
+/// bits, or its refusal's message.
+fn quantized(route: &Route, x: &[f32], m: usize) -> Result<(Vec<i8>, Vec<u32>), String> {
+    let (mut codes, mut scales) = (vec![0i8; x.len()], vec![0f32; m]);
+    route
+        .quantize_activations(x, m, &mut codes, &mut scales)
+        .map(|()| (codes, bits(&scales)))
+        .map_err(|e| e.to_string())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A SIMD quantizer may multiply by `1 / s` only where that provably
+    /// rounds as `x / s` does: rows of near-ties at scales from subnormal to
+    /// 2^100 give the scalar tier's codes and scales, and a NaN or ±∞
+    /// anywhere the same refusal, naming the same row and column.
+    #[test]
+    fn every_proven_quantizer_equals_scalar_at_near_ties(
+        m in 1usize..4,
+        k in 1usize..200,
+        mantissa in 1.0f32..2.0,
+        exp in -149i32..100,
+        seed in any::<u32>(),
+        bad in proptest::option::of((any::<usize>(), any::<u8>())),
+    ) {
+        let x = near_tie_rows(m, k, mantissa, exp, seed, bad);
+        let scalar = quantized(&Route::for_tier(Int8Tier::Scalar).unwrap(), &x, m);
+        prop_assert_eq!(scalar.is_err(), bad.is_some());
+        for route in proven() {
+            prop_assert_eq!(&quantized(&route, &x, m), &scalar, "tier {}", route.tier());
+        }
+    }
+}

@@ -30,11 +30,26 @@ pub fn dot_i8_q4_biased(x: &[i8], packed: &[u8]) -> i32 {
         .sum::<i32>()
 }
 
-/// The activation quantizer of the scalar tier: `quantize_row_q8` itself. The
-/// caller has checked the row is finite; a non-finite row would yield zeros.
-pub fn quantize_row_q8_finite(x: &[f32], codes: &mut [i8]) -> f32 {
-    quantize_row_q8(x, codes).unwrap_or_else(|_| {
-        codes.fill(0);
-        0.0
-    })
+/// The activation quantizer of the scalar tier: `quantize_row_q8` itself,
+/// `Some(scale)` on a finite row and `None` on one holding NaN or ±∞
+/// ([`crate::QuantizeRow`]).
+pub fn quantize_row_q8_finite(x: &[f32], codes: &mut [i8]) -> Option<f32> {
+    // the recipe's other refusal, unequal lengths, is a caller's bug here
+    assert_eq!(x.len(), codes.len(), "quantize_row_q8 lengths");
+    quantize_row_q8(x, codes).ok()
+}
+
+/// The bits of `|v|` (`v.to_bits() & 0x7FFF_FFFF`) order non-negative floats
+/// as their values do, and reach `+∞`'s bits exactly when `v` is NaN or ±∞.
+/// So a SIMD activation quantizer takes `max |x|` and the finiteness check in
+/// one pass of integer maxima, exact in any order: this folds a row's scalar
+/// tail into such a maximum `bits`.
+pub fn abs_max_bits(bits: u32, x: &[f32]) -> u32 {
+    x.iter().fold(bits, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF))
+}
+
+/// §3.2's activation scale `amax / 127` from the bits of a row's `max |x|`
+/// ([`abs_max_bits`]): `None` when the row held NaN or ±∞.
+pub fn q8_scale_from_abs_max_bits(bits: u32) -> Option<f32> {
+    (bits < f32::INFINITY.to_bits()).then(|| f32::from_bits(bits) / f32::from(qlinear_quant_recipe::Q8_MAX_ABS))
 }

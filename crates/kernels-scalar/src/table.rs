@@ -273,9 +273,11 @@ pub type DotI8I8 = fn(&[i8], &[i8]) -> i32;
 /// `Σ x·q` of codes `x` against a packed biased Q4 row (`ceil(len/2)` bytes,
 /// odd pad 8), exact in i32 (`len <= MAX_K_W4A8`).
 pub type DotI8Q4 = fn(&[i8], &[u8]) -> i32;
-/// The Q8 activation quantizer: byte for byte `quantize_row_q8`, on a row the
-/// caller has checked to be finite.
-pub type QuantizeRow = fn(&[f32], &mut [i8]) -> f32;
+/// The Q8 activation quantizer: on a finite row, `Some(scale)` with the codes
+/// byte for byte `quantize_row_q8`'s; on a row holding NaN or ±∞, `None`
+/// (the codes are then unspecified). The finiteness check rides on the
+/// maximum's pass, so a caller reads the row twice, not three times.
+pub type QuantizeRow = fn(&[f32], &mut [i8]) -> Option<f32>;
 /// W8A8 over output features `rows`.
 pub type GemmQ8Q8 = fn(&ActivationsQ8<'_>, &QuantizedMatrix, Range<usize>, &mut OutputTile<'_>);
 /// W4A8 (per channel or grouped) over output features `rows`.
@@ -299,7 +301,8 @@ pub struct KernelTable {
     /// nibbles (§6.1).
     pub dot_i8_q4: DotI8Q4,
     /// The activation quantizer: byte for byte `quantize_row_q8` (§3.2) on a
-    /// finite row; returns the scale.
+    /// finite row, returning `Some(scale)`; `None` for a row holding NaN or
+    /// ±∞ ([`QuantizeRow`]).
     pub quantize_row_q8: QuantizeRow,
     /// W8A8: `y = (acc as f32) * (x_scale · w_scale)` with `acc` exact in i32 (§6.1).
     pub gemm_w8a8: GemmQ8Q8,

@@ -124,6 +124,18 @@ pub(super) fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
     })
 }
 
+/// The refusal of activation row `r`, which a tier's quantizer found to hold
+/// NaN or ±∞: its first such column, as [`check_finite`] names it.
+#[cold]
+pub(super) fn non_finite_row(row: &[f32], r: usize) -> Result<(), DispatchError> {
+    let col = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Err(DispatchError::NonFiniteActivation {
+        row: r,
+        col,
+        value: row.get(col).copied().unwrap_or(f32::NAN),
+    })
+}
+
 /// `per_channel` or `grouped`, as `w` is.
 #[inline]
 pub(super) fn q4_family(w: &QuantizedMatrixQ4, per_channel: KernelFamily, grouped: KernelFamily) -> KernelFamily {

@@ -218,13 +218,12 @@ impl Route {
         check_len("activation codes", x.len(), codes.len())?;
         let k = x.len().checked_div(m).unwrap_or(0);
         check_len("activations", mul(m, k, "activations")?, x.len())?;
-        check_finite(x, k)?;
-        self.quantize_unchecked(x, m, k, codes, scales);
-        Ok(())
+        self.quantize_rows(x, m, k, codes, scales)
     }
 
-    /// Quantizes the checked rows of `x` into the scratch buffers and returns
-    /// the codes and scales (the sums buffer stays free for the caller).
+    /// Quantizes the rows of `x` (`[m, k]`, lengths checked) into the scratch
+    /// buffers and returns the codes and scales (the sums buffer stays free
+    /// for the caller); a row holding NaN or ±∞ is refused.
     fn quantize_into<'s>(
         &self,
         x: &[f32],
@@ -232,7 +231,7 @@ impl Route {
         k: usize,
         codes: &'s mut Vec<i8>,
         scales: &'s mut Vec<f32>,
-    ) -> (&'s [i8], &'s [f32]) {
+    ) -> Result<(&'s [i8], &'s [f32]), DispatchError> {
         // every code and scale is written below, so the buffers are only
         // sized, not cleared: zeroing a decode row's codes first cost a call
         // to memset each call
@@ -240,18 +239,34 @@ impl Route {
         codes.truncate(x.len());
         scales.resize(m, 0.0);
         scales.truncate(m);
-        self.quantize_unchecked(x, m, k, codes, scales);
-        (codes, scales)
+        self.quantize_rows(x, m, k, codes, scales)?;
+        Ok((codes, scales))
     }
 
-    fn quantize_unchecked(&self, x: &[f32], m: usize, k: usize, codes: &mut [i8], scales: &mut [f32]) {
+    /// The tier's quantizer over each row of `x` (`[m, k]`, lengths checked).
+    /// It checks each row's finiteness in its maximum's pass, so the rows are
+    /// not read a third time for it; a row that fails is refused as
+    /// [`check_finite`] would refuse it (the same row, column and value).
+    fn quantize_rows(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        codes: &mut [i8],
+        scales: &mut [f32],
+    ) -> Result<(), DispatchError> {
         if k == 0 {
             scales[..m].fill(0.0);
-            return;
+            return Ok(());
         }
-        for ((row, out), s) in x.chunks_exact(k).zip(codes.chunks_exact_mut(k)).zip(scales.iter_mut()) {
-            *s = (self.table.quantize_row_q8)(row, out);
+        let rows = x.chunks_exact(k).zip(codes.chunks_exact_mut(k)).zip(scales.iter_mut());
+        for (r, ((row, out), s)) in rows.enumerate() {
+            match (self.table.quantize_row_q8)(row, out) {
+                Some(scale) => *s = scale,
+                None => return non_finite_row(row, r),
+            }
         }
+        Ok(())
     }
 
     /// [`quant_linear`] on this route: f32 activations `x` `[m, k]` times `w`
@@ -362,9 +377,8 @@ impl Route {
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
-        check_finite(x, k)?;
         with_scratch(|s| {
-            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
+            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales)?;
             self.run_w8a8(codes, scales, m, w, bias, y, &mut s.spare)
         })
     }
@@ -453,9 +467,9 @@ impl Route {
         })
     }
 
-    /// Checks `x` `[m, k]` (finite) and `y` `[m, n]`, quantizes `x` into
-    /// this thread's scratch and runs `f` on the codes and scales, `y` and
-    /// the scratch's other buffers.
+    /// Checks the lengths of `x` `[m, k]` and `y` `[m, n]`, quantizes `x`
+    /// into this thread's scratch (refusing a non-finite row) and runs `f` on
+    /// the codes and scales, `y` and the scratch's other buffers.
     fn quantized(
         &self,
         x: &[f32],
@@ -467,9 +481,8 @@ impl Route {
     ) -> Result<(), DispatchError> {
         check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
         self.check_y(m, n, y)?;
-        check_finite(x, k)?;
         with_scratch(|s| {
-            let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales);
+            let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales)?;
             f(codes, y, &mut s.spare)
         })
     }

@@ -143,21 +143,33 @@ impl Prover<'_> {
 
     fn prove_quantizer(&mut self, k: usize) {
         let mut rng = Rng::new(k as u64);
-        let rows: [Vec<f32>; 4] = [
+        let rows: [Vec<f32>; 8] = [
             (0..k).map(|i| f32::from(alt(i)) * 0.5).collect(),
             (0..k).map(|i| (i % 255) as f32 - 127.0 + 0.5).collect(), // ties at .5 with scale 1
             (0..k).map(|_| rng.unit() * 1e-3).collect(),
             (0..k).map(|i| if i == 0 { 0.0 } else { rng.unit() * 3e38 }).collect(),
+            near_ties(k),
+            // NaN and ±∞ first, in the middle and last (a SIMD quantizer's
+            // tail): the row is refused, whatever the codes
+            (0..k).map(|i| if i == k - 1 { f32::NAN } else { rng.unit() }).collect(),
+            (0..k)
+                .map(|i| if i == k / 2 { f32::NEG_INFINITY } else { rng.unit() })
+                .collect(),
+            (0..k).map(|i| if i == 0 { f32::INFINITY } else { -f32::NAN }).collect(),
         ];
         for (n, row) in rows.iter().enumerate() {
             let (mut want, mut got) = (vec![0i8; k], vec![0i8; k]);
             let sw = (SCALAR.quantize_row_q8)(row, &mut want);
             let sg = (self.table.quantize_row_q8)(row, &mut got);
+            if sw.is_none() {
+                // a refused row's codes are unspecified
+                (want, got) = (Vec::new(), Vec::new());
+            }
             self.check(
                 &format!("activation row {n}"),
                 k,
-                (sw.to_bits(), want),
-                (sg.to_bits(), got),
+                (sw.map(f32::to_bits), want),
+                (sg.map(f32::to_bits), got),
             );
         }
     }
@@ -514,3 +526,24 @@ impl Prover<'_> {
 
 /// Runs a kernel on a fresh NaN-filled output and returns the output.
 type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
+
+/// A row whose quotients `x / s` fall on and a few ulps either side of
+/// half-integers, at a scale (`s = 3 / 127`) whose reciprocal is far from
+/// exact: a quantizer that multiplies by `1 / s` instead of dividing, without
+/// settling the quotients near a half-integer by division, rounds about one
+/// value in 17 of these to the other integer.
+fn near_ties(k: usize) -> Vec<f32> {
+    let amax = 3.0f32;
+    let s = amax / f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
+    (0..k)
+        .map(|i| {
+            if i == 0 {
+                return amax;
+            }
+            let n = (i * 37 % 253) as f32 - 126.0;
+            let x = (n + 0.5) * s;
+            // its magnitude nudged by (i mod 7) − 3 ulps
+            f32::from_bits(x.to_bits().wrapping_add_signed((i % 7) as i32 - 3))
+        })
+        .collect()
+}

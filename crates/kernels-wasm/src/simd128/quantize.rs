@@ -1,12 +1,14 @@
-//! SIMD128 activation quantizer, byte for byte `quantize_row_q8`: `max|x|` is
-//! order-independent; the same f32 division; `f32x4_nearest` rounds to
+//! SIMD128 activation quantizer, byte for byte `quantize_row_q8`: `max|x|` on
+//! the bits of `|x|` (`abs_max_bits`: exact in any order, and NaN or ±∞ found
+//! in the same pass); the same f32 division; `f32x4_nearest` rounds to
 //! nearest even; the clamp and conversion are exact on integral values.
 
 use std::arch::wasm32::*;
 
+use qlinear_kernels_scalar::{abs_max_bits, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
 
-pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
+pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
     assert_eq!(x.len(), codes.len());
     let k = x.len();
     let load = |at: usize| {
@@ -14,23 +16,24 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
         // SAFETY: at + 4 <= k = x.len() (asserted).
         unsafe { v128_load(x.as_ptr().add(at).cast()) }
     };
-    let mut vmax = f32x4_splat(0.0);
+    let abs_mask = u32x4_splat(0x7FFF_FFFF);
+    let mut vmax = u32x4_splat(0);
     let mut c = 0;
     while c + 4 <= k {
-        vmax = f32x4_max(vmax, f32x4_abs(load(c)));
+        vmax = u32x4_max(vmax, v128_and(load(c), abs_mask));
         c += 4;
     }
     let lanes = [
-        f32x4_extract_lane::<0>(vmax),
-        f32x4_extract_lane::<1>(vmax),
-        f32x4_extract_lane::<2>(vmax),
-        f32x4_extract_lane::<3>(vmax),
+        u32x4_extract_lane::<0>(vmax),
+        u32x4_extract_lane::<1>(vmax),
+        u32x4_extract_lane::<2>(vmax),
+        u32x4_extract_lane::<3>(vmax),
     ];
-    let amax = x[c..].iter().map(|v| v.abs()).chain(lanes).fold(0f32, f32::max);
-    let scale = amax / f32::from(Q8_MAX_ABS);
+    let bits = abs_max_bits(lanes.into_iter().max().unwrap_or(0), &x[c..]);
+    let scale = q8_scale_from_abs_max_bits(bits)?;
     if scale == 0.0 {
         codes.fill(0);
-        return 0.0;
+        return Some(0.0);
     }
     let lim = f32::from(Q8_MAX_ABS);
     let (vs, hi, lo) = (f32x4_splat(scale), f32x4_splat(lim), f32x4_splat(-lim));
@@ -48,5 +51,5 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> f32 {
     for (o, &v) in codes[c..].iter_mut().zip(&x[c..]) {
         *o = (v / scale).round_ties_even().clamp(-lim, lim) as i8;
     }
-    scale
+    Some(scale)
 }

@@ -1,0 +1,111 @@
+//! AVX-512 activation quantizer, byte for byte `quantize_row_q8`
+//! (docs/NUMERICS.md §3.2), 16 values a step with masked tails.
+//!
+//! `max |x|` runs on the bits of `|x|` (`abs_max_bits`): exact in any order,
+//! and NaN or ±∞ found in the same pass.
+//!
+//! **The quotients.** §3.2 rounds `q = fl(x / s)` to the nearest integer,
+//! ties to even. A division of 16 lanes takes about 10 cycles here, so at
+//! K = 576 the 36 divisions were most of the row's time. This quantizer
+//! multiplies instead, `y = fl(x · r)` with `r = fl(1 / s)`, rounds `y`, and
+//! takes that integer wherever it is provably `q`'s, dividing only the
+//! 16 values of a step where it may not be:
+//!
+//! - With `s` normal (`s ≥ 2⁻¹²⁶`; a subnormal `s` divides every step) and
+//!   `u = 2⁻²⁴`: `r = (1/s)(1 + δ₁)`, `y = (x/s)(1 + δ₁)(1 + δ₂)` and
+//!   `q = (x/s)(1 + δ₃)`, each `|δ| ≤ u`, plus at most `2⁻¹⁵⁰` where a result
+//!   is subnormal.
+//! - `|x| ≤ amax` and `s = fl(amax / 127) ≥ (amax / 127)(1 − u)`, so
+//!   `|x / s| ≤ 127 / (1 − u)`, and `|y − q| ≤ 128 · 3.01 u + 2⁻¹⁴⁹ < 2⁻¹⁵`.
+//! - Let `n` be `y` rounded. If `|y − n| ≤ 0.5 − 2⁻¹⁴` (`y − n` is exact:
+//!   `n` is an integer within 0.5 of `y`, below 2²⁴ ulps of `y`), then `q`
+//!   lies strictly inside `(n − 0.5, n + 0.5)`, and `q` rounds to `n` too.
+//! - Otherwise, and only for those steps, the lanes divide as §3.2 says. The
+//!   clamp to `[−127, 127]` then acts on the same integer either way.
+//!
+//! On random rows about one step in 500 divides (a value within 2⁻¹⁴ of a
+//! half-integer); rows of exact ties divide at every step, and cost what the
+//! division did. The selftest's `near_ties` row makes a quantizer that skips
+//! the division round the wrong way.
+
+use std::arch::x86_64::*;
+
+use qlinear_kernels_scalar::q8_scale_from_abs_max_bits;
+use qlinear_quant_recipe::Q8_MAX_ABS;
+
+/// How far `|y − n|` may reach before a step divides: `0.5 − 2⁻¹⁴` (the
+/// module's bound is `2⁻¹⁵`, so half of this margin is spare).
+pub(crate) const NEAR_HALF: f32 = 0.5 - 1.0 / 16384.0;
+
+/// The lanes of a 16-value step at `c` of a `k`-value row.
+#[inline]
+fn lanes(c: usize, k: usize) -> __mmask16 {
+    if k - c >= 16 {
+        0xFFFF
+    } else {
+        (1u16 << (k - c)) - 1
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
+    assert_eq!(x.len(), codes.len());
+    let k = x.len();
+    let abs_mask = _mm512_set1_epi32(0x7FFF_FFFF);
+    // two chains of integer maxima side by side
+    let mut vmax = [_mm512_setzero_si512(); 2];
+    let mut c = 0;
+    while c + 32 <= k {
+        for (j, m) in vmax.iter_mut().enumerate() {
+            // SAFETY: c + 16j + 16 <= c + 32 <= k = x.len().
+            let v = unsafe { _mm512_loadu_si512(x.as_ptr().add(c + 16 * j).cast()) };
+            *m = _mm512_max_epu32(*m, _mm512_and_si512(v, abs_mask));
+        }
+        c += 32;
+    }
+    while c < k {
+        // SAFETY: c < k = x.len(); the masked load reads only the lanes
+        // `lanes` selects, c..min(c + 16, k), and the others are 0.
+        let v = unsafe { _mm512_maskz_loadu_epi32(lanes(c, k), x.as_ptr().add(c).cast()) };
+        vmax[0] = _mm512_max_epu32(vmax[0], _mm512_and_si512(v, abs_mask));
+        c += 16;
+    }
+    let bits = _mm512_reduce_max_epu32(_mm512_max_epu32(vmax[0], vmax[1]));
+    let scale = q8_scale_from_abs_max_bits(bits)?;
+    if scale == 0.0 {
+        codes.fill(0);
+        return Some(0.0);
+    }
+    // a subnormal scale's reciprocal is not within u of 1 / s (it may not
+    // even be finite): every step divides (`|y − n| > −1` always holds)
+    let (r, near) = if scale >= f32::MIN_POSITIVE {
+        (1.0 / scale, NEAR_HALF)
+    } else {
+        (0.0, -1.0)
+    };
+    let (vs, vr, vnear) = (_mm512_set1_ps(scale), _mm512_set1_ps(r), _mm512_set1_ps(near));
+    let (lo, hi) = (
+        _mm512_set1_epi32(-i32::from(Q8_MAX_ABS)),
+        _mm512_set1_epi32(i32::from(Q8_MAX_ABS)),
+    );
+    const RTE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    let mut c = 0;
+    while c < k {
+        let m = lanes(c, k);
+        // SAFETY: c < k = x.len() = codes.len(); the masked load and store
+        // touch only the lanes `m` selects, c..min(c + 16, k).
+        unsafe {
+            let v = _mm512_maskz_loadu_ps(m, x.as_ptr().add(c));
+            let y = _mm512_mul_ps(v, vr);
+            let mut n = _mm512_roundscale_ps::<RTE>(y);
+            if _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(_mm512_sub_ps(y, n)), vnear) != 0 {
+                n = _mm512_roundscale_ps::<RTE>(_mm512_div_ps(v, vs));
+            }
+            // `n` is integral, so the conversion is exact
+            let q = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(n), lo), hi);
+            _mm512_mask_cvtsepi32_storeu_epi8(codes.as_mut_ptr().add(c), m, q);
+        }
+        c += 16;
+    }
+    Some(scale)
+}
