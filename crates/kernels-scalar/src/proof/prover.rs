@@ -143,12 +143,20 @@ impl Prover<'_> {
 
     fn prove_quantizer(&mut self, k: usize) {
         let mut rng = Rng::new(k as u64);
-        let rows: [Vec<f32>; 8] = [
+        let rows: [Vec<f32>; 9] = [
             (0..k).map(|i| f32::from(alt(i)) * 0.5).collect(),
             (0..k).map(|i| (i % 255) as f32 - 127.0 + 0.5).collect(), // ties at .5 with scale 1
             (0..k).map(|_| rng.unit() * 1e-3).collect(),
             (0..k).map(|i| if i == 0 { 0.0 } else { rng.unit() * 3e38 }).collect(),
             near_ties(k),
+            // a subnormal scale: 190 · 2⁻¹⁴⁹ / 127 rounds to 2⁻¹⁴⁹, so the
+            // quotients reach ±190 and the clamp acts at both ends
+            (0..k)
+                .map(|i| {
+                    let n = if i == 0 { 190 } else { (i * 37 % 381) as i32 - 190 };
+                    n as f32 * f32::from_bits(1)
+                })
+                .collect(),
             // NaN and ±∞ first, in the middle and last (a SIMD quantizer's
             // tail): the row is refused, whatever the codes
             (0..k).map(|i| if i == k - 1 { f32::NAN } else { rng.unit() }).collect(),

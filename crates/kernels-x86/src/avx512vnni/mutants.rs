@@ -759,6 +759,9 @@ enum QuantizerSlip {
     TiesOnly,
     /// Takes `max |x|` in floats, whose `max` passes over NaN.
     NanDropped,
+    /// Leaves the divided steps to the saturating narrowing (to −128, not
+    /// −127), as the fast path may.
+    UnclampedDivide,
     None,
 }
 
@@ -784,8 +787,12 @@ fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f3
                 QuantizerSlip::TiesOnly => (y - n).abs() == 0.5,
                 _ => (y - n).abs() > super::quantize::NEAR_HALF,
             };
-        let n = if settle { (v / scale).round_ties_even() } else { n };
-        *o = n.clamp(-lim, lim) as i8;
+        *o = match (settle, slip) {
+            (true, QuantizerSlip::UnclampedDivide) => (v / scale).round_ties_even() as i8,
+            (true, _) => (v / scale).round_ties_even().clamp(-lim, lim) as i8,
+            // |y| < 127.5: within [−127, 127] already
+            (false, _) => n as i8,
+        };
     }
     Some(scale)
 }
@@ -798,6 +805,9 @@ fn quantizer_ties_only(x: &[f32], codes: &mut [i8]) -> Option<f32> {
 }
 fn quantizer_nan_dropped(x: &[f32], codes: &mut [i8]) -> Option<f32> {
     quantizer_with(x, codes, QuantizerSlip::NanDropped)
+}
+fn quantizer_unclamped_divide(x: &[f32], codes: &mut [i8]) -> Option<f32> {
+    quantizer_with(x, codes, QuantizerSlip::UnclampedDivide)
 }
 fn quantizer_right(x: &[f32], codes: &mut [i8]) -> Option<f32> {
     quantizer_with(x, codes, QuantizerSlip::None)
@@ -816,6 +826,7 @@ fn the_quantizer_fails_the_proof_on_its_slips() {
         ),
         (quantizer_ties_only, "settling only exact ties must fail"),
         (quantizer_nan_dropped, "a float maximum that passes over NaN must fail"),
+        (quantizer_unclamped_divide, "divided steps narrowed to -128 must fail"),
     ] {
         first_failure(&with(f), KernelFamily::QuantizeActivations).expect(why);
     }
