@@ -48,9 +48,10 @@ impl NibbleDot for RelaxedDot {
 /// The panel tiles' products (`crate::simd128::panels`): the codes as the
 /// signed operand and the nibbles as the 7-bit one, as above; lane j holds
 /// bytes 2j and 2j + 1, both of row j / 2, so `a` alone carries every
-/// product (at most 2 · 1905 a lane and load, 15 240 over a group's 4
-/// loads: no engine can saturate or wrap) and one pairwise widening leaves
-/// each row's sum in its own i32 lane.
+/// product: a lane adds two such pairs a load (low and high nibbles), at
+/// most 4 · 1905 = 7620, and 30 480 over a group's 4 loads, so no engine can
+/// saturate or wrap; one pairwise widening leaves each row's sum in its
+/// own i32 lane.
 impl PanelDot for RelaxedDot {
     #[inline]
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {

@@ -26,9 +26,9 @@ pub(crate) trait PanelDot {
     /// Two i16x8 of exact products for `lo` (the low nibbles) against
     /// `x_lo` and `hi` against `x_hi` (each the same 4 codes in every 4-byte
     /// group), such that [`PanelDot::rows`] of their sums over a group's 4
-    /// loads gives the 4 rows' sums. A lane holds at most 2 products of
-    /// |15 · 127| per load, so a group's 4 loads add in i16 exactly
-    /// (at most 8 · 1905 = 15 240 a lane).
+    /// loads gives the 4 rows' sums. A lane holds at most 4 products of
+    /// |15 · 127| per load (SIMD128's 2, relaxed SIMD's 4), so a group's 4
+    /// loads add in i16 exactly (at most 16 · 1905 = 30 480 a lane).
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128);
     /// The 4 rows' i32 sums from a group's two i16x8 accumulators.
     fn rows(a: v128, b: v128) -> v128;
@@ -54,17 +54,20 @@ impl PanelDot for ExtMul {
     }
 }
 
-/// `f32` of 4 f16 scales held as the low 16 bits of each i32 lane, exactly
-/// (`half`'s `to_f32`): the magnitude's bits moved to an f32's exponent
-/// and mantissa read as 2^-112 times the value, so one product by 2^112
-/// makes it exact for normal and subnormal halves alike, then the sign.
-/// Scales are finite (the matrix refuses others), so no infinity or NaN
-/// comes here.
+/// `f32` of 4 f16 scales held as the high 16 bits of each i32 lane,
+/// exactly (`half`'s `to_f32`). An arithmetic shift right by 3 moves the
+/// magnitude's bits to an f32's exponent and mantissa, the exponent 112
+/// short (2⁻¹¹² times the value; an f16 subnormal becomes an f32 subnormal),
+/// with copies of the sign above it; clearing those copies and one product
+/// by 2¹¹² (which keeps the sign) give the value. Four operations a 4
+/// scales, against seven when the halves were widened first and the sign
+/// moved apart: the scales' conversion is most of what grouped decode adds
+/// to per channel's loop. Scales are finite (the matrix refuses others), so
+/// no infinity or NaN comes here.
 #[inline]
-fn f16x4_to_f32(h: v128) -> v128 {
-    let magnitude = i32x4_shl(v128_and(h, i32x4_splat(0x7FFF)), 13);
-    let value = f32x4_mul(magnitude, f32x4_splat(f32::from_bits((127 + 112) << 23)));
-    v128_or(value, i32x4_shl(v128_and(h, i32x4_splat(0x8000)), 16))
+fn f16x4_high_to_f32(h: v128) -> v128 {
+    let bits = v128_and(i32x4_shr(h, 3), i32x4_splat(0x8FFF_E000_u32 as i32));
+    f32x4_mul(bits, f32x4_splat(f32::from_bits((127 + 112) << 23)))
 }
 
 /// The 16 rows' scales of one group, `s[at..at + 16]`, as 4 × f32x4.
@@ -79,11 +82,14 @@ fn scales16(s: &[f16], at: usize) -> [v128; 4] {
             v128_load(s.as_ptr().add(at + 8).cast()),
         )
     };
+    // each half into the high 16 bits of an i32 lane (interleaved with
+    // zeros: one unpack on x86)
+    let z = i16x8_splat(0);
     [
-        f16x4_to_f32(u32x4_extend_low_u16x8(lo)),
-        f16x4_to_f32(u32x4_extend_high_u16x8(lo)),
-        f16x4_to_f32(u32x4_extend_low_u16x8(hi)),
-        f16x4_to_f32(u32x4_extend_high_u16x8(hi)),
+        f16x4_high_to_f32(i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(z, lo)),
+        f16x4_high_to_f32(i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(z, lo)),
+        f16x4_high_to_f32(i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(z, hi)),
+        f16x4_high_to_f32(i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(z, hi)),
     ]
 }
 
@@ -269,3 +275,28 @@ macro_rules! panel_tiles_with {
 }
 #[cfg(test)]
 pub(crate) use panel_tiles_with;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every finite f16, both signs, subnormals and zeros included, in each
+    /// of the 16 places of a group's scales: the bits of `half`'s `to_f32`.
+    #[test]
+    fn scales16_converts_every_finite_half_exactly() {
+        let finite: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).filter(|h| h.is_finite()).collect();
+        for chunk in finite.chunks(16) {
+            let mut s = chunk.to_vec();
+            s.resize(16, f16::ZERO);
+            let got = scales16(&s, 0);
+            let mut lanes = [0f32; 16];
+            for (q, v) in got.iter().enumerate() {
+                // SAFETY: a 16-byte store into 4 of a local array's f32s.
+                unsafe { v128_store(lanes.as_mut_ptr().add(4 * q).cast(), *v) };
+            }
+            for (h, f) in s.iter().zip(lanes) {
+                assert_eq!(f.to_bits(), h.to_f32().to_bits(), "f16 bits {:#06x}", h.to_bits());
+            }
+        }
+    }
+}
