@@ -8,7 +8,8 @@
 /// detected — the invoking module states how, in its `SAFETY` note.
 ///
 /// Kinds: `dot_i8` (`&[i8], &[i8] -> i32`), `dot_q4` (`&[i8], &[u8] -> i32`),
-/// `quantize` (`&[f32], &mut [i8] -> Option<f32>`), `q8q8`, `q8q4`, `f32q8`, `f32q4`
+/// `quantize` (`&[f32], &mut [i8] -> Option<f32>`), `group_sums`
+/// (`&[i8], usize, &mut [i32]`), `q8q8`, `q8q4`, `f32q8`, `f32q4`
 /// (the GEMM entries of [`KernelTable`](crate::KernelTable)), and the
 /// [`frame`](crate::frame)'s micro-kernel kinds `tile_i8`, `tile_q4`,
 /// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`, and
@@ -36,6 +37,12 @@ macro_rules! safe_entries {
         pub(crate) fn $name(x: &[f32], codes: &mut [i8]) -> Option<f32> {
             // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
             unsafe { $k(x, codes) }
+        }
+    };
+    (@one $name:ident, $k:path, group_sums) => {
+        pub(crate) fn $name(codes: &[i8], group: usize, sums: &mut [i32]) {
+            // SAFETY: as for `dot_i8` above: features detected before the table is handed out.
+            unsafe { $k(codes, group, sums) }
         }
     };
     (@one $name:ident, $k:path, q8q8) => {

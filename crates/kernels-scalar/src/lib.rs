@@ -35,9 +35,9 @@ pub use int::{gemm_w4a8, gemm_w4a8_grouped, gemm_w8a8};
 pub use panels::{GemmQ8Panels, PanelsQ4};
 pub use spec::{TierSpec, SCALAR_TIER};
 pub use table::{
-    activation_group_sums, activation_group_sums_into, ActivationsF32, ActivationsQ8, DotI8I8, DotI8Q4, GemmF32Q4,
-    GemmF32Q8, GemmQ8Q4, GemmQ8Q8, GemmShapes, KernelError, KernelTable, OutputTile, QuantizeRow, MAX_K_W4A8,
-    MAX_K_W8A8, SCALAR,
+    activation_group_sums, activation_group_sums_into, activation_group_sums_with, ActivationsF32, ActivationsQ8,
+    DotI8I8, DotI8Q4, GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8, GemmShapes, GroupSums, KernelError, KernelTable,
+    OutputTile, QuantizeRow, MAX_K_W4A8, MAX_K_W8A8, SCALAR,
 };
 
 // The crate README (its crates.io page) runs as a doctest.

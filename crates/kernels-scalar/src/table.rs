@@ -278,6 +278,11 @@ pub type DotI8Q4 = fn(&[i8], &[u8]) -> i32;
 /// (the codes are then unspecified). The finiteness check rides on the
 /// maximum's pass, so a caller reads the row twice, not three times.
 pub type QuantizeRow = fn(&[f32], &mut [i8]) -> Option<f32>;
+/// The activation codes' sums per group: `sums[i] = Σ codes[i·group ..
+/// (i + 1)·group]`, exact in i32, for `group > 0`, `codes.len()` a multiple
+/// of `group` and `sums.len() == codes.len() / group`. A group never spans
+/// two activation rows when `group` divides K, so one call serves `[m, k]`.
+pub type GroupSums = fn(&[i8], usize, &mut [i32]);
 /// W8A8 over output features `rows`.
 pub type GemmQ8Q8 = fn(&ActivationsQ8<'_>, &QuantizedMatrix, Range<usize>, &mut OutputTile<'_>);
 /// W4A8 (per channel or grouped) over output features `rows`.
@@ -304,6 +309,10 @@ pub struct KernelTable {
     /// finite row, returning `Some(scale)`; `None` for a row holding NaN or
     /// ±∞ ([`QuantizeRow`]).
     pub quantize_row_q8: QuantizeRow,
+    /// The activation codes' sums per group that cancel the nibble bias of
+    /// the Q4 families (`8 · sum`, §6.1), exact ([`GroupSums`]); proven with
+    /// the quantizer.
+    pub group_sums: GroupSums,
     /// W8A8: `y = (acc as f32) * (x_scale · w_scale)` with `acc` exact in i32 (§6.1).
     pub gemm_w8a8: GemmQ8Q8,
     /// W4A8 per channel: `y = (acc as f32) * (x_scale · w_scale)`, `acc`
@@ -371,6 +380,7 @@ pub static SCALAR: KernelTable = KernelTable {
     dot_i8_i8: crate::dot_i8_i8,
     dot_i8_q4: crate::dot_i8_q4,
     quantize_row_q8: crate::quantize_row_q8_finite,
+    group_sums: group_sums_scalar,
     gemm_w8a8: crate::gemm_w8a8,
     gemm_w4a8: crate::gemm_w4a8,
     gemm_w4a8_grouped: crate::gemm_w4a8_grouped,
@@ -394,12 +404,27 @@ pub fn activation_group_sums(codes: &[i8], m: usize, k: usize, group: usize) -> 
 /// [`activation_group_sums`] into a caller's buffer (cleared first), so that
 /// a caller running many small calls reuses one allocation.
 pub fn activation_group_sums_into(codes: &[i8], m: usize, k: usize, group: usize, sums: &mut Vec<i32>) {
+    activation_group_sums_with(group_sums_scalar, codes, m, k, group, sums);
+}
+
+/// [`activation_group_sums_into`] with a tier's [`GroupSums`] entry `f`
+/// (`group` dividing `k`, as every caller's shape has it).
+pub fn activation_group_sums_with(f: GroupSums, codes: &[i8], m: usize, k: usize, group: usize, sums: &mut Vec<i32>) {
     sums.clear();
     if k == 0 || group == 0 {
         sums.resize(m, 0);
         return;
     }
-    sums.extend(codes.chunks_exact(group).map(group_sum));
+    sums.resize(codes.len() / group, 0);
+    f(&codes[..sums.len() * group], group, sums);
+}
+
+/// The scalar tier's [`GroupSums`]: [`group_sum`] of each group.
+fn group_sums_scalar(codes: &[i8], group: usize, sums: &mut [i32]) {
+    assert!(group > 0 && codes.len() == group * sums.len(), "group sums shape");
+    for (s, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
+        *s = group_sum(g);
+    }
 }
 
 /// `Σ c` of one group of codes, exact: 32 codes at a time into 16 i16

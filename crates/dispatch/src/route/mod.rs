@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use qlinear_kernels_scalar::panels::PANEL_GROUP;
 use qlinear_kernels_scalar::{
-    activation_group_sums_into, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
+    activation_group_sums_with, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
 };
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
@@ -433,7 +433,7 @@ impl Route {
             Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
         };
         let (sums, layout) = spare.parts();
-        activation_group_sums_into(x_codes, m, k, sum_group, sums);
+        activation_group_sums_with(self.table.group_sums, x_codes, m, k, sum_group, sums);
         Spare::with_layouts(layout, |layouts| {
             let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(layouts);
             self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
@@ -525,7 +525,7 @@ impl Route {
                 return Ok(());
             }
             let (sums, layout) = spare.parts();
-            activation_group_sums_into(x_codes, m, k, sum_group, sums);
+            activation_group_sums_with(self.table.group_sums, x_codes, m, k, sum_group, sums);
             Spare::with_layouts(layout, |layouts| {
                 let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(layouts);
                 self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));

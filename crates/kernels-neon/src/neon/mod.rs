@@ -50,6 +50,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
     quantize_row_q8: entry::quantize_row_q8,
+    group_sums: qlinear_kernels_scalar::SCALAR.group_sums,
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,

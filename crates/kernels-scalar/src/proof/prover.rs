@@ -165,6 +165,10 @@ impl Prover<'_> {
                 .collect(),
             (0..k).map(|i| if i == 0 { f32::INFINITY } else { -f32::NAN }).collect(),
         ];
+        // the scalar codes of every finite row, then rows of the extreme
+        // codes: the group sums' input, many rows in one call as the
+        // dispatch layer hands them
+        let mut codes = Vec::new();
         for (n, row) in rows.iter().enumerate() {
             let (mut want, mut got) = (vec![0i8; k], vec![0i8; k]);
             let sw = (SCALAR.quantize_row_q8)(row, &mut want);
@@ -173,12 +177,28 @@ impl Prover<'_> {
                 // a refused row's codes are unspecified
                 (want, got) = (Vec::new(), Vec::new());
             }
+            codes.extend_from_slice(&want);
             self.check(
                 &format!("activation row {n}"),
                 k,
                 (sw.map(f32::to_bits), want),
                 (sg.map(f32::to_bits), got),
             );
+        }
+        // (an odd count of rows: 9, with 6 finite rows above, so that an
+        // odd K / 32 leaves an odd count of groups of 32)
+        codes.extend((0..3 * k).map(|i| match i / k.max(1) {
+            0 => 127,
+            1 => -127,
+            _ => ((i * 37 % 255) as i32 - 127) as i8,
+        }));
+        let mut groups = vec![1, 2, 32, k];
+        groups.dedup();
+        for g in groups.into_iter().filter(|&g| g > 0 && k.is_multiple_of(g)) {
+            let (mut want, mut got) = (vec![0i32; codes.len() / g], vec![0i32; codes.len() / g]);
+            (SCALAR.group_sums)(&codes, g, &mut want);
+            (self.table.group_sums)(&codes, g, &mut got);
+            self.check(&format!("activation sums by {g}"), k, want, got);
         }
     }
 
