@@ -53,3 +53,40 @@ pub fn abs_max_bits(bits: u32, x: &[f32]) -> u32 {
 pub fn q8_scale_from_abs_max_bits(bits: u32) -> Option<f32> {
     (bits < f32::INFINITY.to_bits()).then(|| f32::from_bits(bits) / f32::from(qlinear_quant_recipe::Q8_MAX_ABS))
 }
+
+/// How far from its rounded integer `n` a product `y = x · q8_reciprocal(s).0`
+/// may lie (`|y − n|`) and still give §3.2's code: `0.5 − 2⁻¹⁴`.
+pub const Q8_NEAR_HALF: f32 = 0.5 - 1.0 / 16384.0;
+
+/// The reciprocal a SIMD activation quantizer may multiply by instead of
+/// dividing by §3.2's scale `s` (`amax / 127`, finite, > 0), and the bound
+/// on `|y − n|` below which the product's integer is the division's:
+/// `(fl(1/s), Q8_NEAR_HALF)` for a normal `s`, and `(0, −1)` for a
+/// subnormal one (every value must then divide: `|y − n| > −1` always).
+///
+/// **Why the integer is the same.** §3.2 rounds `q = fl(x / s)` to the
+/// nearest integer, ties to even; the quantizer rounds `y = fl(x · r)`, `r
+/// = fl(1/s)`, to `n`, and keeps `n` where `|y − n| ≤ Q8_NEAR_HALF`:
+///
+/// - With `s` normal and `u = 2⁻²⁴`: `r = (1/s)(1 + δ₁)`, `y = (x/s)(1 +
+///   δ₁)(1 + δ₂)` and `q = (x/s)(1 + δ₃)`, each `|δ| ≤ u`, plus at most
+///   `2⁻¹⁵⁰` where a result is subnormal.
+/// - `|x| ≤ amax` and `s = fl(amax / 127) ≥ (amax / 127)(1 − u)`, so `|x /
+///   s| ≤ 127 / (1 − u)`, and `|y − q| ≤ 128 · 3.01 u + 2⁻¹⁴⁹ < 2⁻¹⁵`.
+/// - `y − n` is exact (`n` is an integer within 0.5 of `y`, below 2²⁴ ulps
+///   of `y`). If `|y − n| ≤ 0.5 − 2⁻¹⁴`, `q` lies strictly inside `(n − 0.5,
+///   n + 0.5)` and rounds to `n` too; otherwise the value divides, rounds
+///   and clamps as §3.2 says.
+/// - A kept `n` needs no clamp: `|y| ≤ (127 / (1 − u))(1 + u)² < 127.5`, so
+///   `n` is in `[−127, 127]` already, and §3.2's clamp leaves it alone.
+///
+/// On random rows about one value in 8 000 lies within 2⁻¹⁴ of a
+/// half-integer; rows of exact ties divide throughout. The selftest's
+/// near-ties row makes a quantizer that never divides round the wrong way.
+pub fn q8_reciprocal(s: f32) -> (f32, f32) {
+    if s >= f32::MIN_POSITIVE {
+        (1.0 / s, Q8_NEAR_HALF)
+    } else {
+        (0.0, -1.0)
+    }
+}

@@ -26,7 +26,8 @@ mod spec;
 mod table;
 
 pub use dot::{
-    abs_max_bits, dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, q8_scale_from_abs_max_bits, quantize_row_q8_finite,
+    abs_max_bits, dot_i8_i8, dot_i8_q4, dot_i8_q4_biased, q8_reciprocal, q8_scale_from_abs_max_bits,
+    quantize_row_q8_finite, Q8_NEAR_HALF,
 };
 pub use family::{Gemm, KernelFamily};
 pub use float::{gemm_w4a16, gemm_w4a16_grouped, gemm_w8a16, lane_tree};

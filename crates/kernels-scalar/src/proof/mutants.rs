@@ -166,3 +166,94 @@ macro_rules! panel_table {
         Some(pair as qlinear_kernels_scalar::panels::TilePanelQ4)
     }};
 }
+
+/// The slips of a SIMD activation quantizer on the plan of the x86 tiers'
+/// (AVX2, AVX-512): `max |x|` on the bits of `|x|`, then `x · (1/s)`
+/// rounded, divided near half-integers ([`crate::q8_reciprocal`]).
+#[derive(Clone, Copy, PartialEq)]
+enum QuantizerSlip {
+    /// Never divides: `x · (1/s)` rounded wherever it falls.
+    Unsettled,
+    /// Divides only where `x · (1/s)` is itself a tie.
+    TiesOnly,
+    /// Takes `max |x|` in floats, whose `max` passes over NaN.
+    NanDropped,
+    /// Leaves the divided values to a saturating narrowing (to −128, not
+    /// −127), as the kept ones may.
+    UnclampedDivide,
+    None,
+}
+
+/// The plan in plain Rust, with `slip`.
+fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f32> {
+    let bits = match slip {
+        QuantizerSlip::NanDropped => x.iter().fold(0f32, |m, v| m.max(v.abs())).to_bits(),
+        _ => crate::abs_max_bits(0, x),
+    };
+    let scale = crate::q8_scale_from_abs_max_bits(bits)?;
+    if scale == 0.0 {
+        codes.fill(0);
+        return Some(0.0);
+    }
+    let (r, near) = crate::q8_reciprocal(scale);
+    let lim = f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
+    for (o, &v) in codes.iter_mut().zip(x) {
+        let y = v * r;
+        let n = y.round_ties_even();
+        // (a subnormal scale divides every value, slips or not)
+        let settle = near < 0.0
+            || match slip {
+                QuantizerSlip::Unsettled => false,
+                QuantizerSlip::TiesOnly => (y - n).abs() == 0.5,
+                _ => (y - n).abs() > near,
+            };
+        *o = match (settle, slip) {
+            (true, QuantizerSlip::UnclampedDivide) => (v / scale).round_ties_even() as i8,
+            (true, _) => (v / scale).round_ties_even().clamp(-lim, lim) as i8,
+            // |y| < 127.5: within [−127, 127] already
+            (false, _) => n as i8,
+        };
+    }
+    Some(scale)
+}
+
+/// Panics unless every slip of the x86 quantizers' plan fails the
+/// quantizer's proof and the plan done right passes it: so the proof's
+/// rows reach what each step of the plan could get wrong.
+pub fn assert_quantizer_slips_fail() {
+    fn with(f: crate::QuantizeRow) -> KernelTable {
+        KernelTable {
+            quantize_row_q8: f,
+            ..crate::SCALAR
+        }
+    }
+    let slips: [(crate::QuantizeRow, &str); 4] = [
+        (
+            |x, c| quantizer_with(x, c, QuantizerSlip::Unsettled),
+            "x · (1/s) never settled",
+        ),
+        (
+            |x, c| quantizer_with(x, c, QuantizerSlip::TiesOnly),
+            "settling only exact ties",
+        ),
+        (
+            |x, c| quantizer_with(x, c, QuantizerSlip::NanDropped),
+            "a float maximum passing over NaN",
+        ),
+        (
+            |x, c| quantizer_with(x, c, QuantizerSlip::UnclampedDivide),
+            "divided values narrowed to −128",
+        ),
+    ];
+    for (f, slip) in slips {
+        assert!(
+            first_failure(&with(f), KernelFamily::QuantizeActivations).is_some(),
+            "{slip} passed the proof"
+        );
+    }
+    let right = first_failure(
+        &with(|x, c| quantizer_with(x, c, QuantizerSlip::None)),
+        KernelFamily::QuantizeActivations,
+    );
+    assert!(right.is_none(), "{right:?}");
+}

@@ -472,3 +472,11 @@ fn the_16_row_float_decode_tiles_fail_the_proof_on_their_slips() {
     );
     assert_eq!(failing(&float_16x1::right::TABLE), vec![]);
 }
+
+/// The quantizer's slips (`proof::mutants::assert_quantizer_slips_fail`:
+/// this tier's plan, shared with AVX-512's) fail the proof, and the same
+/// plan done right passes.
+#[test]
+fn the_quantizer_fails_the_proof_on_its_slips() {
+    qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
+}

@@ -748,90 +748,11 @@ fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
     assert!(right.is_none(), "{right:?}");
 }
 
-/// The activation quantizer's slips, on the real quantizer's plan in plain
-/// Rust (`quantize.rs`): multiply by `1 / s`, settle near half-integers by
-/// division.
-#[derive(Clone, Copy, PartialEq)]
-enum QuantizerSlip {
-    /// Never divides: `x · (1/s)` rounded wherever it falls.
-    Unsettled,
-    /// Divides only where `x · (1/s)` is itself a tie.
-    TiesOnly,
-    /// Takes `max |x|` in floats, whose `max` passes over NaN.
-    NanDropped,
-    /// Leaves the divided steps to the saturating narrowing (to −128, not
-    /// −127), as the fast path may.
-    UnclampedDivide,
-    None,
-}
-
-fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f32> {
-    use qlinear_kernels_scalar::{abs_max_bits, q8_scale_from_abs_max_bits};
-    let bits = match slip {
-        QuantizerSlip::NanDropped => x.iter().fold(0f32, |m, v| m.max(v.abs())).to_bits(),
-        _ => abs_max_bits(0, x),
-    };
-    let scale = q8_scale_from_abs_max_bits(bits)?;
-    if scale == 0.0 {
-        codes.fill(0);
-        return Some(0.0);
-    }
-    let r = 1.0 / scale;
-    let lim = f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
-    for (o, &v) in codes.iter_mut().zip(x) {
-        let y = v * r;
-        let n = y.round_ties_even();
-        let settle = scale < f32::MIN_POSITIVE
-            || match slip {
-                QuantizerSlip::Unsettled => false,
-                QuantizerSlip::TiesOnly => (y - n).abs() == 0.5,
-                _ => (y - n).abs() > super::quantize::NEAR_HALF,
-            };
-        *o = match (settle, slip) {
-            (true, QuantizerSlip::UnclampedDivide) => (v / scale).round_ties_even() as i8,
-            (true, _) => (v / scale).round_ties_even().clamp(-lim, lim) as i8,
-            // |y| < 127.5: within [−127, 127] already
-            (false, _) => n as i8,
-        };
-    }
-    Some(scale)
-}
-
-fn quantizer_unsettled(x: &[f32], codes: &mut [i8]) -> Option<f32> {
-    quantizer_with(x, codes, QuantizerSlip::Unsettled)
-}
-fn quantizer_ties_only(x: &[f32], codes: &mut [i8]) -> Option<f32> {
-    quantizer_with(x, codes, QuantizerSlip::TiesOnly)
-}
-fn quantizer_nan_dropped(x: &[f32], codes: &mut [i8]) -> Option<f32> {
-    quantizer_with(x, codes, QuantizerSlip::NanDropped)
-}
-fn quantizer_unclamped_divide(x: &[f32], codes: &mut [i8]) -> Option<f32> {
-    quantizer_with(x, codes, QuantizerSlip::UnclampedDivide)
-}
-fn quantizer_right(x: &[f32], codes: &mut [i8]) -> Option<f32> {
-    quantizer_with(x, codes, QuantizerSlip::None)
-}
-
+/// The quantizer's slips (`proof::mutants::quantizer_slips`) fail the
+/// proof, and the same plan done right passes.
 #[test]
 fn the_quantizer_fails_the_proof_on_its_slips() {
-    let with = |f| KernelTable {
-        quantize_row_q8: f,
-        ..SCALAR
-    };
-    for (f, why) in [
-        (
-            quantizer_unsettled as fn(&[f32], &mut [i8]) -> Option<f32>,
-            "x · (1/s) never settled must fail",
-        ),
-        (quantizer_ties_only, "settling only exact ties must fail"),
-        (quantizer_nan_dropped, "a float maximum that passes over NaN must fail"),
-        (quantizer_unclamped_divide, "divided steps narrowed to -128 must fail"),
-    ] {
-        first_failure(&with(f), KernelFamily::QuantizeActivations).expect(why);
-    }
-    let right = first_failure(&with(quantizer_right), KernelFamily::QuantizeActivations);
-    assert!(right.is_none(), "{right:?}");
+    qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
 }
 
 /// The group sums' slips, on the real entry's plan for groups of 32 in

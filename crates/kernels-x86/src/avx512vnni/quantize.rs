@@ -4,40 +4,16 @@
 //! `max |x|` runs on the bits of `|x|` (`abs_max_bits`): exact in any order,
 //! and NaN or ±∞ found in the same pass.
 //!
-//! **The quotients.** §3.2 rounds `q = fl(x / s)` to the nearest integer,
-//! ties to even. A division of 16 lanes takes about 10 cycles here, so at
-//! K = 576 the 36 divisions were most of the row's time. This quantizer
-//! multiplies instead, `y = fl(x · r)` with `r = fl(1 / s)`, rounds `y`, and
-//! takes that integer wherever it is provably `q`'s, dividing only the
-//! 16 values of a step where it may not be:
-//!
-//! - With `s` normal (`s ≥ 2⁻¹²⁶`; a subnormal `s` divides every step) and
-//!   `u = 2⁻²⁴`: `r = (1/s)(1 + δ₁)`, `y = (x/s)(1 + δ₁)(1 + δ₂)` and
-//!   `q = (x/s)(1 + δ₃)`, each `|δ| ≤ u`, plus at most `2⁻¹⁵⁰` where a result
-//!   is subnormal.
-//! - `|x| ≤ amax` and `s = fl(amax / 127) ≥ (amax / 127)(1 − u)`, so
-//!   `|x / s| ≤ 127 / (1 − u)`, and `|y − q| ≤ 128 · 3.01 u + 2⁻¹⁴⁹ < 2⁻¹⁵`.
-//! - Let `n` be `y` rounded. If `|y − n| ≤ 0.5 − 2⁻¹⁴` (`y − n` is exact:
-//!   `n` is an integer within 0.5 of `y`, below 2²⁴ ulps of `y`), then `q`
-//!   lies strictly inside `(n − 0.5, n + 0.5)`, and `q` rounds to `n` too.
-//! - Otherwise, and only for those steps, the lanes divide, round and clamp
-//!   as §3.2 says.
-//! - The fast path needs no clamp: `|y| ≤ (127 / (1 − u))(1 + u)² < 127.5`,
-//!   so `n` is in `[−127, 127]` already, and §3.2's clamp leaves it alone.
-//!
-//! On random rows about one step in 500 divides (a value within 2⁻¹⁴ of a
-//! half-integer); rows of exact ties divide at every step, and cost a little
-//! more than the division alone did. The selftest's `near_ties` row makes a quantizer that skips
-//! the division round the wrong way.
+//! **The quotients** are `x · (1/s)` rounded wherever that provably rounds
+//! as §3.2's `x / s` does, and divided in the rare steps where it may not
+//! (`q8_reciprocal`, which holds the proof). A division of 16 lanes takes
+//! about 10 cycles here, so at K = 576 the 36 divisions were most of the
+//! row's time.
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::q8_scale_from_abs_max_bits;
+use qlinear_kernels_scalar::{q8_reciprocal, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
-
-/// How far `|y − n|` may reach before a step divides: `0.5 − 2⁻¹⁴` (the
-/// module's bound is `2⁻¹⁵`, so half of this margin is spare).
-pub(crate) const NEAR_HALF: f32 = 0.5 - 1.0 / 16384.0;
 
 /// The broadcast scale, reciprocal and bound of one row's steps.
 struct Steps {
@@ -105,13 +81,7 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
         codes.fill(0);
         return Some(0.0);
     }
-    // a subnormal scale's reciprocal is not within u of 1 / s (it may not
-    // even be finite): every step divides (`|y − n| > −1` always holds)
-    let (r, near) = if scale >= f32::MIN_POSITIVE {
-        (1.0 / scale, NEAR_HALF)
-    } else {
-        (0.0, -1.0)
-    };
+    let (r, near) = q8_reciprocal(scale);
     let v = Steps {
         s: _mm512_set1_ps(scale),
         r: _mm512_set1_ps(r),
