@@ -257,3 +257,94 @@ pub fn assert_quantizer_slips_fail() {
     );
     assert!(right.is_none(), "{right:?}");
 }
+
+/// A group-sums plan's slips: groups of 32 taken `per_step` at a time, and
+/// other groups in loads of `load` codes with the rest one by one (`None`:
+/// masked loads, nothing left over).
+#[derive(Clone, Copy, PartialEq)]
+enum SumsSlip {
+    /// A step's first two groups stored in each other's place.
+    Swapped,
+    /// The groups of 32 after the last whole step left unwritten.
+    LastStepDropped,
+    /// A group's codes after its last whole load left out.
+    RestDropped,
+    None,
+}
+
+fn sums_with(codes: &[i8], group: usize, sums: &mut [i32], per_step: usize, load: Option<usize>, slip: SumsSlip) {
+    let sum = |g: &[i8]| g.iter().map(|&c| i32::from(c)).sum::<i32>();
+    sums.fill(0);
+    if group == 32 {
+        for (step, g) in sums.chunks_mut(per_step).zip(codes.chunks(32 * per_step)) {
+            let whole = step.len() == per_step;
+            if !whole && slip == SumsSlip::LastStepDropped {
+                continue;
+            }
+            for (s, g32) in step.iter_mut().zip(g.chunks(32)) {
+                *s = sum(g32);
+            }
+            if whole && slip == SumsSlip::Swapped {
+                step.swap(0, 1);
+            }
+        }
+        return;
+    }
+    for (s, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
+        *s = match (load, slip) {
+            (Some(l), SumsSlip::RestDropped) => sum(&g[..g.len() / l * l]),
+            _ => sum(g),
+        };
+    }
+}
+
+/// A plan's entry with one slip (`SLIP` indexes [`SumsSlip`]'s variants in
+/// order), as the plain `fn` a table holds.
+fn sums_entry<const PER_STEP: usize, const LOAD: usize, const SLIP: usize>(
+    codes: &[i8],
+    group: usize,
+    sums: &mut [i32],
+) {
+    let slip = [
+        SumsSlip::Swapped,
+        SumsSlip::LastStepDropped,
+        SumsSlip::RestDropped,
+        SumsSlip::None,
+    ][SLIP];
+    sums_with(codes, group, sums, PER_STEP, Some(LOAD).filter(|&l| l > 0), slip);
+}
+
+/// Panics unless every slip of a tier's group-sums plan (`PER_STEP` groups
+/// of 32 a step; other groups in loads of `LOAD` codes, or masked loads
+/// when `LOAD` is 0) fails the quantizer family's proof, and the plan done
+/// right passes it.
+pub fn assert_group_sums_slips_fail<const PER_STEP: usize, const LOAD: usize>() {
+    let with = |f: crate::GroupSums| KernelTable {
+        group_sums: f,
+        ..crate::SCALAR
+    };
+    let mut slips: Vec<(crate::GroupSums, &str)> = vec![
+        (sums_entry::<PER_STEP, LOAD, 0>, "a step's groups swapped"),
+        (
+            sums_entry::<PER_STEP, LOAD, 1>,
+            "the groups after the last whole step dropped",
+        ),
+    ];
+    if LOAD > 0 {
+        slips.push((
+            sums_entry::<PER_STEP, LOAD, 2>,
+            "a group's codes after its last whole load dropped",
+        ));
+    }
+    for (f, what) in slips {
+        assert!(
+            first_failure(&with(f), KernelFamily::QuantizeActivations).is_some(),
+            "{what} passed the proof"
+        );
+    }
+    let right = first_failure(
+        &with(sums_entry::<PER_STEP, LOAD, 3>),
+        KernelFamily::QuantizeActivations,
+    );
+    assert!(right.is_none(), "{right:?}");
+}

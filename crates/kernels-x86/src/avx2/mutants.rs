@@ -480,3 +480,11 @@ fn the_16_row_float_decode_tiles_fail_the_proof_on_their_slips() {
 fn the_quantizer_fails_the_proof_on_its_slips() {
     qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
 }
+
+/// The group sums' slips on this tier's plan (four groups of 32 reduced
+/// together; other groups in loads of 32, the codes after them one by one)
+/// fail the proof.
+#[test]
+fn the_group_sums_fail_the_proof_on_their_slips() {
+    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<4, 32>();
+}

@@ -77,3 +77,56 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
     }
     Some(scale)
 }
+
+/// The activation codes' sums per group (`GroupSums`), exact: `maddubs`
+/// of 32 codes against 32 ones (pairs of at most 254: no saturation), then
+/// `madd` with ones, leaves 8 sums of 4 codes in i32 lanes. Groups of 32
+/// are one load each, four groups' lanes reduced together by three `hadd`;
+/// any other group (per channel: the whole row) adds its loads' lanes and
+/// reduces once, its last codes short of 32 one by one.
+#[target_feature(enable = "avx2")]
+pub(crate) fn group_sums(codes: &[i8], group: usize, sums: &mut [i32]) {
+    assert!(group > 0 && codes.len() == group * sums.len(), "group sums shape");
+    let (ones8, ones16) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
+    // the 8 i32 lanes of the sums of 4 of the first 32 codes of `g`
+    let quads = |g: &[i8]| {
+        assert!(g.len() >= 32);
+        // SAFETY: 32 codes lie in `g` (asserted); no alignment needed.
+        let v = unsafe { _mm256_loadu_si256(g.as_ptr().cast()) };
+        _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16)
+    };
+    if group == 32 {
+        let done = 4 * (sums.len() / 4);
+        for (four, g) in sums[..done].chunks_exact_mut(4).zip(codes.chunks_exact(128)) {
+            let (a, b, c, d) = (quads(g), quads(&g[32..]), quads(&g[64..]), quads(&g[96..]));
+            // per 128 bits: lanes 0–3 (low) and 4–7 (high) of a, b, c, d
+            // summed in pairs, then the halves added
+            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+            let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+            // SAFETY: a 16-byte store into `four`'s 4 sums.
+            unsafe { _mm_storeu_si128(four.as_mut_ptr().cast(), s) };
+        }
+        for (s, g) in sums[done..].iter_mut().zip(codes[32 * done..].chunks_exact(32)) {
+            *s = lanes_sum(quads(g));
+        }
+        return;
+    }
+    for (s, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
+        let mut acc = _mm256_setzero_si256();
+        let mut loads = g.chunks_exact(32);
+        for c in &mut loads {
+            acc = _mm256_add_epi32(acc, quads(c));
+        }
+        *s = lanes_sum(acc) + loads.remainder().iter().map(|&c| i32::from(c)).sum::<i32>();
+    }
+}
+
+/// The sum of 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lanes_sum(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0x4E>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0xB1>(s));
+    _mm_cvtsi128_si32(s)
+}

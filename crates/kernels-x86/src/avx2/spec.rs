@@ -19,6 +19,7 @@ pub const AVX2: TierSpec = TierSpec {
         "src/avx2/mutants.rs::a_w4a8_pairs_tile_storing_each_pair_as_a_2x4_tile_fails_the_proof",
         "src/avx2/mutants.rs::the_16_row_float_decode_tiles_fail_the_proof_on_their_slips",
         "src/avx2/mutants.rs::the_quantizer_fails_the_proof_on_its_slips",
+        "src/avx2/mutants.rs::the_group_sums_fail_the_proof_on_their_slips",
         "src/avx2/frame_mutants.rs::a_tree_sum_in_the_grouped_batch_tile_fails_the_proof",
         "src/avx2/frame_mutants.rs::a_repeated_row_in_the_sequential_decode_tiles_fails_the_proof",
         "src/avx2/frame_mutants.rs::the_avx2_panel_tiles_fail_the_proof_on_their_slips",

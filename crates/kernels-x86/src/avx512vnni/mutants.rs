@@ -755,65 +755,9 @@ fn the_quantizer_fails_the_proof_on_its_slips() {
     qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
 }
 
-/// The group sums' slips, on the real entry's plan for groups of 32 in
-/// plain Rust (`quantize::group_sums`): two groups a 64-code step.
-#[derive(Clone, Copy, PartialEq)]
-enum SumsSlip {
-    /// A step's two groups stored in each other's place.
-    Swapped,
-    /// A last single group of 32 (an odd count) left unwritten.
-    OddTailDropped,
-    None,
-}
-
-fn sums_with(codes: &[i8], group: usize, sums: &mut [i32], slip: SumsSlip) {
-    let sum = |g: &[i8]| g.iter().map(|&c| i32::from(c)).sum::<i32>();
-    if group != 32 {
-        for (s, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
-            *s = sum(g);
-        }
-        return;
-    }
-    for (pair, step) in sums.chunks_mut(2).zip(codes.chunks(64)) {
-        let (a, b) = (sum(&step[..32]), sum(&step[32.min(step.len())..]));
-        match (pair.len(), slip) {
-            (2, SumsSlip::Swapped) => (pair[0], pair[1]) = (b, a),
-            (2, _) => (pair[0], pair[1]) = (a, b),
-            (_, SumsSlip::OddTailDropped) => {}
-            _ => pair[0] = a,
-        }
-    }
-}
-
-fn sums_swapped(codes: &[i8], group: usize, sums: &mut [i32]) {
-    sums_with(codes, group, sums, SumsSlip::Swapped)
-}
-fn sums_odd_tail_dropped(codes: &[i8], group: usize, sums: &mut [i32]) {
-    sums.fill(0);
-    sums_with(codes, group, sums, SumsSlip::OddTailDropped)
-}
-fn sums_right(codes: &[i8], group: usize, sums: &mut [i32]) {
-    sums_with(codes, group, sums, SumsSlip::None)
-}
-
+/// The group sums' slips on this tier's plan (two groups of 32 a 64-code
+/// step; masked tails, so no codes are left over) fail the proof.
 #[test]
 fn the_group_sums_fail_the_proof_on_their_slips() {
-    let with = |f| KernelTable {
-        group_sums: f,
-        ..SCALAR
-    };
-    for (f, why) in [
-        (
-            sums_swapped as fn(&[i8], usize, &mut [i32]),
-            "a step's two groups swapped must fail",
-        ),
-        (
-            sums_odd_tail_dropped,
-            "an odd last group of 32 left unwritten must fail",
-        ),
-    ] {
-        first_failure(&with(f), KernelFamily::QuantizeActivations).expect(why);
-    }
-    let right = first_failure(&with(sums_right), KernelFamily::QuantizeActivations);
-    assert!(right.is_none(), "{right:?}");
+    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<2, 0>();
 }
