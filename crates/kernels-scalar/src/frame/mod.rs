@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 use half::f16;
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
-use crate::layout::{chunked_f32, split_even_odd_into};
+use crate::layout::{chunked_f32_into, split_even_odd_into};
 use crate::{dot_i8_i8, dot_i8_q4_biased, ActivationsF32, ActivationsQ8, OutputTile};
 
 /// A micro-kernel's tile: `wr` weight rows (output features) × `xr`
@@ -300,11 +300,11 @@ pub enum Layout {
     /// register with one weight quad broadcast then sums 4 columns of 16
     /// activation rows in their own lanes, with no reduction across lanes.
     EvenOddQuads16,
-    /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`]),
+    /// f32 rows (or groups) in zero-padded chunks of 8 ([`chunked_f32`](crate::layout::chunked_f32)),
     /// in column order.
     Chunked,
     /// As [`Layout::Chunked`], each chunk's columns stored as `[0, 2, 4, 6,
-    /// 1, 3, 5, 7]` ([`chunked_f32`] in Q4 order): the order in which the low
+    /// 1, 3, 5, 7]` ([`chunked_f32`](crate::layout::chunked_f32) in Q4 order): the order in which the low
     /// and high nibbles of 4 packed bytes come out of a register.
     ChunkedQ4,
 }

@@ -365,10 +365,12 @@ pub(super) fn float_rows(x: &ActivationsF32<'_>, group: usize, layout: Layout) -
         Layout::ChunkedQ4 => true,
         _ => panic!("a float family needs a chunked layout"),
     };
-    let rows: Vec<Vec<f32>> = (0..x.m).map(|i| chunked_f32(x.row(i), group, q4_order)).collect();
-    let len = rows.first().map_or(0, Vec::len);
-    FloatRows {
-        values: rows.concat(),
-        len,
+    // every row into one buffer (a Vec per row and their concatenation
+    // were two allocations and a copy more, each call)
+    let mut values = Vec::new();
+    for i in 0..x.m {
+        chunked_f32_into(x.row(i), group, q4_order, &mut values);
     }
+    let len = values.len().checked_div(x.m).unwrap_or(0);
+    FloatRows { values, len }
 }
