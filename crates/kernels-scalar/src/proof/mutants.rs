@@ -245,21 +245,25 @@ pub fn assert_quantizer_slips_fail() {
             "divided values narrowed to −128",
         ),
     ];
-    for (f, slip) in slips {
+    assert_activation_slips_fail(with, &slips, |x, c| quantizer_with(x, c, QuantizerSlip::None));
+}
+
+/// Panics unless each of `slips` (an entry and its mistake's name) fails
+/// the quantizer family's proof in the table `with` builds around it, and
+/// `right` passes it.
+fn assert_activation_slips_fail<F: Copy>(with: impl Fn(F) -> KernelTable, slips: &[(F, &str)], right: F) {
+    for &(f, what) in slips {
         assert!(
             first_failure(&with(f), KernelFamily::QuantizeActivations).is_some(),
-            "{slip} passed the proof"
+            "{what} passed the proof"
         );
     }
-    let right = first_failure(
-        &with(|x, c| quantizer_with(x, c, QuantizerSlip::None)),
-        KernelFamily::QuantizeActivations,
-    );
+    let right = first_failure(&with(right), KernelFamily::QuantizeActivations);
     assert!(right.is_none(), "{right:?}");
 }
 
 /// A group-sums plan's slips: groups of 32 taken `per_step` at a time, and
-/// other groups in loads of `load` codes with the rest one by one (`None`:
+/// other groups in loads of `load` codes with the rest one by one (none:
 /// masked loads, nothing left over).
 #[derive(Clone, Copy, PartialEq)]
 enum SumsSlip {
@@ -336,15 +340,5 @@ pub fn assert_group_sums_slips_fail<const PER_STEP: usize, const LOAD: usize>() 
             "a group's codes after its last whole load dropped",
         ));
     }
-    for (f, what) in slips {
-        assert!(
-            first_failure(&with(f), KernelFamily::QuantizeActivations).is_some(),
-            "{what} passed the proof"
-        );
-    }
-    let right = first_failure(
-        &with(sums_entry::<PER_STEP, LOAD, 3>),
-        KernelFamily::QuantizeActivations,
-    );
-    assert!(right.is_none(), "{right:?}");
+    assert_activation_slips_fail(with, &slips, sums_entry::<PER_STEP, LOAD, 3>);
 }

@@ -3,7 +3,9 @@
 //! (`qlinear_kernels_scalar::frame`) like every other SIMD tier: this module
 //! registers the micro-kernels and their tiles. W4A16 keeps four rows' spec
 //! lanes per 512-bit register and a `vpermps` nibble lookup (`float`).
-//! W8A16 is the AVX2 tier's. The activation quantizer multiplies by the
+//! W8A16 and the activation group sums are the AVX2 tier's (a `vpdpbusd`
+//! version summed 576 codes in groups of 32 in 0.021 µs, AVX2's four
+//! groups a step in 0.015). The activation quantizer multiplies by the
 //! scale's reciprocal where that provably gives the division's codes
 //! (`quantize`).
 #![cfg(target_arch = "x86_64")]
@@ -45,7 +47,6 @@ mod entry {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
-        group_sums => quantize::group_sums: group_sums,
         w8a8_1x1 => q8::tile_w8a8_seq::<1>: tile_i8,
         w8a8_16x1 => q8::tile_w8a8_seq::<16>: tile_i8,
         w8a8_16x4 => q8::tile_w8a8_batch::<4, 4>: tile_i8,
@@ -192,7 +193,6 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
     quantize_row_q8: entry::quantize_row_q8,
-    group_sums: entry::group_sums,
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,

@@ -754,10 +754,3 @@ fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
 fn the_quantizer_fails_the_proof_on_its_slips() {
     qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
 }
-
-/// The group sums' slips on this tier's plan (two groups of 32 a 64-code
-/// step; masked tails, so no codes are left over) fail the proof.
-#[test]
-fn the_group_sums_fail_the_proof_on_their_slips() {
-    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<2, 0>();
-}

@@ -20,7 +20,6 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
         "src/avx512vnni/mutants.rs::the_w4a16_grouped_tiles_fail_the_proof_on_their_slip",
         "src/avx512vnni/mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
         "src/avx512vnni/mutants.rs::the_quantizer_fails_the_proof_on_its_slips",
-        "src/avx512vnni/mutants.rs::the_group_sums_fail_the_proof_on_their_slips",
     ],
 };
 
