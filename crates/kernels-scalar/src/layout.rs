@@ -78,13 +78,14 @@ pub fn chunked_f32(x: &[f32], group: usize, q4_order: bool) -> Vec<f32> {
 
 /// [`chunked_f32`] appended to `out`, so that a caller lays out many rows
 /// into one buffer. Where the layout is the row itself (natural order,
-/// groups of whole chunks that tile the row, as W8A16's and W4A16's rows of
-/// a multiple of 8 are) it is one copy; otherwise each chunk is pushed
-/// whole, padding and all, with nothing zeroed first. (Zeroing a buffer
-/// and gathering into it one value at a time, 7 instructions a value, was
-/// a twentieth of a W8A16 call at 192 × 576; callgrind, AVX2, Intel Xeon,
-/// family 6 model 167.)
+/// groups of whole chunks that tile the row, as W8A16's rows of a multiple
+/// of 8 are) it is one copy; otherwise whole chunks are moved as arrays and
+/// only a short last chunk goes value by value. (Gathering every value
+/// through a bounds-checked lookup, 7 instructions a value, was a twentieth
+/// of a W8A16 call at 192 × 576; callgrind, AVX2, Intel Xeon, family 6
+/// model 167.)
 pub fn chunked_f32_into(x: &[f32], group: usize, q4_order: bool, out: &mut Vec<f32>) {
+    const Q4: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
     if x.is_empty() {
         return;
     }
@@ -94,20 +95,24 @@ pub fn chunked_f32_into(x: &[f32], group: usize, q4_order: bool, out: &mut Vec<f
         return;
     }
     let chunks_per_group = group.div_ceil(8);
-    out.reserve(x.len().div_ceil(group) * chunks_per_group * 8);
-    for src in x.chunks(group) {
-        for chunk in src.chunks(8) {
-            let mut c = [0f32; 8];
-            c[..chunk.len()].copy_from_slice(chunk);
-            if q4_order {
-                c = [c[0], c[2], c[4], c[6], c[1], c[3], c[5], c[7]];
+    let start = out.len();
+    out.resize(start + x.len().div_ceil(group) * chunks_per_group * 8, 0.0);
+    let laid = &mut out[start..];
+    for (g, src) in x.chunks(group).enumerate() {
+        for (c, chunk) in src.chunks(8).enumerate() {
+            let at = (g * chunks_per_group + c) * 8;
+            let dst = &mut laid[at..at + 8];
+            match <&[f32; 8]>::try_from(chunk) {
+                Ok(v) if q4_order => dst.copy_from_slice(&[v[0], v[2], v[4], v[6], v[1], v[3], v[5], v[7]]),
+                Ok(v) => dst.copy_from_slice(v),
+                // the short last chunk of a group: the rest stays 0
+                Err(_) => {
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        let col = if q4_order { Q4[j] } else { j };
+                        *d = chunk.get(col).copied().unwrap_or(0.0);
+                    }
+                }
             }
-            out.extend_from_slice(&c);
-        }
-        // a group of fewer columns than its chunks hold (the last, short
-        // group of a row) still takes all of them
-        for _ in src.len().div_ceil(8)..chunks_per_group {
-            out.extend_from_slice(&[0f32; 8]);
         }
     }
 }
