@@ -39,7 +39,7 @@ impl Steps {
             let y = _mm512_mul_ps(v, self.r);
             let mut n = _mm512_roundscale_ps::<RTE>(y);
             // the fast path needs no clamp: |y| ≤ 127 (1 + 3.1 u) rounds
-            // into [−127, 127] (module documentation)
+            // into [−127, 127] (`q8_reciprocal`)
             if _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(_mm512_sub_ps(y, n)), self.near) != 0 {
                 let q = _mm512_roundscale_ps::<RTE>(_mm512_div_ps(v, self.s));
                 n = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(-lim)), _mm512_set1_ps(lim));
