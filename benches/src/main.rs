@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+mod activations;
 #[cfg(feature = "candle")]
 mod candle;
 mod load;
@@ -203,7 +204,7 @@ const VALUED: [&str; 10] = [
     "--profile",
     "--calls",
 ];
-const SWITCHES: [&str; 3] = ["--quick", "--in-place", "--per-call"];
+const SWITCHES: [&str; 4] = ["--quick", "--in-place", "--per-call", "--activations"];
 
 /// Why `args` (without the program) cannot run: an unknown argument, or a
 /// flag without its value. A typo must not start a run of many minutes.
@@ -234,7 +235,7 @@ fn main() {
         }
         eprintln!(
             "usage: qlinear-bench [--quick] [--repeat N] [--only FAMILY,…] [--m M] [--shape NxK] \
-             [--compare-with BIN --compare-json FILE] | --per-call [--shape NxK] [--repeat N] | \
+             [--compare-with BIN --compare-json FILE] | --per-call [--shape NxK] [--repeat N] | --activations | \
              --load FILE [--in-place] | --profile FAMILY|--profile-forward CONFIG [--shape NxK] [--m M] [--calls N] \
              (the module documentation of benches/src/main.rs says what each does)"
         );
@@ -266,6 +267,12 @@ fn main() {
             eprintln!("qlinear-bench: {e}");
             std::process::exit(1);
         }
+        return;
+    }
+    if args.iter().any(|a| a == "--activations") {
+        // `--activations`: the activation side of a call, piece by piece,
+        // on every proven tier (activations.rs)
+        activations::run();
         return;
     }
     if args.iter().any(|a| a == "--per-call") {

@@ -285,6 +285,38 @@ fn shape_and_argument_errors_leave_y_untouched() {
 }
 
 /// Law 4: the all-extreme reduction is exact at the largest K, and one past it is refused.
+/// NaN or ±∞ in a later row is refused with its own row, column and value
+/// on every proven tier, and `y` is left as it was: the float families find
+/// it in their check, the quantized ones in their tier's quantizer (the
+/// maximum's pass), a SIMD step's lanes or its scalar tail alike.
+#[test]
+fn a_non_finite_activation_is_named_by_row_column_and_value_on_every_tier() {
+    let (n, k) = (2usize, 19usize);
+    let q8 = QuantizedMatrix::quantize(n, k, &vec![0.25; n * k]).unwrap();
+    let q4 = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &vec![0.25; n * k]).unwrap();
+    for tier in selftest_report().proven_tiers() {
+        let route = Route::for_tier(tier).unwrap();
+        // column 3 is in a SIMD step, column 18 in every tier's scalar tail
+        for (col, bad) in [(3usize, f32::NAN), (18, f32::NEG_INFINITY), (18, f32::INFINITY)] {
+            let mut x = vec![0.5f32; 3 * k];
+            x[2 * k + col] = bad;
+            let mut y = vec![7.0f32; 3 * n];
+            for e in [
+                route.linear_w8a16(&x, 3, &q8, &mut y).unwrap_err(),
+                route.linear_q8_dynamic(&x, 3, &q8, &mut y).unwrap_err(),
+                route.linear_q4_dynamic(&x, 3, &q4, &mut y).unwrap_err(),
+            ] {
+                match e {
+                    DispatchError::NonFiniteActivation { row: 2, col: c, value }
+                        if c == col && value.to_bits() == bad.to_bits() => {}
+                    other => panic!("tier {tier}, column {col}: {other}"),
+                }
+            }
+            assert!(y.iter().all(|&v| v == 7.0), "tier {tier}: y touched");
+        }
+    }
+}
+
 #[test]
 fn i32_exact_near_the_bound_and_refused_past_it() {
     let k = MAX_K_W8A8;

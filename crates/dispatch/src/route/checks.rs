@@ -98,10 +98,9 @@ pub(super) fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
     // instructions an element); the position is looked for on failure. 32
     // lanes, not 8: each lane's adds are one chain of dependent float adds,
     // and with 8 (two SSE registers) the chains, not the arithmetic, set the
-    // time (72 dependent adds at K = 576). With this and the AVX2
-    // quantizer's four maxima, checking and quantizing a 576-value row went
-    // from 0.23–0.26 to 0.20–0.21 µs (`Route::quantize_activations`, Intel
-    // Xeon, family 6 model 167, alternated).
+    // time (72 dependent adds at K = 576). The quantized families no longer
+    // come here: their tier's quantizer finds NaN and ±∞ in its maximum's
+    // pass (`QuantizeRow`); the float families, which quantize nothing, do.
     let mut acc = [0f32; 32];
     let chunks = x.chunks_exact(32);
     let tail = chunks.remainder();
@@ -116,16 +115,14 @@ pub(super) fn check_finite(x: &[f32], k: usize) -> Result<(), DispatchError> {
     if acc.iter().all(|a| *a == 0.0) {
         return Ok(());
     }
-    let i = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-    Err(DispatchError::NonFiniteActivation {
-        row: i / k.max(1),
-        col: i % k.max(1),
-        value: x[i],
-    })
+    // a non-finite value means x is not empty, so k > 0
+    let r = x.iter().position(|v| !v.is_finite()).unwrap_or(0) / k.max(1);
+    non_finite_row(x.chunks(k.max(1)).nth(r).unwrap_or(&[]), r)
 }
 
-/// The refusal of activation row `r`, which a tier's quantizer found to hold
-/// NaN or ±∞: its first such column, as [`check_finite`] names it.
+/// The refusal of activation row `r` (the row's values), which holds NaN or
+/// ±∞: its first such column and value. [`check_finite`] and the quantized
+/// families (whose tier's quantizer found the row) both refuse with it.
 #[cold]
 pub(super) fn non_finite_row(row: &[f32], r: usize) -> Result<(), DispatchError> {
     let col = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
