@@ -42,7 +42,7 @@ registry! {
     Scalar => qlinear_kernels_scalar::SCALAR_TIER,
     /// x86-64 AVX2.
     Avx2 => qlinear_kernels_x86::AVX2,
-    /// x86-64 AVX-512 (F, BW, VL) with VNNI (`vpdpbusd`).
+    /// x86-64 AVX-512 (F, BW, DQ, VL) with VNNI (`vpdpbusd`).
     Avx512Vnni => qlinear_kernels_x86::AVX512_VNNI,
     /// aarch64 baseline ASIMD.
     Neon => qlinear_kernels_neon::NEON,
@@ -154,7 +154,7 @@ pub fn cpu_features() -> Vec<&'static str> {
     cfg_if::cfg_if! {
         if #[cfg(target_arch = "x86_64")] {
             macro_rules! probe { ($($f:tt),*) => { $( if std::arch::is_x86_feature_detected!($f) { seen.push($f); } )* } }
-            probe!("sse4.1", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni");
+            probe!("sse4.1", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni", "avxvnni");
         } else if #[cfg(target_arch = "aarch64")] {
             macro_rules! probe { ($($f:tt),*) => { $( if std::arch::is_aarch64_feature_detected!($f) { seen.push($f); } )* } }
             probe!("neon", "dotprod", "i8mm");

@@ -206,7 +206,14 @@ fn groups_starting_mid_line_equal_scalar() {
 /// ulps beside half-integers, at the scale `s` of `max |x| = mantissa ·
 /// 2^exp` (subnormal scales included), from an LCG seeded with `seed`; with
 /// `bad`, one value (index mod `m k`) replaced by NaN, +∞ or −∞.
-fn near_tie_rows(m: usize, k: usize, mantissa: f32, exp: i32, seed: u32, bad: Option<(usize, u8)>) -> Vec<f32> {
+fn near_tie_rows(
+    m: usize,
+    k: usize,
+    (mantissa, exp): (f32, i32),
+    every: u32,
+    seed: u32,
+    bad: Option<(usize, u8)>,
+) -> Vec<f32> {
     let amax = mantissa * 2f32.powi(exp);
     let s = amax / 127.0;
     let mut state = seed;
@@ -220,10 +227,25 @@ fn near_tie_rows(m: usize, k: usize, mantissa: f32, exp: i32, seed: u32, bad: Op
                 return if next() % 2 == 0 { amax } else { -amax };
             }
             let n = (next() % 253) as f32 - 126.0;
+            // one value in `every` near a half-integer, the others a quarter
+            // from the integers: a quantizer that tests a block of values at
+            // once must still divide for the one
+            if next() % every != 0 {
+                return (n + 0.25) * s;
+            }
             let v = (n + 0.5) * s;
-            // the magnitude nudged, stopping at 0
-            let mag = (v.to_bits() & 0x7FFF_FFFF).saturating_add_signed((next() % 7) as i32 - 3);
-            f32::from_bits(mag | (v.to_bits() & 0x8000_0000))
+            // the magnitude nudged, stopping at 0: by the first of up to 7
+            // nudges (from a random one) whose product by `1 / s` rounds to
+            // the other integer than its quotient, where one does
+            let nudged = |u: u32| {
+                let mag = (v.to_bits() & 0x7FFF_FFFF).saturating_add_signed((u % 7) as i32 - 3);
+                f32::from_bits(mag | (v.to_bits() & 0x8000_0000))
+            };
+            let start = next();
+            (start..start + 7)
+                .map(nudged)
+                .find(|&x| (x * (1.0 / s)).round_ties_even() != (x / s).round_ties_even())
+                .unwrap_or(nudged(start))
         })
         .collect();
     if let Some((at, kind)) = bad {
@@ -246,8 +268,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// A SIMD quantizer may multiply by `1 / s` only where that provably
-    /// rounds as `x / s` does: rows of near-ties at scales from subnormal to
-    /// 2^100 give the scalar tier's codes and scales, and a NaN or ±∞
+    /// rounds as `x / s` does: rows of near-ties (all of a row's values, or
+    /// one in `every`) at scales from subnormal to 2^100 give the scalar tier's codes and scales, and a NaN or ±∞
     /// anywhere the same refusal, naming the same row and column.
     #[test]
     fn every_proven_quantizer_equals_scalar_at_near_ties(
@@ -255,10 +277,11 @@ proptest! {
         k in 1usize..200,
         mantissa in 1.0f32..2.0,
         exp in -149i32..100,
+        every in 1u32..40,
         seed in any::<u32>(),
         bad in proptest::option::of((any::<usize>(), any::<u8>())),
     ) {
-        let x = near_tie_rows(m, k, mantissa, exp, seed, bad);
+        let x = near_tie_rows(m, k, (mantissa, exp), every, seed, bad);
         let scalar = quantized(&Route::for_tier(Int8Tier::Scalar).unwrap(), &x, m);
         prop_assert_eq!(scalar.is_err(), bad.is_some());
         for route in proven() {

@@ -178,6 +178,10 @@ enum QuantizerSlip {
     TiesOnly,
     /// Takes `max |x|` in floats, whose `max` passes over NaN.
     NanDropped,
+    /// Tests each block of 64 values by the least of their distances from
+    /// the integers (`vrangeps` asked for the smaller magnitude): a block
+    /// divides only when every value in it is near a half-integer.
+    BlockByLeast,
     /// Leaves the divided values to a saturating narrowing (to −128, not
     /// −127), as the kept ones may.
     UnclampedDivide,
@@ -197,7 +201,11 @@ fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f3
     }
     let (r, near) = crate::q8_reciprocal(scale);
     let lim = f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
-    for (o, &v) in codes.iter_mut().zip(x) {
+    let far = |v: f32| {
+        let y = v * r;
+        (y - y.round_ties_even()).abs() > near
+    };
+    for (i, (o, &v)) in codes.iter_mut().zip(x).enumerate() {
         let y = v * r;
         let n = y.round_ties_even();
         // (a subnormal scale divides every value, slips or not)
@@ -205,7 +213,11 @@ fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f3
             || match slip {
                 QuantizerSlip::Unsettled => false,
                 QuantizerSlip::TiesOnly => (y - n).abs() == 0.5,
-                _ => (y - n).abs() > near,
+                QuantizerSlip::BlockByLeast => match x.get(i / 64 * 64..i / 64 * 64 + 64) {
+                    Some(block) => block.iter().all(|&v| far(v)),
+                    None => far(v),
+                },
+                _ => far(v),
             };
         *o = match (settle, slip) {
             (true, QuantizerSlip::UnclampedDivide) => (v / scale).round_ties_even() as i8,
@@ -227,7 +239,7 @@ pub fn assert_quantizer_slips_fail() {
             ..crate::SCALAR
         }
     }
-    let slips: [(crate::QuantizeRow, &str); 4] = [
+    let slips: [(crate::QuantizeRow, &str); 5] = [
         (
             |x, c| quantizer_with(x, c, QuantizerSlip::Unsettled),
             "x · (1/s) never settled",
@@ -243,6 +255,10 @@ pub fn assert_quantizer_slips_fail() {
         (
             |x, c| quantizer_with(x, c, QuantizerSlip::UnclampedDivide),
             "divided values narrowed to −128",
+        ),
+        (
+            |x, c| quantizer_with(x, c, QuantizerSlip::BlockByLeast),
+            "a block of 64 tested by its least distance",
         ),
     ];
     assert_activation_slips_fail(with, &slips, |x, c| quantizer_with(x, c, QuantizerSlip::None));

@@ -143,12 +143,13 @@ impl Prover<'_> {
 
     fn prove_quantizer(&mut self, k: usize) {
         let mut rng = Rng::new(k as u64);
-        let rows: [Vec<f32>; 9] = [
+        let rows: [Vec<f32>; 10] = [
             (0..k).map(|i| f32::from(alt(i)) * 0.5).collect(),
             (0..k).map(|i| (i % 255) as f32 - 127.0 + 0.5).collect(), // ties at .5 with scale 1
             (0..k).map(|_| rng.unit() * 1e-3).collect(),
             (0..k).map(|i| if i == 0 { 0.0 } else { rng.unit() * 3e38 }).collect(),
             near_ties(k),
+            sparse_near_ties(k),
             // a subnormal scale: 190 · 2⁻¹⁴⁹ / 127 rounds to 2⁻¹⁴⁹, so the
             // quotients reach ±190 and the clamp acts at both ends
             (0..k)
@@ -554,6 +555,33 @@ impl Prover<'_> {
 
 /// Runs a kernel on a fresh NaN-filled output and returns the output.
 type RunTile<'a> = dyn Fn(&dyn Fn(&mut OutputTile<'_>)) -> Vec<f32> + 'a;
+
+/// A row of quotients `x / s` a quarter from the integers (no quantizer
+/// settles them) but at every 23rd column, which holds a value a few ulps
+/// from a half-integer whose product `x · fl(1/s)` rounds to the other
+/// integer than its quotient: a quantizer that tests a block of values for
+/// the need to divide by anything short of each value's own distance (the
+/// least of a block's distances, or only its first vector's) keeps one of
+/// them wrong. ([`near_ties`] is near a half-integer throughout, so any
+/// block of it divides.)
+fn sparse_near_ties(k: usize) -> Vec<f32> {
+    let amax = 3.0f32;
+    let s = amax / f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
+    let r = 1.0 / s;
+    // about one in 17 of these (`near_ties`' values) round the other way
+    let wrong: Vec<f32> = near_ties(253 * 7)
+        .into_iter()
+        .skip(1)
+        .filter(|x| (x * r).round_ties_even() != (x / s).round_ties_even())
+        .collect();
+    (0..k)
+        .map(|i| match i {
+            0 => amax,
+            _ if i % 23 == 5 && !wrong.is_empty() => wrong[(i / 23) % wrong.len()],
+            _ => ((i * 37 % 253) as f32 - 126.0 + 0.25) * s,
+        })
+        .collect()
+}
 
 /// A row whose quotients `x / s` fall on and a few ulps either side of
 /// half-integers, at a scale (`s = 3 / 127`) whose reciprocal is far from

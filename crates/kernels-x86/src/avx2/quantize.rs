@@ -3,12 +3,94 @@
 //! ±∞ in the same pass. The quotients are `x · (1/s)` rounded to nearest
 //! even wherever that provably rounds as §3.2's `x / s` does, and divided
 //! and clamped in the rare steps of 8 where it may not (`q8_reciprocal`,
-//! which holds the proof); the column tail divides.
+//! which holds the proof); the column tail divides. Blocks of 32 test and
+//! pack four steps at once.
 
 use std::arch::x86_64::*;
 
 use qlinear_kernels_scalar::{abs_max_bits, q8_reciprocal, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
+
+const RTE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+/// The broadcast scale, reciprocal, bound and `|·|` mask of one row's steps.
+struct Steps {
+    s: __m256,
+    r: __m256,
+    near: __m256,
+    abs: __m256,
+}
+
+impl Steps {
+    /// `y = x · (1/s)` of the 8 values at `x`, its integers `n`, and the
+    /// `|y − n|`.
+    ///
+    /// # Safety
+    /// AVX2 is present; 8 values are readable at `x`.
+    #[inline(always)]
+    unsafe fn products(&self, x: *const f32) -> (__m256, __m256) {
+        // SAFETY: the caller's.
+        unsafe {
+            let y = _mm256_mul_ps(_mm256_loadu_ps(x), self.r);
+            let n = _mm256_round_ps::<RTE>(y);
+            (n, _mm256_and_ps(_mm256_sub_ps(y, n), self.abs))
+        }
+    }
+
+    /// Quantizes the 8 values at `x` into the 8 codes at `codes`.
+    ///
+    /// # Safety
+    /// AVX2 is present; 8 values are readable at `x` and 8 codes writable at
+    /// `codes`.
+    #[inline(always)]
+    unsafe fn step(&self, x: *const f32, codes: *mut i8) {
+        // SAFETY: the caller's.
+        unsafe {
+            let (mut n, d) = self.products(x);
+            // `n` is the division's integer, within [−127, 127], unless `y`
+            // lies near a half-integer (`q8_reciprocal`): then these 8 divide
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(d, self.near)) != 0 {
+                let lim = f32::from(Q8_MAX_ABS);
+                let q = _mm256_round_ps::<RTE>(_mm256_div_ps(_mm256_loadu_ps(x), self.s));
+                n = _mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-lim)), _mm256_set1_ps(lim));
+            }
+            let q = _mm256_cvtps_epi32(n);
+            let w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+            _mm_storel_epi64(codes.cast(), _mm_packs_epi16(w16, w16));
+        }
+    }
+
+    /// Quantizes the 32 values at `x` into the 32 codes at `codes`: four
+    /// [`Steps::step`]s' codes with one test for the need to divide (the
+    /// largest `|y − n|` of the 32) and one packing, where all 32 products
+    /// lie far enough from half-integers, and the four steps otherwise.
+    ///
+    /// # Safety
+    /// AVX2 is present; 32 values are readable at `x` and 32 codes writable
+    /// at `codes`.
+    #[inline(always)]
+    unsafe fn block(&self, x: *const f32, codes: *mut i8) {
+        // SAFETY: the caller's: 32 values at `x`, 32 codes at `codes`.
+        unsafe {
+            let p: [(__m256, __m256); 4] = std::array::from_fn(|j| self.products(x.add(8 * j)));
+            let far = _mm256_max_ps(_mm256_max_ps(p[0].1, p[1].1), _mm256_max_ps(p[2].1, p[3].1));
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(far, self.near)) != 0 {
+                for j in 0..4 {
+                    self.step(x.add(8 * j), codes.add(8 * j));
+                }
+                return;
+            }
+            // integers in [−127, 127] (`q8_reciprocal`): both saturating
+            // packs are exact; they interleave the four steps by 128-bit
+            // lanes, 4 codes of each a lane, and one permutation of 32-bit
+            // pieces puts them back in order
+            let q = p.map(|(n, _)| _mm256_cvtps_epi32(n));
+            let bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            _mm256_storeu_si256(codes.cast(), _mm256_permutevar8x32_epi32(bytes, order));
+        }
+    }
+}
 
 #[target_feature(enable = "avx2")]
 pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
@@ -43,32 +125,21 @@ pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {
         return Some(0.0);
     }
     let (r, near) = q8_reciprocal(scale);
-    let (vs, vr, vnear) = (_mm256_set1_ps(scale), _mm256_set1_ps(r), _mm256_set1_ps(near));
-    let (lim, neg_lim) = (
-        _mm256_set1_ps(f32::from(Q8_MAX_ABS)),
-        _mm256_set1_ps(-f32::from(Q8_MAX_ABS)),
-    );
-    let abs_ps = _mm256_castsi256_ps(abs_mask);
-    const RTE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    let v = Steps {
+        s: _mm256_set1_ps(scale),
+        r: _mm256_set1_ps(r),
+        near: _mm256_set1_ps(near),
+        abs: _mm256_castsi256_ps(abs_mask),
+    };
     let mut c = 0;
+    while c + 32 <= k {
+        // SAFETY: c + 32 <= k = x.len() = codes.len().
+        unsafe { v.block(x.as_ptr().add(c), codes.as_mut_ptr().add(c)) };
+        c += 32;
+    }
     while c + 8 <= k {
-        // SAFETY: c + 8 <= k = x.len() = codes.len(); the 8 result bytes are
-        // stored with an 8-byte store at codes[c..c + 8].
-        unsafe {
-            let v = _mm256_loadu_ps(x.as_ptr().add(c));
-            let y = _mm256_mul_ps(v, vr);
-            let mut n = _mm256_round_ps::<RTE>(y);
-            // `n` is the division's integer, within [−127, 127], unless `y`
-            // lies near a half-integer (`q8_reciprocal`): then these 8 divide
-            let d = _mm256_and_ps(_mm256_sub_ps(y, n), abs_ps);
-            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(d, vnear)) != 0 {
-                let q = _mm256_round_ps::<RTE>(_mm256_div_ps(v, vs));
-                n = _mm256_min_ps(_mm256_max_ps(q, neg_lim), lim);
-            }
-            let q = _mm256_cvtps_epi32(n);
-            let w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
-            _mm_storel_epi64(codes.as_mut_ptr().add(c).cast(), _mm_packs_epi16(w16, w16));
-        }
+        // SAFETY: c + 8 <= k = x.len() = codes.len().
+        unsafe { v.step(x.as_ptr().add(c), codes.as_mut_ptr().add(c)) };
         c += 8;
     }
     for (o, &v) in codes[c..].iter_mut().zip(&x[c..]) {

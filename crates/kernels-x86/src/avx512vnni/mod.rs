@@ -35,13 +35,14 @@ pub(crate) fn detected() -> bool {
     avx2::detected()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512dq")
         && is_x86_feature_detected!("avx512vl")
         && is_x86_feature_detected!("avx512vnni")
 }
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which
 /// `crate::avx512vnni_table` returns only when `detected()` confirmed AVX-512
-/// F/BW/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
+/// F/BW/DQ/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
 mod entry {
     use super::*;
     qlinear_kernels_scalar::safe_entries! {

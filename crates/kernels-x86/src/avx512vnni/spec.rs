@@ -3,7 +3,7 @@
 
 use qlinear_kernels_scalar::TierSpec;
 
-/// x86-64 AVX-512 (F, BW, VL) with VNNI (`vpdpbusd`).
+/// x86-64 AVX-512 (F, BW, DQ, VL) with VNNI (`vpdpbusd`).
 pub const AVX512_VNNI: TierSpec = TierSpec {
     name: "avx512-vnni",
     arch: "x86_64",
@@ -23,7 +23,7 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
     ],
 };
 
-/// The AVX-512 VNNI table, if this CPU reports AVX-512 F, BW, VL, VNNI (and
+/// The AVX-512 VNNI table, if this CPU reports AVX-512 F, BW, DQ, VL, VNNI (and
 /// AVX2 and F16C, which its float kernels share with the AVX2 tier).
 #[cfg(target_arch = "x86_64")]
 pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
@@ -33,6 +33,6 @@ pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_scalar::KernelTable
 qlinear_kernels_scalar::detect_on!(
     cfg(target_arch = "x86_64"),
     crate::avx512vnni_table(),
-    missing: "this CPU lacks AVX-512 F/BW/VL with VNNI (or AVX2/F16C)",
+    missing: "this CPU lacks AVX-512 F/BW/DQ/VL with VNNI (or AVX2/F16C)",
     elsewhere: "avx512-vnni is x86-64 only",
 );
