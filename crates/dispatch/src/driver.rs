@@ -28,12 +28,15 @@ pub(crate) fn drive(
     kernel: impl Fn(Range<usize>, &mut OutputTile<'_>) + Sync,
 ) {
     let part = |r: Range<usize>| bias.get(r).unwrap_or(&[]);
-    let threads = rayon::current_num_threads();
     let work = m.saturating_mul(n).saturating_mul(k.max(1));
-    if work < threshold || n <= ROW_GRANULE || threads == 1 {
+    // the pool's size only when the call might split: asking rayon for it
+    // outside a pool goes through its global registry's set-up check each
+    // time, about 45 instructions of a small decode call's
+    if work < threshold || n <= ROW_GRANULE || rayon::current_num_threads() == 1 {
         kernel(0..n, &mut OutputTile { y, ld: n, bias });
         return;
     }
+    let threads = rayon::current_num_threads();
     let chunk = n.div_ceil(threads * 4).div_ceil(ROW_GRANULE) * ROW_GRANULE;
     if m == 1 {
         y.par_chunks_mut(chunk).enumerate().for_each(|(c, ys)| {

@@ -36,6 +36,11 @@ pub struct ActivationsQ8<'a> {
     pub sums: &'a [i32],
     /// Columns per sum: `k` per channel, the group size for grouped Q4.
     pub sum_group: usize,
+    /// Sums a row: `k / sum_group` (1 when `k == 0`, 0 without sums), found
+    /// once here so
+    /// that the frame divides by nothing per call (a 64-bit division is
+    /// 10–18 cycles, and a decode call's fixed part is a few hundred).
+    per_row: usize,
     layouts: Option<&'a LayoutCache>,
 }
 
@@ -57,11 +62,17 @@ impl<'a> ActivationsQ8<'a> {
     ) -> Result<Self, KernelError> {
         shape("activation codes [m, k]", m.checked_mul(k), codes.len())?;
         shape("activation scales [m]", Some(m), scales.len())?;
-        if k > 0 && (sum_group == 0 || !k.is_multiple_of(sum_group)) {
-            return Err(KernelError::SumGroup { group: sum_group, k });
-        }
+        // per channel (`sum_group == k`) the one sum needs no division
+        let per_row = match (k, sum_group) {
+            (0, _) => 1,
+            (_, g) if g == k => 1,
+            (_, 0) => return Err(KernelError::SumGroup { group: sum_group, k }),
+            (_, g) if !k.is_multiple_of(g) => return Err(KernelError::SumGroup { group: sum_group, k }),
+            (_, g) => k / g,
+        };
+        // no sums (W8A8): rows of none
+        let per_row = if sums.is_empty() { 0 } else { per_row };
         if !sums.is_empty() {
-            let per_row = if k == 0 { 1 } else { k / sum_group };
             shape("activation sums [m, k / sum_group]", m.checked_mul(per_row), sums.len())?;
         }
         Ok(ActivationsQ8 {
@@ -71,6 +82,7 @@ impl<'a> ActivationsQ8<'a> {
             scales,
             sums,
             sum_group,
+            per_row,
             layouts: None,
         })
     }
@@ -97,14 +109,17 @@ impl<'a> ActivationsQ8<'a> {
     /// The bias-correction sums of row `i` (one per sum group).
     #[inline]
     pub fn row_sums(&self, i: usize) -> &'a [i32] {
-        let per_row = self.sums.len() / self.m.max(1);
-        &self.sums[i * per_row..(i + 1) * per_row]
+        &self.sums[i * self.per_row..(i + 1) * self.per_row]
     }
-    /// Panics unless the buffers match the shape (O(1)).
+    /// Panics unless the buffers match the shape (O(1)), the sums as
+    /// [`ActivationsQ8::new`] found them (a field changed since is refused).
     pub fn check(&self) {
         assert_eq!(self.codes.len(), self.m * self.k, "activation codes");
         assert_eq!(self.scales.len(), self.m, "activation scales");
-        assert!(self.sums.len().is_multiple_of(self.m.max(1)), "activation sums");
+        assert!(
+            self.sums.is_empty() || self.sums.len() == self.m * self.per_row,
+            "activation sums"
+        );
     }
 }
 
@@ -415,7 +430,8 @@ pub fn activation_group_sums_with(f: GroupSums, codes: &[i8], m: usize, k: usize
         sums.resize(m, 0);
         return;
     }
-    sums.resize(codes.len() / group, 0);
+    // per channel (`group == k`) one sum a row, without a division
+    sums.resize(if group == k { m } else { codes.len() / group }, 0);
     f(&codes[..sums.len() * group], group, sums);
 }
 

@@ -236,9 +236,7 @@ impl Route {
         // sized, not cleared: zeroing a decode row's codes first cost a call
         // to memset each call
         codes.resize(x.len(), 0);
-        codes.truncate(x.len());
         scales.resize(m, 0.0);
-        scales.truncate(m);
         self.quantize_rows(x, m, k, codes, scales)?;
         Ok((codes, scales))
     }
@@ -259,9 +257,12 @@ impl Route {
             scales[..m].fill(0.0);
             return Ok(());
         }
-        let rows = x.chunks_exact(k).zip(codes.chunks_exact_mut(k)).zip(scales.iter_mut());
-        for (r, ((row, out), s)) in rows.enumerate() {
-            match (self.table.quantize_row_q8)(row, out) {
+        // rows by index, not `chunks_exact`: each of those divides the
+        // length by `k` to count its chunks (two 64-bit divisions a call)
+        for (r, s) in scales[..m].iter_mut().enumerate() {
+            let at = r * k..(r + 1) * k;
+            let row = &x[at.clone()];
+            match (self.table.quantize_row_q8)(row, &mut codes[at]) {
                 Some(scale) => *s = scale,
                 None => return non_finite_row(row, r),
             }
@@ -524,13 +525,14 @@ impl Route {
             if m == 0 || n == 0 {
                 return Ok(());
             }
-            let (sums, layout) = spare.parts();
+            let sums = spare.parts().0;
             activation_group_sums_with(self.table.group_sums, x_codes, m, k, sum_group, sums);
-            Spare::with_layouts(layout, |layouts| {
-                let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?.with_layouts(layouts);
-                self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
-                Ok(())
-            })
+            // no layout cache: the panel tiles read the rows as they are
+            // (their nibble pairing matches them), so a cache would only be
+            // made and taken apart again, about 100 instructions a call
+            let act = ActivationsQ8::new(m, k, x_codes, x_scales, sums, sum_group)?;
+            self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
+            Ok(())
         })
     }
 

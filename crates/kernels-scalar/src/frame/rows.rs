@@ -298,6 +298,7 @@ pub(crate) enum IntView<'a> {
 }
 
 impl<'a> IntView<'a> {
+    #[inline]
     pub(crate) fn of(x: &ActivationsQ8<'a>, block: usize, layout: Layout) -> Self {
         let key = LayoutKey::of(x.codes, x.m, x.k, block, layout);
         let cache = x.layouts().filter(|_| layout != Layout::Natural);
