@@ -9,7 +9,7 @@ use std::arch::wasm32::*;
 
 use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
 
-use super::load16;
+use super::{load16, split_nibbles};
 
 #[inline]
 fn tree(lo: v128, hi: v128) -> f32 {
@@ -54,7 +54,7 @@ fn q4_codes(p: &[u8], b: usize, end: usize) -> v128 {
         buf[..n].copy_from_slice(&p[b..b + n]);
         load16(&buf, 0)
     };
-    let (lo, hi) = (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4));
+    let (lo, hi) = split_nibbles(v);
     let nib = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi);
     i8x16_sub(nib, i8x16_splat(8))
 }

@@ -18,7 +18,7 @@ use qlinear_kernels_scalar::panels::{
     check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4, TilePanelQ4PerChannel, PANEL_ROWS,
 };
 
-use super::ExtMul;
+use super::{split_nibbles, ExtMul};
 
 /// How a tier multiplies the nibbles of 4 rows' 4 packed bytes (one
 /// 16-byte panel load) by 4 activation codes broadcast to every row.
@@ -126,7 +126,7 @@ unsafe fn group_sums<const XR: usize, D: PanelDot>(
             // SAFETY: 64c + 16j + 16 bytes lie in the panel (the caller's
             // promise); v128_load has no alignment requirement.
             let quad = unsafe { v128_load(panel.as_ptr().add(64 * c + 16 * j).cast()) };
-            let (lo, hi) = (v128_and(quad, u8x16_splat(0x0F)), u8x16_shr(quad, 4));
+            let (lo, hi) = split_nibbles(quad);
             for t in 0..XR {
                 let (a, b) = D::products(lo, hi, codes[t].0, codes[t].1);
                 acc[t][j] = (i16x8_add(acc[t][j].0, a), i16x8_add(acc[t][j].1, b));
