@@ -32,6 +32,9 @@ pub(crate) trait PanelDot {
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128);
     /// The 4 rows' i32 sums from a group's two i16x8 accumulators.
     fn rows(a: v128, b: v128) -> v128;
+    /// Whether the grouped tile's decode (1 activation row) broadcasts its
+    /// codes from whole loads of a group's 32 (`group_sums`' `whole`).
+    const WHOLE_CODES: bool;
 }
 
 /// SIMD128's widening multiplies: the low 8 bytes (rows 0 and 1) in `a`,
@@ -44,6 +47,9 @@ impl PanelDot for ExtMul {
             i16x8_add(i16x8_extmul_high_i8x16(lo, x_lo), i16x8_extmul_high_i8x16(hi, x_hi)),
         )
     }
+
+    // (its grouped decode took 2–3 % longer with them: `group_sums`)
+    const WHOLE_CODES: bool = false;
 
     #[inline]
     fn rows(a: v128, b: v128) -> v128 {
@@ -93,11 +99,23 @@ fn scales16(s: &[f16], at: usize) -> [v128; 4] {
     ]
 }
 
+/// 32-bit lane `lane` (0..3) of `v` in every lane: one `pshufd` on x86.
+#[inline(always)]
+fn splat_i32_lane(v: v128, lane: usize) -> v128 {
+    match lane {
+        0 => i32x4_shuffle::<0, 0, 0, 0>(v, v),
+        1 => i32x4_shuffle::<1, 1, 1, 1>(v, v),
+        2 => i32x4_shuffle::<2, 2, 2, 2>(v, v),
+        _ => i32x4_shuffle::<3, 3, 3, 3>(v, v),
+    }
+}
+
 /// One group's i16 sums of `XR` activation rows (`xp`, each row's codes in
 /// their natural order) against a panel's 4 rows of each 16-byte
 /// load, as `D` adds them: the group's 4 pieces of 8 columns, 4 loads each
 /// (`[t][j]`: activation row `t`, panel rows `4j .. 4j + 4`). Both panel
-/// tiles' loop.
+/// tiles' loop; `whole` chooses how the codes are broadcast (below), not
+/// what is computed.
 ///
 /// # Safety
 /// The panel holds `64 · (4g + 4)` bytes and each row of `xp` `8 · (4g +
@@ -108,19 +126,47 @@ unsafe fn group_sums<const XR: usize, D: PanelDot>(
     xp: &[*const i8; XR],
     panel: &[u8],
     g: usize,
+    whole: bool,
 ) -> [[(v128, v128); 4]; XR] {
     let mut acc = [[(i16x8_splat(0), i16x8_splat(0)); 4]; XR];
-    for c in 4 * g..4 * g + 4 {
+    // `whole`: the group's 32 codes of each row in two whole loads, each
+    // 4 broadcast from there by a shuffle (relaxed SIMD's grouped decode).
+    // Loaded 4 at a time (`v128.load32_splat`), as the other calls do,
+    // LLVM turned that tile's loads into scalar loads and splats, three
+    // instructions each under V8 against one `vbroadcastss`, and the tile
+    // took 6–9 % longer; the shuffles cost relaxed SIMD's per-channel tile
+    // 4–7 %, its 4-row grouped tile 6 % and SIMD128's grouped decode 2–3 %
+    // instead (Node.js 20, Intel Xeon, family 6 model 167), so only that
+    // tile takes them.
+    let rows: [[v128; 2]; XR] = std::array::from_fn(|t| match whole {
+        // SAFETY: 32g + 32 codes lie in every row (the caller's promise);
+        // v128_load has no alignment requirement.
+        true => unsafe {
+            [
+                v128_load(xp[t].add(32 * g).cast()),
+                v128_load(xp[t].add(32 * g + 16).cast()),
+            ]
+        },
+        false => [i32x4_splat(0); 2],
+    });
+    for p in 0..4 {
+        let c = 4 * g + p;
         // columns 8c .. 8c + 8 of each activation row: 4 codes for the
         // low nibbles, then 4 for the high, each 4 repeated in every
         // 4-byte group
-        // SAFETY: 8c + 8 codes lie in every row (the caller's promise);
-        // v128_load32_splat reads 4 bytes with no alignment requirement.
-        let codes: [(v128, v128); XR] = std::array::from_fn(|t| unsafe {
-            (
-                v128_load32_splat(xp[t].add(8 * c).cast()),
-                v128_load32_splat(xp[t].add(8 * c + 4).cast()),
-            )
+        let codes: [(v128, v128); XR] = std::array::from_fn(|t| match whole {
+            true => (
+                splat_i32_lane(rows[t][p / 2], 2 * (p % 2)),
+                splat_i32_lane(rows[t][p / 2], 2 * (p % 2) + 1),
+            ),
+            // SAFETY: 8c + 8 codes lie in every row (the caller's promise);
+            // v128_load32_splat reads 4 bytes with no alignment requirement.
+            false => unsafe {
+                (
+                    v128_load32_splat(xp[t].add(8 * c).cast()),
+                    v128_load32_splat(xp[t].add(8 * c + 4).cast()),
+                )
+            },
         });
         for j in 0..4 {
             // SAFETY: 64c + 16j + 16 bytes lie in the panel (the caller's
@@ -158,7 +204,7 @@ pub(crate) fn tile_panel<const XR: usize, D: PanelDot>(
     for g in 0..groups {
         // SAFETY: g < groups, and `check_tile` holds the panel to
         // 16 · 32 · groups / 2 bytes and each row to 32 · groups codes.
-        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g) };
+        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g, D::WHOLE_CODES && XR == 1) };
         let scale = scales16(s, PANEL_ROWS * g);
         for t in 0..XR {
             let correction = i32x4_splat(sums[t][g].wrapping_mul(8));
@@ -199,7 +245,7 @@ pub(crate) fn tile_panel_per_channel<const XR: usize, D: PanelDot>(
     for g in 0..groups {
         // SAFETY: g < groups, and `check_tile_per_channel` holds the panel
         // to 16 · 32 · groups / 2 bytes and each row to 32 · groups codes.
-        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g) };
+        let acc = unsafe { group_sums::<XR, D>(&xp, panel, g, false) };
         for t in 0..XR {
             for j in 0..4 {
                 exact[t][j] = i32x4_add(exact[t][j], D::rows(acc[t][j].0, acc[t][j].1));
