@@ -297,10 +297,22 @@ macro_rules! int_families {
 
         pub(crate) const W8A8: Family<TileI8I8> = Family {
             shapes: Shapes {
-                tiles: INT_TILES,
+                tiles: &[
+                    Tile::ONE,
+                    Tile::new(4, 1),
+                    Tile::new(16, 1),
+                    Tile::new(4, 4),
+                    Tile::new(1, 4),
+                ],
                 chunk: 0,
             },
-            kernels: &[entry::w8a8_1x1, entry::w8a8_4x1, entry::w8a8_4x4, entry::w8a8_1x4],
+            kernels: &[
+                entry::w8a8_1x1,
+                entry::w8a8_4x1,
+                entry::w8a8_16x1,
+                entry::w8a8_4x4,
+                entry::w8a8_1x4,
+            ],
             block: 16,
             layout: Layout::Natural,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
@@ -354,6 +366,7 @@ macro_rules! int_entries {
             dot_i8_q4 => int::dot_i8_q4: dot_q4,
             w8a8_1x1 => int::tile_i8::<1, 1>: tile_i8,
             w8a8_4x1 => int::tile_i8::<4, 1>: tile_i8,
+            w8a8_16x1 => int::tile_i8::<16, 1>: tile_i8,
             w8a8_4x4 => int::tile_i8::<4, 4>: tile_i8,
             w8a8_1x4 => int::tile_i8::<1, 4>: tile_i8,
             w4a8_1x1 => int::tile_q4::<1, 1>: tile_q4,
@@ -411,6 +424,56 @@ macro_rules! quads_mutant_tables {
             layout: EvenOdd;
             $wrong => &[single as TileI8Q4, quads_as_4x4, single],
             $right => &[single as TileI8Q4, quads_right, single],
+        }
+    };
+}
+
+/// Test code of the tiers' mutants: the W8A8 16 × 1 decode tile of tier
+/// module `$tier` done wrong, its last 4 rows' sums copied from the 4
+/// before (an accumulator register reused), and the tier's own tile, each
+/// in the tier's W8A8 family: `mod $wrong` and `mod $right`, each with a
+/// `TABLE` whose W8A8 runs on the frame. The caller runs them only where
+/// the tier's features are detected.
+#[cfg(test)]
+macro_rules! w8a8_16x1_mutant_tables {
+    ($tier:ident, $wrong:ident, $right:ident) => {
+        fn w8a8_16x1_reused(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+            // SAFETY: the tests run these tables only after detecting the
+            // tier's features.
+            unsafe { crate::$tier::int::tile_i8::<16, 1>(x, w, acc) };
+            acc.copy_within(8..12, 12);
+        }
+
+        fn w8a8_16x1_right(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+            // SAFETY: as above.
+            unsafe { crate::$tier::int::tile_i8::<16, 1>(x, w, acc) }
+        }
+
+        w8a8_16x1_mutant_tables!(@table $tier, $wrong, w8a8_16x1_reused);
+        w8a8_16x1_mutant_tables!(@table $tier, $right, w8a8_16x1_right);
+    };
+    (@table $tier:ident, $module:ident, $tile:ident) => {
+        mod $module {
+            use qlinear_kernels_scalar::frame::{Family, TileI8I8};
+            // the tier's family with its 16 × 1 tile replaced (the tiles
+            // in the family's order)
+            const W8A8: Family<TileI8I8> = Family {
+                kernels: &[
+                    crate::$tier::entry::w8a8_1x1 as TileI8I8,
+                    crate::$tier::entry::w8a8_4x1,
+                    super::$tile,
+                    crate::$tier::entry::w8a8_4x4,
+                    crate::$tier::entry::w8a8_1x4,
+                ],
+                ..crate::$tier::W8A8
+            };
+            qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..qlinear_kernels_scalar::GemmShapes::SINGLE }
+            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                name: stringify!($module),
+                gemm_w8a8,
+                shapes: SHAPES,
+                ..qlinear_kernels_scalar::SCALAR
+            };
         }
     };
 }

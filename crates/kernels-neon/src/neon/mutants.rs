@@ -78,6 +78,16 @@ fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
     assert_eq!(failing(&quads_in_turn::TABLE), vec![]);
 }
 
+// the W8A8 16 × 1 decode tile with an accumulator reused, and the tier's
+// own (`crate::int::w8a8_16x1_mutant_tables`)
+w8a8_16x1_mutant_tables!(neon, w8a8_16x1_reused, w8a8_16x1_right);
+
+#[test]
+fn a_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof() {
+    assert_eq!(failing(&w8a8_16x1_reused::TABLE), vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&w8a8_16x1_right::TABLE), vec![]);
+}
+
 /// The tier's panel tile with each group's widened pairs added lane by
 /// lane (`add` where `addp` goes): lane 0 then holds half of row 0's sum
 /// and half of row 2's.

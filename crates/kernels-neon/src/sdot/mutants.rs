@@ -236,6 +236,20 @@ fn an_sdot_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
     assert_eq!(failing(&sdot_quads_in_turn::TABLE), vec![]);
 }
 
+// The SDOT tier's own W8A8 16 × 1 decode tile with an accumulator reused,
+// and done right (`crate::int::w8a8_16x1_mutant_tables`).
+w8a8_16x1_mutant_tables!(sdot, sdot_w8a8_16x1_reused, sdot_w8a8_16x1_right);
+
+#[test]
+fn an_sdot_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("dotprod") {
+        eprintln!("skipped: this CPU has no FEAT_DotProd");
+        return;
+    }
+    assert_eq!(failing(&sdot_w8a8_16x1_reused::TABLE), vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&sdot_w8a8_16x1_right::TABLE), vec![]);
+}
+
 /// The SDOT panel tile consuming its two activation loads in the wrong
 /// order: each 8 columns' odd codes where the even ones go (the tier's own
 /// tile, handed each activation row with the halves of every 8 columns

@@ -18,6 +18,7 @@ pub const NEON_SDOT: TierSpec = TierSpec {
         "src/sdot/mutants.rs::an_sdot_decode_step_with_its_activation_loads_swapped_fails_the_proof",
         "src/sdot/mutants.rs::an_sdot_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof",
         "src/sdot/mutants.rs::an_sdot_panel_tile_with_its_activation_loads_swapped_fails_the_proof",
+        "src/sdot/mutants.rs::an_sdot_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof",
     ],
 };
 
