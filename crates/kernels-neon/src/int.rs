@@ -295,6 +295,20 @@ macro_rules! int_families {
 
         const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
 
+        /// W8A8's kernels in its tiles' order, with `tile16` its 16 × 1
+        /// decode tile (the tier's, or a mutant's).
+        pub(crate) const fn w8a8_kernels(tile16: TileI8I8) -> [TileI8I8; 5] {
+            [
+                entry::w8a8_1x1,
+                entry::w8a8_4x1,
+                tile16,
+                entry::w8a8_4x4,
+                entry::w8a8_1x4,
+            ]
+        }
+
+        /// W8A8 decodes in 16 × 1 tiles (the frame's work a tile paid per
+        /// 16 weight rows, each activation load serving 16).
         pub(crate) const W8A8: Family<TileI8I8> = Family {
             shapes: Shapes {
                 tiles: &[
@@ -306,13 +320,7 @@ macro_rules! int_families {
                 ],
                 chunk: 0,
             },
-            kernels: &[
-                entry::w8a8_1x1,
-                entry::w8a8_4x1,
-                entry::w8a8_16x1,
-                entry::w8a8_4x4,
-                entry::w8a8_1x4,
-            ],
+            kernels: &w8a8_kernels(entry::w8a8_16x1),
             block: 16,
             layout: Layout::Natural,
             scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
@@ -428,44 +436,34 @@ macro_rules! quads_mutant_tables {
     };
 }
 
-/// Test code of the tiers' mutants: the W8A8 16 × 1 decode tile of tier
-/// module `$tier` done wrong, its last 4 rows' sums copied from the 4
-/// before (an accumulator register reused), and the tier's own tile, each
-/// in the tier's W8A8 family: `mod $wrong` and `mod $right`, each with a
+/// Test code of the tiers' mutants: a tier's W8A8 16 × 1 decode tile
+/// (`$tile`, its entry) done wrong, its last 4 rows' sums copied from the 4
+/// before (an accumulator register reused), and done right, each in the
+/// tier's W8A8 family (`$family`, whose kernels `$kernels(tile16)` lists
+/// with the given 16 × 1 tile): `mod $wrong` and `mod $right`, each with a
 /// `TABLE` whose W8A8 runs on the frame. The caller runs them only where
 /// the tier's features are detected.
 #[cfg(test)]
 macro_rules! w8a8_16x1_mutant_tables {
-    ($tier:ident, $wrong:ident, $right:ident) => {
+    ($family:path, $kernels:path, $tile:path, $wrong:ident, $right:ident) => {
         fn w8a8_16x1_reused(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
-            // SAFETY: the tests run these tables only after detecting the
-            // tier's features.
-            unsafe { crate::$tier::int::tile_i8::<16, 1>(x, w, acc) };
+            $tile(x, w, acc);
             acc.copy_within(8..12, 12);
         }
-
-        fn w8a8_16x1_right(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
-            // SAFETY: as above.
-            unsafe { crate::$tier::int::tile_i8::<16, 1>(x, w, acc) }
-        }
-
-        w8a8_16x1_mutant_tables!(@table $tier, $wrong, w8a8_16x1_reused);
-        w8a8_16x1_mutant_tables!(@table $tier, $right, w8a8_16x1_right);
+        w8a8_16x1_mutant_tables!(@table $family, $kernels, super::w8a8_16x1_reused, $wrong);
+        w8a8_16x1_mutant_tables!(@table $family, $kernels, $tile, $right);
     };
-    (@table $tier:ident, $module:ident, $tile:ident) => {
+    (@table $family:path, $kernels:path, $tile:path, $module:ident) => {
         mod $module {
+            #[allow(unused_imports)]
+            use super::*;
             use qlinear_kernels_scalar::frame::{Family, TileI8I8};
-            // the tier's family with its 16 × 1 tile replaced (the tiles
-            // in the family's order)
             const W8A8: Family<TileI8I8> = Family {
-                kernels: &[
-                    crate::$tier::entry::w8a8_1x1 as TileI8I8,
-                    crate::$tier::entry::w8a8_4x1,
-                    super::$tile,
-                    crate::$tier::entry::w8a8_4x4,
-                    crate::$tier::entry::w8a8_1x4,
-                ],
-                ..crate::$tier::W8A8
+                kernels: &{
+                    const K: [TileI8I8; 5] = $kernels($tile);
+                    K
+                },
+                ..$family
             };
             qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..qlinear_kernels_scalar::GemmShapes::SINGLE }
             pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {

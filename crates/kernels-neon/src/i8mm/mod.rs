@@ -29,6 +29,7 @@ mod entry {
     qlinear_kernels_scalar::safe_entries! {
         w8a8_1x1 => super::int::tile_w8a8::<1, 1>: tile_i8,
         w8a8_4x1 => super::int::tile_w8a8::<2, 1>: tile_i8,
+        w8a8_16x1 => super::int::tile_w8a8::<8, 1>: tile_i8,
         w8a8_4x8 => super::int::tile_w8a8::<2, 4>: tile_i8,
         w8a8_1x8 => super::int::tile_w8a8::<1, 4>: tile_i8,
         w4a8_1x1 => super::int::tile_w4a8::<1, 1>: tile_q4,
@@ -42,12 +43,32 @@ mod entry {
 /// with the narrower tiles for leftovers.
 const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 8), Tile::new(1, 8)];
 
-const W8A8: Family<TileI8I8> = Family {
+/// W8A8's kernels in its tiles' order, with `tile16` its 16 × 1 decode
+/// tile (the tier's, or a mutant's).
+pub(crate) const fn w8a8_kernels(tile16: TileI8I8) -> [TileI8I8; 5] {
+    [
+        entry::w8a8_1x1,
+        entry::w8a8_4x1,
+        tile16,
+        entry::w8a8_4x8,
+        entry::w8a8_1x8,
+    ]
+}
+
+/// W8A8 also decodes in 16 × 1 tiles (8 row pairs), so that the frame's
+/// work a decode tile is paid per 16 weight rows.
+pub(crate) const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
-        tiles: TILES,
+        tiles: &[
+            Tile::ONE,
+            Tile::new(4, 1),
+            Tile::new(16, 1),
+            Tile::new(4, 8),
+            Tile::new(1, 8),
+        ],
         chunk: 64,
     },
-    kernels: &[entry::w8a8_1x1, entry::w8a8_4x1, entry::w8a8_4x8, entry::w8a8_1x8],
+    kernels: &w8a8_kernels(entry::w8a8_16x1),
     block: 16,
     layout: Layout::Pairs8,
     scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,

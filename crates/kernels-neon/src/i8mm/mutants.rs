@@ -166,3 +166,23 @@ fn an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof() {
     assert_eq!(failing(&i8mm_swapped::TABLE), vec![KernelFamily::W4A8]);
     assert_eq!(failing(&i8mm_right::TABLE), vec![]);
 }
+
+// The I8MM tier's W8A8 16 × 1 decode tile (8 row pairs) with an
+// accumulator reused, and done right (`crate::int::w8a8_16x1_mutant_tables`).
+w8a8_16x1_mutant_tables!(
+    crate::i8mm::W8A8,
+    crate::i8mm::w8a8_kernels,
+    crate::i8mm::entry::w8a8_16x1,
+    i8mm_w8a8_16x1_reused,
+    i8mm_w8a8_16x1_right
+);
+
+#[test]
+fn an_i8mm_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof() {
+    if !std::arch::is_aarch64_feature_detected!("i8mm") {
+        eprintln!("skipped: this CPU has no FEAT_I8MM");
+        return;
+    }
+    assert_eq!(failing(&i8mm_w8a8_16x1_reused::TABLE), vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&i8mm_w8a8_16x1_right::TABLE), vec![]);
+}

@@ -15,6 +15,7 @@ pub const NEON_I8MM: TierSpec = TierSpec {
     mutants: &[
         "src/i8mm/mutants.rs::an_i8mm_tile_read_transposed_fails_the_proof",
         "src/i8mm/mutants.rs::an_i8mm_tile_with_its_nibble_operands_exchanged_fails_the_proof",
+        "src/i8mm/mutants.rs::an_i8mm_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof",
     ],
 };
 

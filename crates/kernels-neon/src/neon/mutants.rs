@@ -80,7 +80,13 @@ fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
 
 // the W8A8 16 × 1 decode tile with an accumulator reused, and the tier's
 // own (`crate::int::w8a8_16x1_mutant_tables`)
-w8a8_16x1_mutant_tables!(neon, w8a8_16x1_reused, w8a8_16x1_right);
+w8a8_16x1_mutant_tables!(
+    crate::neon::W8A8,
+    crate::neon::w8a8_kernels,
+    crate::neon::entry::w8a8_16x1,
+    w8a8_16x1_reused,
+    w8a8_16x1_right
+);
 
 #[test]
 fn a_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof() {

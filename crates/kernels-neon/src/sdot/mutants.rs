@@ -238,7 +238,13 @@ fn an_sdot_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
 
 // The SDOT tier's own W8A8 16 × 1 decode tile with an accumulator reused,
 // and done right (`crate::int::w8a8_16x1_mutant_tables`).
-w8a8_16x1_mutant_tables!(sdot, sdot_w8a8_16x1_reused, sdot_w8a8_16x1_right);
+w8a8_16x1_mutant_tables!(
+    crate::sdot::W8A8,
+    crate::sdot::w8a8_kernels,
+    crate::sdot::entry::w8a8_16x1,
+    sdot_w8a8_16x1_reused,
+    sdot_w8a8_16x1_right
+);
 
 #[test]
 fn an_sdot_w8a8_16x1_tile_reusing_an_accumulator_fails_the_proof() {
