@@ -287,8 +287,10 @@ macro_rules! int_kernels {
 
 /// The integer families of an aarch64 tier on the frame: its registered
 /// micro-kernels (`entry::…`) and their tiles — 4 weight rows per pass for
-/// M = 1 sharing each activation load, 4 × 4 for batches (16 accumulators,
-/// 4 + 8 operand registers of the 32), single rows for what is left over.
+/// M = 1 sharing each activation load (W8A8 16, its 16 accumulators and a
+/// weight and an activation register fitting the 32), 4 × 4 for batches
+/// (16 accumulators, 4 + 8 operand registers of the 32), single rows for
+/// what is left over.
 macro_rules! int_families {
     () => {
         use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};

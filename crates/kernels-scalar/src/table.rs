@@ -37,9 +37,9 @@ pub struct ActivationsQ8<'a> {
     /// Columns per sum: `k` per channel, the group size for grouped Q4.
     pub sum_group: usize,
     /// Sums a row: `k / sum_group` (1 when `k == 0`, 0 without sums), found
-    /// once here so
-    /// that the frame divides by nothing per call (a 64-bit division is
-    /// 10–18 cycles, and a decode call's fixed part is a few hundred).
+    /// once here so that the frame divides by nothing per call (a 64-bit
+    /// division is 10–18 cycles, and a decode call's fixed part is a few
+    /// hundred).
     per_row: usize,
     layouts: Option<&'a LayoutCache>,
 }
