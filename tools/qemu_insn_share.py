@@ -18,6 +18,7 @@ the bias, libc) is outside.
 
 usage: tools/qemu_insn_share.py [--tiers neon,neon-sdot,neon-i8mm] [--m 1]
                                 [--shapes 192x576,...] [--configs w4a8,w4a8_g32]
+                                [--detail N]
 Needs qemu-user and gcc (which `cargo xtask test` installs for the aarch64
 suite) and the aarch64 build: `cargo build --release --target
 aarch64-unknown-linux-gnu -p qlinear-benches`. Prints markdown tables.
@@ -65,6 +66,7 @@ def main():
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--configs", default=CONFIGS)
     p.add_argument("--calls", type=int, default=20, help="extra calls between the two runs")
+    p.add_argument("--detail", type=int, default=0, help="list this many of the largest outside symbols")
     a = p.parse_args()
     for tool in ("qemu-aarch64", "gcc"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
@@ -92,6 +94,9 @@ def main():
                     per_call[(tier, shape, config)] = total
                     print(f"| {tier} | {n} × {k} | {config} | {total:,.0f} | {inside:,.0f} | {total - inside:,.0f} | "
                           f"{100 * (total - inside) / max(total, 1):.0f} % |", flush=True)
+                    outside = sorted(((v, s) for s, v in diff.items() if KERNEL_CRATE not in s), reverse=True)
+                    for v, s in outside[: a.detail]:
+                        print(f"|   |   | {s} | {v:,.0f} | | | |")
         if "w4a8" in a.configs.split(",") and "w4a8_g32" in a.configs.split(","):
             print()
             print("grouped W4A8 against per channel, instructions per call")

@@ -49,7 +49,7 @@ pub fn split_even_odd_into(x: &[i8], block: usize, out: &mut [i8]) {
 
 /// Bytes 0, 2, 4, 6 and bytes 1, 3, 5, 7 of 8 bytes (`eight.len() == 8`),
 /// each as a little-endian word.
-fn split_word(eight: &[i8]) -> (u32, u32) {
+pub(crate) fn split_word(eight: &[i8]) -> (u32, u32) {
     let mut b = [0u8; 8];
     for (d, s) in b.iter_mut().zip(eight) {
         *d = *s as u8;

@@ -206,6 +206,39 @@ fn paired_layouts_put_each_row_beside_the_next() {
 }
 
 #[test]
+fn paired_layouts_match_their_definition_at_every_shape() {
+    // byte `at` of row i's padded view, from the layouts' definitions: per
+    // 16 columns (32 bytes), Pairs8 holds row i's first 8, the next row's
+    // first 8, row i's last 8 and the next row's last 8; Pairs8EvenOdd the
+    // same with the 8 even columns in place of the first 8 and the 8 odd in
+    // place of the last; past k, and past the last row, zeros
+    let code = |r: usize, c: usize| (((7 * r + 3 * c) % 251) as i32 - 125) as i8;
+    for m in 1..=4 {
+        for k in [16, 24, 32, 40, 56, 64, 72] {
+            let codes: Vec<i8> = (0..m).flat_map(|r| (0..k).map(move |c| code(r, c))).collect();
+            let (scales, sums) = (vec![1.0; m], vec![0; m]);
+            let x = ActivationsQ8::new(m, k, &codes, &scales, &sums, k).unwrap();
+            for (layout, even_odd) in [(Layout::Pairs8, false), (Layout::Pairs8EvenOdd, true)] {
+                let rows = IntRows::new(&x, 16, layout);
+                for i in 0..m {
+                    let view = rows.view(1, i, 0, true);
+                    assert_eq!(view.len(), 2 * k.div_ceil(16) * 16, "{layout:?} m {m} k {k}");
+                    for (at, &got) in view.iter().enumerate() {
+                        let (block, place) = (at / 32, at % 32);
+                        let (half, next) = (place / 16, place % 16 >= 8);
+                        let j = place % 8;
+                        let col = 16 * block + if even_odd { 2 * j + half } else { 8 * half + j };
+                        let r = i + usize::from(next);
+                        let want = if r < m && col < k { code(r, col) } else { 0 };
+                        assert_eq!(got, want, "{layout:?} m {m} k {k} row {i} byte {at}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn quads16_interleave_16_rows_per_4_bytes_with_the_sign_flipped() {
     // 17 rows of 130 codes (blocks of 128: kb = 128), code = row + 3·column
     let (m, k) = (17, 130);
