@@ -17,6 +17,31 @@ fn a_tiles_row_views_are_its_rows_and_may_reach_into_the_next() {
     assert_eq!(views.set_rows(&base, 3, 2, 8, 8)[1], &base[32..40]);
 }
 
+#[test]
+fn next_rows_moves_the_views_on_by_their_rows_and_stops_at_the_end() {
+    let base: Vec<u8> = (0..64).collect();
+    let other: Vec<u8> = (0..64).collect();
+    let mut views = Views::new();
+    // rows 0..2 of stride 8, cut to 10 (running on into the next row)
+    views.set_rows(&base, 0, 2, 8, 10);
+    for r0 in [2, 4] {
+        let want: Vec<&[u8]> = (r0..r0 + 2).map(|r| &base[8 * r..8 * r + 10]).collect();
+        assert_eq!(views.next_rows(&base, 2).map(<[_]>::to_vec), Some(want), "rows {r0}..");
+    }
+    // rows 6 and 7 would end at 7 · 8 + 10 = 66 > 64
+    assert!(views.next_rows(&base, 2).is_none());
+    // only after set_rows on the same slice, for the same number of rows
+    views.set_rows(&base, 0, 2, 8, 8);
+    assert!(views.next_rows(&other, 2).is_none());
+    assert!(views.next_rows(&base, 1).is_none());
+    assert!(views.next_rows(&base[..56], 2).is_none());
+    views.set(2, |d| &base[d..d + 1]);
+    assert!(views.next_rows(&base, 2).is_none());
+    // a view that ends exactly at the end is allowed
+    views.set_rows(&base, 4, 2, 8, 8);
+    assert_eq!(views.next_rows(&base, 2), Some(&[&base[48..56], &base[56..64]][..]));
+}
+
 // WASI builds abort on a panic, so the refusals run natively only
 #[test]
 #[should_panic(expected = "out of range")]
@@ -433,6 +458,31 @@ fn a_run_adds_the_bias_four_at_a_time_and_the_rest_one_by_one() {
         assert_eq!(run, one, "width {width}");
         // row 0 untouched; output 0 of row 1 is 1 / 1 + (−3)
         assert!(run[..width].iter().all(|&v| v == 9.0) && run[width] == -2.0);
+    }
+}
+
+#[test]
+fn an_array_run_is_stored_as_one_value_at_a_time_with_and_without_bias() {
+    let bias: Vec<f32> = (0..20).map(|j| j as f32 * 0.5 - 3.0).collect();
+    let values: [f32; 16] = std::array::from_fn(|j| 1.0 / (j as f32 + 1.0));
+    for with_bias in [false, true] {
+        // 16 outputs from feature 3 of row 1, in rows of 20
+        let (mut array, mut one) = (vec![9f32; 40], vec![9f32; 40]);
+        let mut y = OutputTile::new(&mut array, 20);
+        if with_bias {
+            y.bias = &bias;
+        }
+        y.set_array(1, 3, &values);
+        let mut y = OutputTile::new(&mut one, 20);
+        if with_bias {
+            y.bias = &bias;
+        }
+        for (j, &v) in values.iter().enumerate() {
+            y.set(1, 3 + j, v);
+        }
+        assert_eq!(array, one, "bias {with_bias}");
+        assert_eq!(array[23], if with_bias { 1.0 + bias[3] } else { 1.0 });
+        assert!(array[..23].iter().chain(&array[39..]).all(|&v| v == 9.0));
     }
 }
 
