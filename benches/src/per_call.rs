@@ -142,7 +142,8 @@ fn weight_bytes(w: &QuantizedWeight) -> usize {
     }
 }
 
-/// Runs the per-call table: prints it and writes `target/qlinear-per-call.json`.
+/// Runs the per-call table: prints it and writes the workspace's
+/// `target/qlinear-per-call.json`.
 pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) {
     let cpu = qlinear::tiers::cpu_model();
     println!("CPU: {cpu}");
@@ -228,11 +229,7 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
         "budget_ms": budget.as_millis() as u64,
         "rows": rows,
     });
-    let path = std::path::Path::new("target/qlinear-per-call.json");
-    match std::fs::write(path, serde_json::to_string_pretty(&out).unwrap_or_default()) {
-        Ok(()) => println!("wrote {}", path.display()),
-        Err(e) => eprintln!("{}: {e}", path.display()),
-    }
+    crate::report::write_json("qlinear-per-call.json", &out);
 }
 
 /// The table's rows (each line's last column, the weight GB/s at M = 1, as a

@@ -41,9 +41,25 @@ pub(crate) fn print_and_write(
     if !other.is_empty() {
         out["compare"] = json!(compare(cases, samples, repeat, other));
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/qlinear-bench.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
-    println!("wrote {}", path.display());
+    write_json("qlinear-bench.json", &out);
+}
+
+/// Writes `value` to `name` in this workspace's `target` folder (made if
+/// missing), where `cargo xtask` reads it whatever the working directory,
+/// and says where; on failure says why in one line and exits with 2.
+pub(crate) fn write_json(name: &str, value: &serde_json::Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(name);
+    let written = std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new(".")))
+        .and_then(|()| std::fs::write(&path, serde_json::to_string_pretty(value).unwrap_or_default()));
+    match written {
+        Ok(()) => println!("wrote {}", path.display()),
+        Err(e) => {
+            eprintln!("qlinear-bench: {}: {e}", path.display());
+            std::process::exit(2);
+        }
+    }
 }
 
 /// The medians of case `c`'s repeats, sorted.
