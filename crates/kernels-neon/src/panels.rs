@@ -43,9 +43,9 @@ pub(crate) fn scales16(s: &[f16], at: usize) -> [float32x4_t; 4] {
     };
     let widen = |h: uint16x8_t| -> [float32x4_t; 2] {
         let (low, high): (float32x4_t, float32x4_t);
-        // SAFETY: two Advanced SIMD instructions on registers only (no
-        // memory, stack or flags); the outputs are `out`, so never the
-        // input's register, which the second instruction still reads.
+        // the outputs are `out`, so never the input's register, which the
+        // second instruction still reads
+        // SAFETY: two Advanced SIMD instructions on registers only.
         unsafe {
             std::arch::asm!(
                 "fcvtl {low:v}.4s, {h:v}.4h",

@@ -247,6 +247,7 @@ impl<'a> OutputTile<'a> {
     /// outputs through `set_run` came out as vectors of 4, 4, 4, 1, 2 and 1
     /// lanes (LLVM's SLP vectorizer on the chunked loops), 69 guest
     /// instructions with the scaling before them, 37 this way (NEON, qemu).
+    /// Panics, as `set_run` does, when the run ends past the end of `y`.
     #[inline]
     pub fn set_array<const N: usize>(&mut self, i: usize, j0: usize, values: &[f32; N]) {
         let at = i * self.ld + j0;

@@ -130,13 +130,13 @@ impl<'a, T> Views<'a, T> {
         let end = rows.end.checked_add(rows.step).filter(|&e| e <= base.len())?;
         rows.end = end;
         let step = rows.step;
+        // `rows` is only set by `set_rows` and here, with the views then rows
+        // of `base` (the same slice: its address and length match) ending at
+        // or before the old `end`; so each view lies in `base`, and moved on
+        // by `step` it ends at or before `end`, checked above to be within
+        // `base`
         for v in &mut self.v[..n] {
-            // SAFETY: `rows` is only set by `set_rows` and here, with the
-            // views then rows of `base` (the same slice: its address and
-            // length match) ending at or before the old `end`; so `v` lies in
-            // `base` and `v + step` ends at or before `end + step`, which is
-            // within `base`: the moved view is in bounds of the same
-            // allocation, derived from it.
+            // SAFETY: the moved view is in bounds of `base`, derived from it.
             *v = unsafe { std::slice::from_raw_parts(v.as_ptr().add(step), v.len()) };
         }
         Some(&self.v[..n])
