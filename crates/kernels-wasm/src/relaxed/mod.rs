@@ -53,8 +53,6 @@ impl NibbleDot for RelaxedDot {
 /// saturate or wrap; one pairwise widening leaves each row's sum in its
 /// own i32 lane.
 impl PanelDot for RelaxedDot {
-    const WHOLE_CODES: bool = true;
-
     #[inline]
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
         (

@@ -114,9 +114,6 @@ fn the_same_harness_passes_a_right_relaxed_tile_and_the_real_table() {
 struct HalvesSwapped;
 
 impl crate::simd128::panels::PanelDot for HalvesSwapped {
-    // the codes broadcast as the relaxed tier it mutates
-    const WHOLE_CODES: bool = true;
-
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
         <crate::relaxed::RelaxedDot as crate::simd128::panels::PanelDot>::products(lo, hi, x_hi, x_lo)
     }

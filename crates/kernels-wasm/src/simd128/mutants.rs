@@ -164,9 +164,6 @@ fn a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof() {
 struct RowsMixed;
 
 impl crate::simd128::panels::PanelDot for RowsMixed {
-    // the codes broadcast as the SIMD128 tier it mutates
-    const WHOLE_CODES: bool = false;
-
     fn products(lo: v128, hi: v128, x_lo: v128, x_hi: v128) -> (v128, v128) {
         <crate::simd128::ExtMul as crate::simd128::panels::PanelDot>::products(lo, hi, x_lo, x_hi)
     }
