@@ -4,22 +4,29 @@
 //! same weights, hot (the weights in cache), M = 1 and 16, 1 and 2 threads.
 //!
 //! The bare entry is the planned tier's table entry called once over every
-//! output feature on the calling thread, with the activations already
+//! output feature on the calling thread, the layer's bias added in its
+//! output store as `forward` adds it, with the activations already
 //! quantized and summed: the frame and its micro-kernels and nothing else.
-//! `forward` adds the checks, the activation quantization, the row split over
-//! the pool and the bias. At 1 thread, `1 − bare / forward` is the share of
-//! a call spent outside the kernels; at 2 threads the ratio also holds what
-//! the split gains.
+//! `forward` adds the checks, the activation rows' quantization and sums,
+//! the row split over the pool and the scratch buffers. At 1 thread, `1 −
+//! bare / forward` is the share of a call spent outside the kernels; at 2
+//! threads the ratio also holds what the split gains.
 //!
-//! The two are alternated (forward, bare, forward, …) in rounds, and each
-//! figure is the median of its rounds' medians, so a drifting machine moves
-//! both alike.
+//! A third runner quantizes the rows and forms their sums before each bare
+//! call, with the route's quantizer and the tier's sums as `forward` does,
+//! so the share outside the kernels splits in two: the activation rows'
+//! own work, which grows with M · K (at N = 192 it is most of that share),
+//! and the rest, checks and dispatch, the call's fixed cost.
+//!
+//! The runners are alternated (forward, bare, bare with the rows, …) in
+//! rounds, and each figure is the median of its rounds' medians, so a
+//! drifting machine moves them alike.
 
 use std::time::Duration;
 
 use qlinear::tiers::PanelsQ4;
 use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
-use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
+use qlinear_kernels_scalar::{activation_group_sums_with, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
 use crate::probe::cache_read_probe;
@@ -49,22 +56,27 @@ const CONFIGS: [(&str, QScheme, QuantLinearMode); 5] = [
 /// A timed call writing `[m, n]` outputs.
 type Runner = Box<dyn FnMut(&mut [f32])>;
 
-/// The bare entry of `layer`'s route for `m` rows: its table's function on
-/// pre-quantized activations, over all `n` outputs on this thread; the panel
-/// entry on the panel form where the layer holds its weight so (W4A8 by 32
-/// on a tier with panel tiles), the entry `forward` itself reaches.
-fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
+/// The bare entry of `layer`'s route for `m` rows: its table's function over
+/// all `n` outputs on this thread, with the layer's bias added in the
+/// output store as `forward` adds it; the panel entry on the panel form
+/// where the layer holds its weight so (W4A8 on a tier with panel tiles),
+/// the entry `forward` itself reaches. The weight is a copy of the
+/// layer's.
+///
+/// With `rows`, each call first quantizes the activation rows and forms
+/// their sums with the route's own quantizer and the tier's sums, as
+/// `forward` does (the integer families; the float families' entries take
+/// the rows as they are): `forward` less this is its checks and dispatch,
+/// and this less the bare entry is the activation rows' own work, which
+/// grows with M · K. Without, the rows are quantized once, beforehand.
+fn bare_runner(layer: &Linear, x: &[f32], m: usize, rows: bool) -> Runner {
     let route = *layer.route().route(m);
     let (n, k) = (layer.out_features(), layer.in_features());
     let table = route.table().expect("a proven tier");
     let gemm = table.gemm(layer.route().family()).expect("a matrix family");
     let w = layer.weight().clone();
+    let bias = layer.bias().map(<[f32]>::to_vec).unwrap_or_default();
     let x = x.to_vec();
-    let mut codes = vec![0i8; m * k];
-    let mut scales = vec![0f32; m];
-    route
-        .quantize_activations(&x, m, &mut codes, &mut scales)
-        .expect("finite activations");
     let sum_group = match &w {
         QuantizedWeight::Q4(q) => match q.group_size() {
             GroupSize::Group(g) => g,
@@ -72,18 +84,32 @@ fn bare_runner(layer: &Linear, x: &[f32], m: usize) -> Runner {
         },
         QuantizedWeight::Q8(_) => k,
     };
-    let sums = activation_group_sums(&codes, m, k, sum_group);
-    if let (true, Some(f), QuantizedWeight::Q4(q)) = (layer.holds_panels(), table.panels(layer.route().family()), &w) {
-        let panels = PanelsQ4::new(q).expect("a layer that holds panels has a panel form");
-        return Box::new(move |y: &mut [f32]| {
-            let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");
-            f(&aq, &panels, 0..n, &mut OutputTile::new(y, n))
-        });
-    }
+    let integer = matches!(gemm, Gemm::Q8Q8(_) | Gemm::Q8Q4(_));
+    let (mut codes, mut scales, mut sums) = (vec![0i8; m * k], vec![0f32; m], vec![]);
+    let xq = x.clone();
+    let quantize = move |codes: &mut [i8], scales: &mut [f32], sums: &mut Vec<i32>| {
+        route
+            .quantize_activations(&xq, m, codes, scales)
+            .expect("finite activations");
+        activation_group_sums_with(table.group_sums, codes, m, k, sum_group, sums);
+    };
+    quantize(&mut codes, &mut scales, &mut sums);
+    let panels = match (layer.holds_panels(), table.panels(layer.route().family()), &w) {
+        (true, Some(f), QuantizedWeight::Q4(q)) => {
+            Some((f, PanelsQ4::new(q).expect("a layer that holds panels has a panel form")))
+        }
+        _ => None,
+    };
     Box::new(move |y: &mut [f32]| {
+        if rows && integer {
+            quantize(&mut codes, &mut scales, &mut sums);
+        }
         let aq = ActivationsQ8::new(m, k, &codes, &scales, &sums, sum_group).expect("rows of the shape");
+        let t = &mut OutputTile { y, ld: n, bias: &bias };
+        if let Some((f, panels)) = &panels {
+            return f(&aq, panels, 0..n, t);
+        }
         let af = ActivationsF32::new(m, k, &x).expect("rows of the shape");
-        let t = &mut OutputTile::new(y, n);
         match (gemm, &w) {
             (Gemm::Q8Q8(f), QuantizedWeight::Q8(w)) => f(&aq, w, 0..n, t),
             (Gemm::F32Q8(f), QuantizedWeight::Q8(w)) => f(&af, w, 0..n, t),
@@ -174,9 +200,11 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
             for m in [1usize, 16] {
                 let x = data(m * k, 2);
                 let mut y = vec![0f32; m * n];
-                let mut bare = bare_runner(&layer, &x, m);
-                // per round: forward at 1 and 2 threads, then the bare entry
-                let (mut f1, mut f2, mut b) = (vec![], vec![], vec![]);
+                let mut bare = bare_runner(&layer, &x, m, false);
+                let mut bare_rows = bare_runner(&layer, &x, m, true);
+                // per round: forward at 1 and 2 threads, the bare entry, then
+                // the bare entry quantizing the rows each call
+                let (mut f1, mut f2, mut b, mut r) = (vec![], vec![], vec![], vec![]);
                 for _ in 0..rounds {
                     for (pool, out) in pools.iter().zip([&mut f1, &mut f2]) {
                         out.push(
@@ -186,6 +214,7 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
                         );
                     }
                     b.push(median_time(budget, |_| bare(&mut y)));
+                    r.push(median_time(budget, |_| bare_rows(&mut y)));
                 }
                 let tier = layer.route().route(m).tier();
                 let range = |v: &[f64]| {
@@ -193,10 +222,18 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
                     format!("{lo:.1}–{hi:.1}")
                 };
                 let bm = median(&mut b.clone());
+                let rm = median(&mut r.clone());
                 for (threads, f) in [(1usize, &f1), (2, &f2)] {
                     let fm = median(&mut f.clone());
+                    // the split of the time outside the kernels: the rows'
+                    // quantization (`bare_rows` less `bare`), and the rest
                     let outside = if threads == 1 {
-                        format!("{:.0} %", 100.0 * (1.0 - bm / fm))
+                        format!(
+                            "{:.0} % (rows {:.0} %, checks and dispatch {:.0} %)",
+                            100.0 * (1.0 - bm / fm),
+                            100.0 * (rm - bm) / fm,
+                            100.0 * (fm - rm) / fm
+                        )
                     } else {
                         format!("bare / forward {:.2}×", bm / fm)
                     };
@@ -214,7 +251,8 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
                     rows.push(json!({
                         "n": n, "k": k, "config": label, "m": m, "tier": tier.name(),
                         "threads": threads, "forward_us": fm, "forward_rounds_us": f,
-                        "bare_us": bm, "bare_rounds_us": b, "weight_gbps": gbps,
+                        "bare_us": bm, "bare_rounds_us": b, "bare_rows_us": rm, "bare_rows_rounds_us": r,
+                        "weight_gbps": gbps,
                     }));
                 }
             }
@@ -240,7 +278,7 @@ fn print_table(lines: &[(String, Option<f64>)], probe_before: f64, probe_after: 
         "L2 read probe (one thread, 256 KiB, before and after the table): {probe_before:.1} and {probe_after:.1} GB/s"
     );
     println!(
-        "| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel | weight GB/s (% of the higher probe) |"
+        "| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel (the activation rows' quantization; the rest) | weight GB/s (% of the higher probe) |"
     );
     println!("|---|---|--:|---|--:|--:|--:|--:|--:|");
     for (line, gbps) in lines {

@@ -5,8 +5,9 @@ use super::*;
 /// `cargo xtask bench [--quick] [--repeat N] [--compare REV] [--ggml]`: the bandwidth
 /// probe and the hot/cold GEMV matrix; prints a table and writes
 /// `target/qlinear-bench.json`. `--per-call`: instead, `Linear::forward`
-/// against the bare kernel entry at the small models' shapes, hot
-/// (`target/qlinear-per-call.json`); with `--callgrind` as well, then the
+/// against the bare kernel entry at the small models' shapes, hot, and the
+/// time outside the kernels split into the activation rows' quantization
+/// and the checks and dispatch (`target/qlinear-per-call.json`); with `--callgrind` as well, then the
 /// share of each M = 1 call's instructions outside the micro-kernels
 /// (`tools/callgrind_share.py`, which needs valgrind). `--candle` builds the bench with the peer
 /// comparison (candle-core's `QMatMul`). `--compare REV` builds the same
