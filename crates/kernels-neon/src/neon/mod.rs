@@ -25,6 +25,7 @@ mod entry {
     int_entries!();
     qlinear_kernels_scalar::safe_entries! {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
+        group_sums => quantize::group_sums: group_sums,
         panel_x4 => panels::tile_panel::<4>: tile_panel,
         panel_x1 => panels::tile_panel::<1>: tile_panel,
         panel_pc_x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
@@ -50,7 +51,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8: entry::dot_i8_i8,
     dot_i8_q4: entry::dot_i8_q4,
     quantize_row_q8: entry::quantize_row_q8,
-    group_sums: qlinear_kernels_scalar::SCALAR.group_sums,
+    group_sums: entry::group_sums,
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,

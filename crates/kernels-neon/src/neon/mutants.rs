@@ -154,3 +154,10 @@ fn a_neon_panel_tile_pairing_its_rows_crosswise_fails_the_proof() {
     );
     assert_eq!(failing(&panels_right::TABLE), vec![]);
 }
+
+/// The group sums' slips on this tier's plan (four groups of 32 reduced
+/// together; other groups the scalar tier's) fail the proof.
+#[test]
+fn the_group_sums_fail_the_proof_on_their_slips() {
+    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<4, 0>();
+}
