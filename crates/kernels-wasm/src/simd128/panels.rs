@@ -71,15 +71,14 @@ fn f16x4_to_f32_scaled(h: v128) -> v128 {
 const UNSCALE: f32 = f32::from_bits((127 + 112) << 23);
 
 /// 2⁻¹¹² times the 16 rows' scales of one group, `s[at..at + 16]`, as 4 ×
-/// f32x4 ([`f16x4_to_f32_scaled`]): each
-/// 4 halves sign-extended as they load (`v128.load16x4_s`, one
-/// `vpmovsxwd` on x86), which leaves no lanes to interleave and needs no
-/// zero register.
+/// f32x4 ([`f16x4_to_f32_scaled`]): each 4 halves sign-extended as they
+/// load (`v128.load16x4_s`, one `vpmovsxwd` on x86), which leaves no lanes
+/// to interleave and needs no zero register.
 #[inline]
 fn scales16(s: &[f16], at: usize) -> [v128; 4] {
     assert!(at + 16 <= s.len());
     // SAFETY: the 16 f16 (32 bytes) at `at` lie inside `s` (asserted);
-    // v128_load16x4 reads 8 bytes with no alignment requirement.
+    // i32x4_load_extend_i16x4 reads 8 bytes with no alignment requirement.
     std::array::from_fn(|j| f16x4_to_f32_scaled(unsafe { i32x4_load_extend_i16x4(s.as_ptr().add(at + 4 * j).cast()) }))
 }
 
