@@ -1,7 +1,9 @@
 //! `qlinear-bench --activations`: the activation side of a W8A8 or W4A8 call
 //! on every proven tier, at the small models' K (384, 576, 1536) and 4096:
 //! `Route::quantize_activations` of one row (its finiteness check, maximum
-//! and codes), the tier's `group_sums` of that row by 32 and per channel,
+//! and codes), the same after a 64 KiB read of other data (the row in L2,
+//! as a small layer's call finds it; the read's own time taken off), the
+//! tier's `group_sums` of that row by 32 and per channel,
 //! and the float families' layout of one row (`chunked_f32`, Q4 order by 32
 //! and natural per channel), which is the same code on every tier. These
 //! are the pieces of a call's fixed time that `--per-call` reports only
@@ -64,6 +66,32 @@ pub fn run() {
                             .quantize_activations(black_box(&xq), 1, &mut codes, &mut scales)
                             .expect("finite activations")
                     })
+                }),
+            ));
+            // the row as a decode call finds it: read 64 KiB of other data
+            // first (a small layer's weights pass through L1 between two
+            // calls), and take that read's own time off
+            let xq = x.clone();
+            let (mut codes_l2, mut scales_l2) = (vec![0i8; k], vec![0f32; 1]);
+            let other = vec![1u8; 64 << 10];
+            let read_other = move || {
+                let mut t = 0u8;
+                for i in (0..other.len()).step_by(64) {
+                    t = t.wrapping_add(black_box(other[i]));
+                }
+                black_box(t);
+            };
+            rows.push((
+                "quantize_activations, row from L2".into(),
+                tier.to_string(),
+                Box::new(move || {
+                    let both = per_call_us(|| {
+                        read_other();
+                        route
+                            .quantize_activations(black_box(&xq), 1, &mut codes_l2, &mut scales_l2)
+                            .expect("finite activations")
+                    });
+                    both - per_call_us(&read_other)
                 }),
             ));
             let mut codes = vec![0i8; k];
