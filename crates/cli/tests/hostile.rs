@@ -232,6 +232,30 @@ fn an_existing_output_needs_force_and_must_be_a_regular_file() {
     }
 }
 
+/// An output in a folder that does not exist is refused by its own path
+/// and folder (the message named the writer's temporary file, which the
+/// user never gave, before), and nothing is created.
+#[test]
+fn an_output_in_a_missing_folder_is_refused_by_its_own_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = small_model(d, "m.safetensors");
+    let missing = d.join("no-such-folder");
+    let out = missing.join("out.safetensors");
+    let o = qlinear(&["convert", s(&input), s(&out), "--scheme", "q8"]);
+    refused(
+        &o,
+        &[
+            &format!("{}: cannot create a file in its folder {}", s(&out), s(&missing)),
+            "nothing was written",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("qlinear-partial"), "{err}");
+    assert!(!missing.exists());
+    assert_eq!(listing(d), ["m.safetensors"]);
+}
+
 /// The library refuses a non-regular destination too (a character device
 /// replaced by a regular file as root, before).
 #[test]

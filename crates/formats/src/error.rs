@@ -31,6 +31,18 @@ pub enum FormatError {
         /// What it is.
         kind: &'static str,
     },
+    /// The output could not be written: its folder is missing or refuses a
+    /// new file, or a write failed (a full disk). The output path is as it
+    /// was and no temporary file is left.
+    #[error("{path}: {doing}: {source}; nothing was written")]
+    Output {
+        /// The output path.
+        path: PathBuf,
+        /// What failed (`"cannot create a file in its folder nodir"`, …).
+        doing: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
     /// The header names a tensor twice.
     #[error("{tensor}: the header names this tensor twice")]
     DuplicateTensor {

@@ -139,7 +139,10 @@ pub fn write_to(
 ///   own reader rejects;
 /// * it is renamed over `path` and the directory is fsynced.
 ///
-/// On any error the temporary file is removed and `path` is untouched.
+/// On any error the temporary file is removed and `path` is untouched. A
+/// failure to create, write or rename the temporary file is
+/// [`FormatError::Output`], which names `path` and what failed (a missing
+/// or read-only folder, a full disk), not the temporary file's name.
 /// Partial files that an earlier, dead qlinear process left for the same
 /// `path` are removed first.
 pub fn write_streaming(
@@ -159,10 +162,19 @@ pub fn write_streaming(
         .to_string_lossy()
         .into_owned();
     remove_stale_partials(dir, &name);
-    let (file, temp) = create_partial(dir, &name)?;
+    // errors name the output, not the temporary file the user never named
+    let failed = |doing: String| {
+        move |source| FormatError::Output {
+            path: path.to_path_buf(),
+            doing,
+            source,
+        }
+    };
+    let (file, temp) =
+        create_partial(dir, &name).map_err(failed(format!("cannot create a file in its folder {}", dir.display())))?;
     let guard = RemoveOnDrop(Some(temp.clone()));
     {
-        let io = |e| FormatError::io(&temp, e);
+        let io = |e| failed("writing it".into())(e);
         let mut out = BufWriter::with_capacity(1 << 20, &file);
         write_to(&mut out, &metadata, plans, produce, &io)?;
         drop(out);
@@ -177,7 +189,7 @@ pub fn write_streaming(
         result?;
     }
     drop(written);
-    std::fs::rename(&temp, path).map_err(|e| FormatError::io(path, e))?;
+    std::fs::rename(&temp, path).map_err(failed("moving it into place".into()))?;
     std::mem::forget(guard);
     // the rename is durable once the directory is
     #[cfg(unix)]
@@ -212,7 +224,7 @@ fn partial_prefix(name: &str) -> String {
 }
 
 /// Creates `.NAME.qlinear-partial-PID-N` exclusively (mode 0666 less the umask).
-fn create_partial(dir: &Path, name: &str) -> Result<(std::fs::File, std::path::PathBuf), FormatError> {
+fn create_partial(dir: &Path, name: &str) -> std::io::Result<(std::fs::File, std::path::PathBuf)> {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     loop {
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -226,7 +238,7 @@ fn create_partial(dir: &Path, name: &str) -> Result<(std::fs::File, std::path::P
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
             Ok(f) => return Ok((f, temp)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(FormatError::io(&temp, e)),
+            Err(e) => return Err(e),
         }
     }
 }

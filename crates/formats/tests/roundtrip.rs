@@ -455,6 +455,34 @@ fn a_failed_write_leaves_no_file() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+#[test]
+fn an_unwritable_output_is_a_typed_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent").join("out.safetensors");
+    let plans = vec![TensorPlan {
+        name: "a".into(),
+        dtype: Dtype::U8,
+        shape: vec![2],
+    }];
+    let e = write_streaming(&path, HashMap::new(), &plans, |_, out| {
+        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
+            path: "x".into(),
+            source: e,
+        })
+    })
+    .unwrap_err();
+    match &e {
+        FormatError::Output { path: p, doing, source } => {
+            assert_eq!(p, &path);
+            assert!(doing.contains("cannot create a file in its folder"), "{doing}");
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        }
+        e => panic!("expected FormatError::Output, got {e:?}"),
+    }
+    assert!(e.to_string().starts_with(&format!("{}: ", path.display())), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     /// Any corruption of a valid file is either refused or loads; it never panics.
