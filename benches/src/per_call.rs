@@ -18,6 +18,10 @@
 //! own work, which grows with M · K (at N = 192 it is most of that share),
 //! and the rest, checks and dispatch, the call's fixed cost.
 //!
+//! The weight bytes' rate is set against an L2 read probe taken before
+//! and after the table (a hot call's ceiling), and the same run's DRAM
+//! probe is printed beside it.
+//!
 //! The runners are alternated (forward, bare, bare with the rows, …) in
 //! rounds, and each figure is the median of its rounds' medians, so a
 //! drifting machine moves them alike.
@@ -29,7 +33,7 @@ use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
 use qlinear_kernels_scalar::{activation_group_sums_with, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
-use crate::probe::cache_read_probe;
+use crate::probe::{bandwidth_probe, cache_read_probe};
 use crate::{data, median, median_time};
 
 /// The shapes timed, `(N, K)`: MiniLM's (384 and 1536 wide), SmolLM2's (192,
@@ -176,6 +180,9 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
     // the ceiling of a hot call: one thread reading 256 KiB from L2, taken
     // before and after the table so a drifting machine shows
     let probe_before = cache_read_probe(256 << 10);
+    // and beside it the same run's DRAM probe (one thread, 1 GiB): how far
+    // a hot call's ceiling is above a cold one's on this machine
+    let dram = bandwidth_probe(1);
     println!(
         "Linear::forward against the bare kernel entry, hot, median µs of {rounds} alternated rounds (min–max of the rounds)"
     );
@@ -259,10 +266,11 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
         }
     }
     let probe_after = cache_read_probe(256 << 10);
-    print_table(&lines, probe_before, probe_after);
+    print_table(&lines, probe_before, probe_after, dram);
     let out = json!({
         "cpu": cpu,
         "l2_probe_gbps": [probe_before, probe_after],
+        "dram_probe_gbps": dram,
         "rounds": rounds,
         "budget_ms": budget.as_millis() as u64,
         "rows": rows,
@@ -271,11 +279,12 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
 }
 
 /// The table's rows (each line's last column, the weight GB/s at M = 1, as a
-/// share of the higher of the two L2 probes).
-fn print_table(lines: &[(String, Option<f64>)], probe_before: f64, probe_after: f64) {
+/// share of the higher of the two L2 probes), after the probes.
+fn print_table(lines: &[(String, Option<f64>)], probe_before: f64, probe_after: f64, dram: f64) {
     let probe = probe_before.max(probe_after);
     println!(
-        "L2 read probe (one thread, 256 KiB, before and after the table): {probe_before:.1} and {probe_after:.1} GB/s"
+        "L2 read probe (one thread, 256 KiB, before and after the table): {probe_before:.1} and {probe_after:.1} GB/s; \
+         DRAM probe (one thread, 1 GiB, before the table): {dram:.1} GB/s"
     );
     println!(
         "| shape N × K | config | M | tier | threads | forward µs | bare kernel µs (1 t) | outside the kernel (the activation rows' quantization; the rest) | weight GB/s (% of the higher probe) |"
