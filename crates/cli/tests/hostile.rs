@@ -256,6 +256,39 @@ fn an_output_in_a_missing_folder_is_refused_by_its_own_name() {
     assert_eq!(listing(d), ["m.safetensors"]);
 }
 
+/// A GGUF file where a safetensors file is read (`selftest --census`,
+/// `convert --importance`) is named as GGUF in one line, not as a
+/// malformed safetensors header.
+#[test]
+fn a_gguf_file_given_for_a_safetensors_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = small_model(d, "m.safetensors");
+    let gguf = d.join("model.gguf");
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend([0u8; 16]);
+    std::fs::write(&gguf, &bytes).unwrap();
+    let want = format!("{}: a GGUF file, where a safetensors file is expected", s(&gguf));
+    refused(&qlinear(&["selftest", "--census", s(&gguf)]), &[&want]);
+    let out = d.join("out.safetensors");
+    refused(
+        &qlinear(&[
+            "convert",
+            s(&input),
+            s(&out),
+            "--scheme",
+            "q4",
+            "--recipe",
+            "activation-aware",
+            "--importance",
+            s(&gguf),
+        ]),
+        &[&want],
+    );
+    assert!(!out.exists());
+}
+
 /// The library refuses a non-regular destination too (a character device
 /// replaced by a regular file as root, before).
 #[test]

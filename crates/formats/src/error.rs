@@ -43,6 +43,10 @@ pub enum FormatError {
         /// What the operating system said.
         source: std::io::Error,
     },
+    /// A GGUF file where a safetensors file was expected: `GgufFile` reads
+    /// it, and `qlinear convert` turns it into a qlinear file.
+    #[error("a GGUF file, where a safetensors file is expected (`qlinear convert` turns a GGUF model into one)")]
+    GgufNotSafetensors,
     /// The header names a tensor twice.
     #[error("{tensor}: the header names this tensor twice")]
     DuplicateTensor {

@@ -145,7 +145,7 @@ impl QuantizedFile {
     /// tensors are contiguous and do not overlap (the `safetensors` crate
     /// checks it), so each byte is rewritten at most once.
     fn q4_qweight_ranges(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, FormatError> {
-        let (header_len, metadata) = SafeTensors::read_metadata(bytes)?;
+        let (header_len, metadata) = read_header(bytes)?;
         let base = 8 + header_len;
         let meta = metadata.metadata().clone().unwrap_or_default();
         let mut ranges = vec![];
@@ -179,7 +179,7 @@ impl QuantizedFile {
     }
 
     fn from_bytes_inner(bytes: Bytes) -> Result<Self, FormatError> {
-        let (header_len, metadata) = SafeTensors::read_metadata(bytes.as_slice())?;
+        let (header_len, metadata) = read_header(bytes.as_slice())?;
         // serde keeps the last of two equal keys: refuse them instead
         if let Some(header) = bytes.as_slice().get(8..8 + header_len) {
             if let Some(tensor) = duplicate_key(header) {
@@ -419,6 +419,17 @@ impl QuantizedFile {
             })
             .collect()
     }
+}
+
+/// The safetensors header's length and metadata. A GGUF file is named as
+/// such: its magic read as a header length is over 1.1 GB, which the
+/// `safetensors` crate refuses as "header too large" (no valid file starts
+/// so), a message that says nothing of what the file is.
+fn read_header(bytes: &[u8]) -> Result<(usize, Metadata), FormatError> {
+    if crate::gguf::is_gguf(bytes) {
+        return Err(FormatError::GgufNotSafetensors);
+    }
+    Ok(SafeTensors::read_metadata(bytes)?)
 }
 
 /// The first top-level key of a safetensors header that appears twice, if any.

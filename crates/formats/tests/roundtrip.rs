@@ -455,6 +455,37 @@ fn a_failed_write_leaves_no_file() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A GGUF file given where safetensors is read is named as GGUF, by every
+/// opener (it was "malformed safetensors file: header too large").
+#[test]
+fn a_gguf_file_is_named_as_such_by_the_safetensors_reader() {
+    // GGUF v3 with no tensors and no keys: a valid GGUF file
+    let mut gguf = b"GGUF".to_vec();
+    gguf.extend(3u32.to_le_bytes());
+    gguf.extend(0u64.to_le_bytes());
+    gguf.extend(0u64.to_le_bytes());
+    assert!(qlinear_formats::GgufFile::from_bytes(gguf.clone()).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    std::fs::write(&path, &gguf).unwrap();
+    let results = [
+        QuantizedFile::from_bytes(gguf.clone()),
+        QuantizedFile::from_bytes_in_place(gguf.clone()),
+        QuantizedFile::open(&path),
+        QuantizedFile::open_in_place(&path),
+    ];
+    for r in results {
+        let e = r.unwrap_err();
+        assert!(matches!(e, FormatError::GgufNotSafetensors), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("a GGUF file, where a safetensors file is expected"),
+            "{e}"
+        );
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), gguf, "the file is never written");
+}
+
 #[test]
 fn an_unwritable_output_is_a_typed_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
