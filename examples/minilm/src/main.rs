@@ -162,20 +162,17 @@ fn run() -> Result<ExitCode, String> {
     };
 
     let model = dir.join("model");
-    let config: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(model.join("config.json")).map_err(|e| format!("config.json: {e}"))?,
-    )
-    .map_err(|e| format!("config.json: {e}"))?;
-    let get = |k: &str| {
-        config[k]
-            .as_u64()
-            .map(|v| v as usize)
-            .ok_or(format!("config.json: no {k}"))
-    };
+    // errors name the whole path: the folder given may be the wrong one
+    let config_path = model.join("config.json");
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", config_path.display());
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).map_err(|e| at(&e))?).map_err(|e| at(&e))?;
+    let get = |k: &str| config[k].as_u64().map(|v| v as usize).ok_or(at(&format!("no {k}")));
     let (layers, heads) = (get("num_hidden_layers")?, get("num_attention_heads")?);
 
+    let tokenizer_path = model.join("tokenizer.json");
     let mut tokenizer =
-        tokenizers::Tokenizer::from_file(model.join("tokenizer.json")).map_err(|e| format!("tokenizer.json: {e}"))?;
+        tokenizers::Tokenizer::from_file(&tokenizer_path).map_err(|e| format!("{}: {e}", tokenizer_path.display()))?;
     tokenizer.with_padding(None);
     let tokenize = |sentences: &[&str]| -> Result<Vec<Vec<u32>>, String> {
         sentences

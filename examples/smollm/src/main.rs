@@ -208,7 +208,16 @@ fn model_arg(spec: &str) -> Result<(PathBuf, Modes), String> {
 
 fn load(spec: &str, weights: Weights) -> Result<(Model, qlinear_smollm::Meta), String> {
     let (path, modes) = model_arg(spec)?;
-    Model::open(&path, &modes, weights.of()).map_err(|e| format!("{}: {e}", path.display()))
+    Model::open(&path, &modes, weights.of()).map_err(|e| {
+        // an I/O error names the path already ("m.gguf: m.gguf: No such
+        // file" before)
+        let (e, p) = (e.to_string(), path.display().to_string());
+        if e.starts_with(&format!("{p}: ")) {
+            e
+        } else {
+            format!("{p}: {e}")
+        }
+    })
 }
 
 /// The first `n` tokens of the text file `path`, or why not.

@@ -104,6 +104,20 @@ fn profile_step_needs_bench() {
     assert!(!err.contains("missing.gguf"), "the model was read: {err}");
 }
 
+/// A model that is not there is one line naming its path once (it was
+/// named twice: "m.gguf: m.gguf: No such file or directory").
+#[test]
+fn a_missing_model_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("absent.gguf");
+    let (ok, err) = run(&[model.as_os_str()]);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let p = model.display().to_string();
+    assert!(err.starts_with(&format!("qlinear-smollm: error: {p}: ")), "{err}");
+    assert_eq!(err.matches(&p).count(), 1, "{err}");
+}
+
 /// `--rotate-out` writes one model's rotation to a new file: the model
 /// itself, a second model or `--eval` beside it are refused before the
 /// model is read, and a file that is not a model is one error with no
