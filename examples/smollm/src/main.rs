@@ -40,13 +40,14 @@ struct Args {
     /// of the turn or of the text).
     #[arg(long, default_value_t = 64)]
     max_tokens: usize,
-    /// 0 is greedy.
+    /// 0 is greedy; finite and at least 0.
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
     /// Sample from the K most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
     top_k: usize,
-    /// Sample from the smallest set of tokens whose probability reaches P.
+    /// Sample from the smallest set of tokens whose probability reaches P,
+    /// in (0, 1] (1: all).
     #[arg(long, default_value_t = 0.95)]
     top_p: f32,
     /// The sampler's seed.
@@ -407,6 +408,23 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    // the sampler's settings, before any model is read: a NaN or negative
+    // temperature sampled from garbage or fell back to greedy unsaid
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        return Err(format!(
+            "--temperature {} must be finite and at least 0 (0 is greedy)",
+            args.temperature
+        ));
+    }
+    if !(args.top_p > 0.0 && args.top_p <= 1.0) {
+        return Err(format!("--top-p {} must be in (0, 1]", args.top_p));
+    }
+    if args.threads == Some(0) {
+        return Err("--threads 0: give at least 1, or leave it out for every CPU".into());
+    }
+    if args.bench_threads.contains(&0) {
+        return Err("--bench-threads: a thread count of 0; give counts of at least 1".into());
+    }
     if let Some(t) = args.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)

@@ -104,6 +104,35 @@ fn profile_step_needs_bench() {
     assert!(!err.contains("missing.gguf"), "the model was read: {err}");
 }
 
+/// Sampling settings that cannot mean anything are refused before the
+/// model is read (a NaN temperature sampled from garbage, a top-p of 2 was
+/// taken as 1 unsaid, `--threads 0` as every CPU).
+#[test]
+fn sampling_settings_out_of_range_are_refused_before_the_model_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.gguf");
+    std::fs::write(&model, b"not read").unwrap();
+    let m = model.as_os_str();
+    for (flag, want) in [
+        ("--temperature=nan", "--temperature NaN must be finite and at least 0"),
+        ("--temperature=-1", "--temperature -1 must be finite and at least 0"),
+        ("--temperature=inf", "--temperature inf must be finite and at least 0"),
+        ("--top-p=2", "--top-p 2 must be in (0, 1]"),
+        ("--top-p=0", "--top-p 0 must be in (0, 1]"),
+        ("--top-p=nan", "--top-p NaN must be in (0, 1]"),
+        ("--threads=0", "--threads 0: give at least 1"),
+        ("--bench-threads=1,0", "--bench-threads: a thread count of 0"),
+    ] {
+        let (ok, err) = run(&[m, "--prompt".as_ref(), "Hi".as_ref(), flag.as_ref()]);
+        assert!(!ok, "{flag}");
+        assert!(
+            err.starts_with(&format!("qlinear-smollm: error: {want}")),
+            "{flag}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
 /// A model that is not there is one line naming its path once (it was
 /// named twice: "m.gguf: m.gguf: No such file or directory").
 #[test]
