@@ -417,6 +417,22 @@ fn truncated_unreadable_and_absent_are_typed_errors() {
     let _ = RecipeError::GroupZero; // the recipe's errors are what Invalid carries
 }
 
+/// `write_streaming` of one U8 tensor `a` of `len` bytes whose producer
+/// writes the two bytes 1, 2.
+fn write_two_bytes(path: &std::path::Path, len: usize) -> Result<(), FormatError> {
+    let plans = vec![TensorPlan {
+        name: "a".into(),
+        dtype: Dtype::U8,
+        shape: vec![len],
+    }];
+    write_streaming(path, HashMap::new(), &plans, |_, out| {
+        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
+            path: "x".into(),
+            source: e,
+        })
+    })
+}
+
 #[test]
 fn a_failed_write_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -442,12 +458,7 @@ fn a_failed_write_leaves_no_file() {
         0,
         "neither the output nor a temporary file remains"
     );
-    let r = write_streaming(&path, HashMap::new(), &plans, |_, out| {
-        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
-            path: "x".into(),
-            source: e,
-        })
-    });
+    let r = write_two_bytes(&path, 4);
     assert!(r
         .unwrap_err()
         .to_string()
@@ -490,18 +501,7 @@ fn a_gguf_file_is_named_as_such_by_the_safetensors_reader() {
 fn an_unwritable_output_is_a_typed_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent").join("out.safetensors");
-    let plans = vec![TensorPlan {
-        name: "a".into(),
-        dtype: Dtype::U8,
-        shape: vec![2],
-    }];
-    let e = write_streaming(&path, HashMap::new(), &plans, |_, out| {
-        out.write_all(&[1, 2]).map_err(|e| FormatError::Io {
-            path: "x".into(),
-            source: e,
-        })
-    })
-    .unwrap_err();
+    let e = write_two_bytes(&path, 2).unwrap_err();
     match &e {
         FormatError::Output { path: p, doing, source } => {
             assert_eq!(p, &path);
