@@ -53,6 +53,9 @@ pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     })
 }
 
+/// `actual` must be `expected`. A shape's product is taken saturating: no
+/// slice holds `usize::MAX` elements (its bytes are at most `isize::MAX`),
+/// so an overflowing `[m, k]` is refused with the slice's true length.
 #[inline]
 pub(super) fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), DispatchError> {
     if expected == actual {
@@ -60,15 +63,6 @@ pub(super) fn check_len(what: &'static str, expected: usize, actual: usize) -> R
     } else {
         Err(DispatchError::Shape { what, expected, actual })
     }
-}
-
-#[inline]
-pub(super) fn mul(a: usize, b: usize, what: &'static str) -> Result<usize, DispatchError> {
-    a.checked_mul(b).ok_or(DispatchError::Shape {
-        what,
-        expected: usize::MAX,
-        actual: 0,
-    })
 }
 
 #[inline]

@@ -148,7 +148,7 @@ impl Route {
     /// Checks `y` for `m` rows of the outputs a call on `n` computes.
     fn check_y(&self, m: usize, n: usize, y: &[f32]) -> Result<(), DispatchError> {
         let (width, what) = self.out_width(n)?;
-        check_len(what, mul(m, width, "y")?, y.len())
+        check_len(what, m.saturating_mul(width), y.len())
     }
 
     /// Runs `kernel` over this route's output features of an `[m, n]`
@@ -217,7 +217,7 @@ impl Route {
         check_len("activation scales", m, scales.len())?;
         check_len("activation codes", x.len(), codes.len())?;
         let k = x.len().checked_div(m).unwrap_or(0);
-        check_len("activations", mul(m, k, "activations")?, x.len())?;
+        check_len("activations", m.saturating_mul(k), x.len())?;
         self.quantize_rows(x, m, k, codes, scales)
     }
 
@@ -320,7 +320,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         self.proven(KernelFamily::W8A8)?;
         let (n, k) = (w.n(), w.k());
-        check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
+        check_len("x codes [m, k]", m.saturating_mul(k), x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
         self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
@@ -375,7 +375,7 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
-        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("x [m, k]", m.saturating_mul(k), x.len())?;
         self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
         with_scratch(|s| {
@@ -398,7 +398,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
         let (n, k) = (w.n(), w.k());
-        check_len("x codes [m, k]", mul(m, k, "x")?, x_codes.len())?;
+        check_len("x codes [m, k]", m.saturating_mul(k), x_codes.len())?;
         check_len("x scales [m]", m, x_scales.len())?;
         self.check_y(m, n, y)?;
         Self::check_k_q4(w)?;
@@ -480,7 +480,7 @@ impl Route {
         y: &mut [f32],
         f: impl FnOnce((&[i8], &[f32]), &mut [f32], &mut Spare) -> Result<(), DispatchError>,
     ) -> Result<(), DispatchError> {
-        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("x [m, k]", m.saturating_mul(k), x.len())?;
         self.check_y(m, n, y)?;
         with_scratch(|s| {
             let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales)?;
@@ -552,7 +552,7 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
-        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("x [m, k]", m.saturating_mul(k), x.len())?;
         self.check_y(m, n, y)?;
         check_finite(x, k)?;
         if m == 0 || n == 0 {
@@ -581,7 +581,7 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
-        check_len("x [m, k]", mul(m, k, "x")?, x.len())?;
+        check_len("x [m, k]", m.saturating_mul(k), x.len())?;
         self.check_y(m, n, y)?;
         check_finite(x, k)?;
         if m == 0 || n == 0 {
