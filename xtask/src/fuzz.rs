@@ -6,8 +6,7 @@ use super::*;
 /// cargo-fuzz, SECONDS each (60 by default): `reader` (the safetensors
 /// reader), `convert` (the whole convert pipeline in memory) and `gguf`
 /// (the GGUF reader and its decoders), installing
-/// cargo-fuzz if missing. LeakSanitizer runs with `fuzz/lsan.supp`'s
-/// suppressions (a thread-local's destructor record on a rayon worker). libFuzzer's instrumentation needs unstable flags;
+/// cargo-fuzz if missing. libFuzzer's instrumentation needs unstable flags;
 /// `RUSTC_BOOTSTRAP=1` lets the one stable toolchain this project has accept them.
 pub(crate) fn fuzz(args: &[String]) -> Result {
     let seconds: u64 = match args.first() {
@@ -23,13 +22,6 @@ pub(crate) fn fuzz(args: &[String]) -> Result {
     if !listed {
         run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
-    // a thread-local's destructor record on a pool thread is no leak of
-    // the input that first made it (fuzz/lsan.supp says why)
-    let suppressions = format!("suppressions={}", root().join("fuzz/lsan.supp").display());
-    let lsan = match std::env::var("LSAN_OPTIONS") {
-        Ok(user) if !user.is_empty() => format!("{user}:{suppressions}"),
-        _ => suppressions,
-    };
     for (target, seeds) in [
         ("reader", "fuzz/seeds"),
         ("convert", "fuzz/seeds-convert"),
@@ -44,8 +36,7 @@ pub(crate) fn fuzz(args: &[String]) -> Result {
             .arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .arg("-rss_limit_mb=4096")
-            .env("RUSTC_BOOTSTRAP", "1")
-            .env("LSAN_OPTIONS", &lsan))?;
+            .env("RUSTC_BOOTSTRAP", "1"))?;
     }
     prune("fuzz/target");
     Ok(())

@@ -57,9 +57,9 @@ pub(super) fn quantize_and_write(
             importances,
             hessian,
         };
-        scope.spawn(move || produce(input, order, work, recipe, bar, &tx));
+        let producer = scope.spawn(move || produce(input, order, work, recipe, bar, &tx));
         let mut current: Option<(String, Quantized)> = None;
-        sink(meta, &just_plans, &mut |i, out| {
+        let written = sink(meta, &just_plans, &mut |i, out| {
             let io = |e: std::io::Error| FormatError::Unsupported {
                 tensor: plans[i].0.name.clone(),
                 reason: format!("cannot write: {e}"),
@@ -91,7 +91,17 @@ pub(super) fn quantize_and_write(
                         .map_err(io)
                 }
             }
-        })
+        });
+        // The quantizer stops at its next send once the receiver is gone.
+        // Joined here, not left to the scope: the scope's end waits only
+        // for the thread's closure, while a join waits for the thread
+        // itself, its thread-locals' destructors (the channel's wait
+        // context) included, so nothing of it outlives the conversion.
+        drop(rx);
+        if let Err(panic) = producer.join() {
+            std::panic::resume_unwind(panic);
+        }
+        written
     });
     if let Some(bar) = &bar {
         bar.finish_and_clear();
