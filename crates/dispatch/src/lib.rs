@@ -27,6 +27,7 @@ mod route;
 mod selftest;
 mod tier;
 
+pub use clock::set_clock;
 pub use error::DispatchError;
 pub use mode::{quant_mode_from_environment, QuantLinearMode, QUANT_MODE_ENV};
 pub use plan::{autotuned_plan, plan_for, KernelPlanV0, PlanTiming, INT8_TIER_ENV};

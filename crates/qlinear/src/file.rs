@@ -61,6 +61,19 @@ impl ModelFile {
         })
     }
 
+    /// Parses a file held in memory whose layers read their codes **in
+    /// place** from `bytes`, as [`ModelFile::open_in_place`] reads a file's
+    /// map ([`QuantizedFile::from_bytes_in_place`]: the packed Q4 nibbles
+    /// rewritten once to the kernels' biased form, the bytes kept alive by
+    /// the layers): a file held once, where [`ModelFile::from_bytes`] would
+    /// copy every layer's codes out of it. For platforms that cannot map a
+    /// file (a browser page). Errors: as [`ModelFile::from_bytes`].
+    pub fn from_bytes_in_place(bytes: Vec<u8>) -> Result<Self> {
+        Ok(ModelFile {
+            file: QuantizedFile::from_bytes_in_place(bytes)?,
+        })
+    }
+
     /// The quantized layer `prefix` (its `prefix.qweight` / `prefix.scales`,
     /// validated), with `prefix.bias` when the file has one (F32, F16 or
     /// BF16, widened exactly), in the default mode (see [`Linear::new`]).

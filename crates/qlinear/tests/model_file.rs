@@ -102,11 +102,20 @@ fn a_model_opened_in_place_shares_its_codes_and_outlives_the_file_value() {
         })
         .collect();
     write_file(&path, &HashMap::new(), tensors).unwrap();
-    let copying = ModelFile::open(&path).unwrap();
-    let in_place = ModelFile::open_in_place(&path).unwrap();
+    // the file's map, and its bytes held in memory (as the browser page
+    // holds them)
+    let mapped = ModelFile::open_in_place(&path).unwrap();
+    let held = ModelFile::from_bytes_in_place(std::fs::read(&path).unwrap()).unwrap();
+    for in_place in [mapped, held] {
+        check_in_place(&path, in_place, &schemes, n, k);
+    }
+}
+
+fn check_in_place(path: &std::path::Path, in_place: ModelFile, schemes: &[QScheme], n: usize, k: usize) {
+    let copying = ModelFile::open(path).unwrap();
     let x = weights(3, k, 22);
     let mut kept = vec![];
-    for s in schemes {
+    for &s in schemes {
         let name = format!("l.{s}");
         let want = copying.linear(&name).unwrap();
         let got = in_place.linear(&name).unwrap();

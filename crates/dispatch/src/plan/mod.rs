@@ -98,7 +98,7 @@ impl KernelPlanV0 {
                 .collect()
         };
         let mut plans: Vec<(KernelFamily, FamilyPlan)> = vec![];
-        if !clock::AVAILABLE {
+        if !clock::available() {
             // nothing can be timed here: take the most specific proven tier
             for &family in families {
                 let t = tables_for(family).first().map_or(Int8Tier::Scalar, |t| t.0);
@@ -339,7 +339,9 @@ impl fmt::Display for KernelPlanV0 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.forced {
             Some(t) => writeln!(f, "plan: forced to {t} by {INT8_TIER_ENV}")?,
-            None if !clock::AVAILABLE => writeln!(f, "plan: no clock on this platform: the most specific proven tier")?,
+            None if !clock::available() => {
+                writeln!(f, "plan: no clock on this platform: the most specific proven tier")?
+            }
             None => writeln!(f, "plan: measured in {:.1} ms", self.elapsed.as_secs_f64() * 1e3)?,
         }
         let w = crate::tier::NAME_WIDTH;
