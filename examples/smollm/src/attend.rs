@@ -74,7 +74,7 @@ fn exp_shifted(scores: &mut [f32]) -> f32 {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut total = 0f32;
     scores.iter_mut().for_each(|s| {
-        *s = (*s - max).exp();
+        *s = crate::math::exp(*s - max);
         total += *s;
     });
     total

@@ -13,6 +13,8 @@
 mod attend;
 mod error;
 mod eval;
+mod generate;
+pub mod math;
 mod meta;
 mod model;
 mod modes;
@@ -25,6 +27,7 @@ mod tokenizer;
 
 pub use error::{Error, Result};
 pub use eval::{score, Scores};
+pub use generate::{logits_digest, prompt_ids, Emitted, Generation, Record};
 pub use meta::Meta;
 pub use model::{Config, DecodeSplit, KvCache, Model, WeightMemory};
 pub use modes::{Modes, ROLES};

@@ -13,7 +13,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use qlinear_smollm::{DecodeSplit, KvCache, Model, Modes, Sampler, Tokenizer, WeightMemory};
+use qlinear_smollm::{
+    prompt_ids, DecodeSplit, Generation, KvCache, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
+};
 
 #[derive(Parser)]
 #[command(
@@ -56,12 +58,20 @@ struct Args {
     /// Worker threads (default: every CPU).
     #[arg(long)]
     threads: Option<usize>,
-    /// The KV cache's positions (at most the model's context).
+    /// The most positions the KV cache may hold (at most the model's
+    /// context): the prompt and --max-tokens must fit; the cache holds
+    /// just those.
     #[arg(long, default_value_t = 2048)]
     context: usize,
     /// Write the prompt's logits, f32 little-endian [positions, vocab], here.
     #[arg(long)]
     logits: Option<PathBuf>,
+    /// Write the generation's trace here as JSON: the prompt's token ids,
+    /// the generated ids and the FNV-1a digest of the bits of every logits
+    /// row a token was chosen from (`qlinear_smollm::logits_digest`), which
+    /// `cargo xtask browser` compares with the page's.
+    #[arg(long)]
+    trace: Option<PathBuf>,
     /// Score every model on this text: perplexity (llama.cpp's way, windows
     /// of --window tokens, each window's second half scored) and the share
     /// of positions whose top-1 token is the first model's.
@@ -469,11 +479,15 @@ fn run(args: Args) -> Result<(), String> {
     // run on a pool thread: a call from outside the pool hands every layer's
     // work to it and sleeps until it is done, a wake-up a call (at one
     // thread, a tenth of the step's time went to the kernel's futex)
-    let pool = rayon::ThreadPoolBuilder::new()
+    match rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads.unwrap_or(0))
         .build()
-        .map_err(|e| e.to_string())?;
-    pool.install(|| generate(&args, &model, &meta, start, before_model))
+    {
+        Ok(pool) => pool.install(|| generate(&args, &model, &meta, start, before_model)),
+        // no threads on this platform (WASI): the calling thread runs it all
+        Err(_) if cfg!(target_family = "wasm") => generate(&args, &model, &meta, start, before_model),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Generates from the prompt of `args` with `model`, streaming the text;
@@ -489,70 +503,53 @@ fn generate(
     let tokenizer = Tokenizer::from_meta(meta).map_err(|e| e.to_string())?;
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), None) => ids.clone(),
-        (None, Some(p)) => {
-            let text = if args.chat {
-                tokenizer.chat(p).map_err(|e| e.to_string())?
-            } else {
-                p.clone()
-            };
-            tokenizer.encode(&text).map_err(|e| e.to_string())?
-        }
+        (None, Some(p)) => prompt_ids(&tokenizer, p, args.chat).map_err(|e| e.to_string())?,
         _ => return Err("give the prompt as --prompt TEXT or as --ids 1,2,3 (one of them)".into()),
     };
-    if ids.is_empty() {
-        return Err("prompt: the prompt is empty (no tokens)".into());
-    }
-    let capacity = args.context.min(model.config.context);
-    if ids.len() + args.max_tokens > capacity {
-        return Err(format!(
-            "prompt: {} prompt tokens and {} to generate exceed the context of {capacity} (--context, at most the \
-             model's {})",
-            ids.len(),
-            args.max_tokens,
-            model.config.context
-        ));
-    }
-    let mut cache = KvCache::new(&model.config, capacity).map_err(|e| e.to_string())?;
     let loaded = start.elapsed();
     let t0 = Instant::now();
-    let logits = model
-        .forward(&mut cache, &ids, args.logits.is_some())
-        .map_err(|e| e.to_string())?;
+    let sampler = Sampler::new(args.temperature, args.top_k, args.top_p, args.seed);
+    let record = Record {
+        digests: args.trace.is_some(),
+        prompt_logits: args.logits.is_some(),
+    };
+    let mut generation =
+        Generation::start(model, &ids, args.context, args.max_tokens, sampler, record).map_err(|e| e.to_string())?;
     let prefill = t0.elapsed();
-    let vocab = model.vocab();
-    if let Some(path) = &args.logits {
+    if let (Some(path), Some(logits)) = (&args.logits, generation.prompt_logits()) {
         let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let mut sampler = Sampler::new(args.temperature, args.top_k, args.top_p, args.seed);
-    let mut next = sampler.next(&logits[logits.len() - vocab..]);
     // from the start (before the selftest and the file) to the first token
     let first_token = start.elapsed();
-    let mut generated: Vec<u32> = vec![];
-    let mut shown = 0;
     let stdout = std::io::stdout();
     let t1 = Instant::now();
-    while generated.len() < args.max_tokens && !tokenizer.is_control(next) {
-        generated.push(next);
-        let text = tokenizer.decode(&generated).map_err(|e| e.to_string())?;
-        // print whole characters only: a token may end inside one
-        if !text.ends_with('\u{FFFD}') && text.len() >= shown {
-            let mut out = stdout.lock();
-            let _ = out.write_all(&text.as_bytes()[shown..]);
-            let _ = out.flush();
-            shown = text.len();
-        }
-        if generated.len() == args.max_tokens {
-            break;
-        }
-        let l = model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?;
-        next = sampler.next(l);
+    while let Some(token) = generation.step(model, &tokenizer).map_err(|e| e.to_string())? {
+        let mut out = stdout.lock();
+        let _ = out.write_all(token.text.as_bytes());
+        let _ = out.flush();
     }
+    let generated = generation.generated();
     let decode = t1.elapsed();
     println!();
     if args.ids.is_some() {
         let list: Vec<String> = generated.iter().map(u32::to_string).collect();
         println!("ids: {}", list.join(","));
+    }
+    if let Some(path) = &args.trace {
+        let digests: Vec<String> = generation
+            .digests()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| format!("{d:016x}"))
+            .collect();
+        let body = serde_json::json!({
+            "model": model.description,
+            "prompt_ids": ids,
+            "tokens": generated,
+            "logits_digests": digests,
+        });
+        std::fs::write(path, body.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     eprintln!(
         "{}: loaded in {:.2} s; prefill {} tokens in {:.1} ms ({:.1} tok/s); decode {} tokens in {:.1} ms ({:.1} \

@@ -54,7 +54,7 @@ impl Sampler {
         let mut probs: Vec<f32> = self
             .order
             .iter()
-            .map(|i| ((key(i) - max) / self.temperature).exp())
+            .map(|i| crate::math::exp((key(i) - max) / self.temperature))
             .collect();
         let total: f32 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= total);

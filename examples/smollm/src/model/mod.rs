@@ -226,17 +226,14 @@ impl Model {
             .is_ok()
             && qlinear::gguf::is_gguf(&magic);
         if is_gguf {
-            let file = GgufFile::open(path)?;
-            let meta = Meta::from_gguf(&file);
-            Ok((Model::from_gguf(&file, &meta)?, meta))
+            Model::of_gguf(&GgufFile::open(path)?)
         } else {
             let file = if memory == WeightMemory::InPlace {
                 ModelFile::open_in_place(path)?
             } else {
                 ModelFile::open(path)?
             };
-            let meta = Meta::from_converted(file.file().metadata_map())?;
-            let mut model = Model::from_converted(&file, &meta, modes)?;
+            let (mut model, meta) = Model::of_converted(&file, modes)?;
             if memory == WeightMemory::Packed {
                 // the file's map first: its pages, the copies and the
                 // region would otherwise be resident at once
@@ -245,6 +242,42 @@ impl Model {
             }
             Ok((model, meta))
         }
+    }
+
+    /// A model file held in memory (the page's: a browser has no files to
+    /// map), as [`Model::open`] reads it: a GGUF file runs the f32 path, a
+    /// converted file the quantized one, its codes held as `memory` says
+    /// ([`WeightMemory::InPlace`]: read from `bytes`, which the layers keep,
+    /// so the file's bytes are held once; otherwise copied out, and `bytes`
+    /// dropped before [`WeightMemory::Packed`] packs them). Errors: as
+    /// [`Model::open`].
+    pub fn from_bytes(bytes: Vec<u8>, modes: &Modes, memory: WeightMemory) -> Result<(Model, Meta)> {
+        if qlinear::gguf::is_gguf(&bytes) {
+            return Model::of_gguf(&GgufFile::from_bytes(bytes)?);
+        }
+        let file = if memory == WeightMemory::InPlace {
+            ModelFile::from_bytes_in_place(bytes)?
+        } else {
+            ModelFile::from_bytes(bytes)?
+        };
+        let (mut model, meta) = Model::of_converted(&file, modes)?;
+        if memory == WeightMemory::Packed {
+            drop(file);
+            model.pack_weights()?;
+        }
+        Ok((model, meta))
+    }
+
+    /// The f32 model of a GGUF file, and its metadata.
+    fn of_gguf(file: &GgufFile) -> Result<(Model, Meta)> {
+        let meta = Meta::from_gguf(file);
+        Ok((Model::from_gguf(file, &meta)?, meta))
+    }
+
+    /// The quantized model of a converted file, and its metadata.
+    fn of_converted(file: &ModelFile, modes: &Modes) -> Result<(Model, Meta)> {
+        let meta = Meta::from_converted(file.file().metadata_map())?;
+        Ok((Model::from_converted(file, &meta, modes)?, meta))
     }
 
     /// Moves every quantized layer's codes into one region, in the order a
@@ -517,16 +550,18 @@ fn check_shape(name: &str, found: &[usize], want: &[usize]) -> Result<()> {
 }
 
 /// `cos`, `sin` of `pos · base^(−2i / head_dim)` for every position of the
-/// context, in f64 then rounded once to f32.
+/// context, in f64 then rounded once to f32. `libm`'s `pow`, `cos` and
+/// `sin` (a Rust port of musl's) rather than the platform's: the same table
+/// on every target, the browser's included.
 fn rope_table(c: &Config) -> (Vec<f32>, Vec<f32>) {
     let half = c.head_dim / 2;
     let mut cos = Vec::with_capacity(c.context * half);
     let mut sin = Vec::with_capacity(c.context * half);
     for p in 0..c.context {
         for i in 0..half {
-            let theta = p as f64 * f64::from(c.rope_base).powf(-2.0 * i as f64 / c.head_dim as f64);
-            cos.push(theta.cos() as f32);
-            sin.push(theta.sin() as f32);
+            let theta = p as f64 * libm::pow(f64::from(c.rope_base), -2.0 * i as f64 / c.head_dim as f64);
+            cos.push(libm::cos(theta) as f32);
+            sin.push(libm::sin(theta) as f32);
         }
     }
     (cos, sin)
@@ -587,7 +622,8 @@ fn attend(hd: usize, pos: usize, qh: &[f32], held: &Held<'_>, kvh: usize, o: &mu
     crate::attend::attend(hd, qh, &held.k[from..to], &held.v[from..to], o, &mut scores[..=pos]);
 }
 
-/// SwiGLU in place: `g = silu(g) · u`.
+/// SwiGLU in place: `g = silu(g) · u` ([`crate::math::silu`]: the same
+/// bits on every target).
 fn swiglu(g: &mut [f32], u: &[f32]) {
-    g.iter_mut().zip(u).for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
+    g.iter_mut().zip(u).for_each(|(g, u)| *g = crate::math::silu(*g) * u);
 }
