@@ -133,6 +133,10 @@ $("generate").onclick = () => {
   }).catch(() => {});
 };
 $("gemv").onclick = () => gemv().catch(showError);
+$("threads").onchange = () => {
+  params.set("threads", $("threads").value);
+  location.search = params.toString();
+};
 
 async function check(url) {
   const result = { ready };
@@ -165,13 +169,16 @@ async function check(url) {
 
 (async () => {
   try {
-    ready = await request({ kind: "init", build: params.get("build") || undefined });
+    // one thread unless asked: ?threads=N (the page reloads with it)
+    const threads = Math.max(1, Number(params.get("threads") || 1));
+    $("threads").value = String(threads);
+    ready = await request({ kind: "init", build: params.get("build") || undefined, threads });
     const s = ready.selftest;
     $("selftest").textContent =
       `build: ${ready.build} (of ${ready.builds.join(", ")})\n` +
       `selftest ${s.selftest_ms.toFixed(1)} ms, plan ${s.plan_ms.toFixed(1)} ms (the page's clock)\n${s.text}`;
     $("status").textContent =
-      `${ready.build} build, ${ready.threads} thread` +
+      `${ready.build} build, ${ready.threads} thread${ready.threads > 1 ? "s" : ""}` +
       (ready.isolated ? "" : " (the page is not cross-origin isolated: one thread, and a coarser clock)") +
       `; ready ${(performance.now() - pageStart).toFixed(0)} ms after the page began loading`;
     busy(false);

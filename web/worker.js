@@ -18,11 +18,18 @@ const now = () => performance.now();
 // so that JavaScript never holds a second copy of the whole file.
 const CHUNK = 16 << 20;
 
-async function init(forced) {
+// Threads: more than one needs a build with atomics, whose memory is a
+// SharedArrayBuffer, which a browser gives only to a cross-origin isolated
+// page; there rayon's pool runs on `threads` Web Workers
+// (wasm-bindgen-rayon). One thread runs the build without atomics.
+async function init(forced, threads) {
+  const isolated = self.crossOriginIsolated === true;
+  if (threads > 1 && !isolated) threads = 1;
   const builds = await (await fetch("builds.json")).json();
-  const order = forced ? [forced] : [...builds].reverse();
+  const names = builds.map((b) => b.name);
+  const order = forced ? [forced] : builds.filter((b) => b.threads === threads > 1).map((b) => b.name).reverse();
   for (const [i, name] of order.entries()) {
-    if (!builds.includes(name)) throw new Error(`no build named ${name}; the builds are ${builds.join(", ")}`);
+    if (!names.includes(name)) throw new Error(`no build named ${name}; the builds are ${names.join(", ")}`);
     const bytes = await (await fetch(`pkg/${name}/qlinear_web_bg.wasm`)).arrayBuffer();
     // the first build needs only SIMD128; a wider one may not validate
     if (i === order.length - 1 || WebAssembly.validate(bytes)) {
@@ -32,6 +39,10 @@ async function init(forced) {
       break;
     }
   }
+  if (q.initThreadPool) {
+    if (!isolated) throw new Error(`the ${build} build needs a cross-origin isolated page`);
+    await q.initThreadPool(threads);
+  }
   decoder = new q.Decoder();
   const t0 = now();
   const s = q.selftest();
@@ -40,12 +51,12 @@ async function init(forced) {
   return {
     kind: "ready",
     build,
-    builds,
+    builds: names,
     selftest: report,
     wall_ms: now() - t0,
     tiers: q.page_tiers(),
-    isolated: self.crossOriginIsolated === true,
-    threads: 1,
+    isolated,
+    threads: q.threads(),
   };
 }
 
@@ -145,7 +156,7 @@ self.onmessage = (event) => {
   const m = event.data;
   queue = queue.then(async () => {
     try {
-      if (m.kind === "init") post(await init(m.build));
+      if (m.kind === "init") post(await init(m.build, m.threads));
       else if (!q) throw new Error("the module is not loaded");
       else if (m.kind === "load") post(await load(m));
       else if (m.kind === "generate") post(generate(m));

@@ -30,6 +30,20 @@ extern "C" {
     fn performance_now() -> f64;
 }
 
+/// Starts `threads` Web Workers that share this module's memory and makes
+/// them rayon's global pool (in the builds with atomics only, which need a
+/// cross-origin isolated page; the promise resolves when every worker is
+/// up). Call it once, before the first layer runs.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// The threads a layer's work spreads over: rayon's global pool (1 in a
+/// build without atomics).
+#[wasm_bindgen]
+pub fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
 /// Gives the plan and the selftest the page's clock (once; later calls do
 /// nothing). Every export that may prove or plan calls it first.
 fn clock() {

@@ -52,37 +52,122 @@ fn ensure_wasm_bindgen() -> Result<String> {
     Ok("wasm-bindgen".into())
 }
 
+/// The nightly toolchain the threaded builds use: threads in
+/// `wasm32-unknown-unknown` need std rebuilt with atomics (`-Z build-std`),
+/// which only nightly does. Pinned, so that a build does not change under
+/// us; [`ensure_nightly`] installs it with `rust-src` and the target.
+pub(crate) const NIGHTLY: &str = "nightly-2026-05-20";
+
+/// Installs [`NIGHTLY`] (minimal profile, `rust-src`, the wasm target) when
+/// it is missing.
+fn ensure_nightly() -> Result {
+    let ok = Command::new("rustup")
+        .args(["run", NIGHTLY, "rustc", "--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|root| {
+            root.join("lib/rustlib/src/rust/library/std").exists() && root.join(format!("lib/rustlib/{WEB}")).exists()
+        });
+    if ok {
+        return Ok(());
+    }
+    run(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        NIGHTLY,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+        "--target",
+        WEB,
+    ]))
+}
+
+/// One build of the page's module: its name (the widest tier it holds, and
+/// `-threads` for a build with atomics) and wasm-bindgen's output folder.
+#[derive(Clone)]
+pub(crate) struct Build {
+    pub(crate) name: String,
+    pub(crate) threads: bool,
+    pub(crate) dir: PathBuf,
+}
+
 /// Builds the page's module once per wasm tier of the registry, each with
 /// its target features (`+simd128`, `+simd128,+relaxed-simd`) and the tiers
-/// before it, and binds each with `wasm-bindgen --target web` into
-/// `target/web-pkg/TIER/`; returns (tier, folder) in the registry's order.
-pub(crate) fn build_page() -> Result<Vec<(String, PathBuf)>> {
+/// before it, and each twice: on stable without threads, and on
+/// [`NIGHTLY`] with atomics (std rebuilt, shared memory of up to 4 GiB,
+/// rayon's pool on Web Workers: `wasm-bindgen-rayon`). Binds each with
+/// `wasm-bindgen --target web` into `target/web-pkg/NAME/`; returns them in
+/// the registry's order, the threaded build after the plain one.
+pub(crate) fn build_page() -> Result<Vec<Build>> {
     ensure_target(WEB)?;
+    ensure_nightly()?;
     let bindgen = ensure_wasm_bindgen()?;
     let mut builds = Vec::new();
     for tier in Int8Tier::of_arch("wasm32") {
-        let dir = format!("target/web-{tier}");
-        run(cargo()
-            .args(["build", "--quiet", "--release", "--target", WEB, "--target-dir"])
-            .arg(&dir)
-            .args(["-p", "qlinear-web"])
-            .env(
-                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
-                // getrandom (the tokenizer's hash maps) reaches the browser's
-                // crypto through wasm-bindgen with this cfg
-                format!(
-                    "-C target-feature={} --cfg getrandom_backend=\"wasm_js\"",
-                    tier.build_features()
-                ),
-            ))?;
-        let module = root().join(format!("{dir}/{WEB}/release/qlinear_web.wasm"));
-        let out = root().join(format!("target/web-pkg/{tier}"));
-        run(Command::new(&bindgen)
-            .args(["--target", "web", "--no-typescript", "--out-dir"])
-            .arg(&out)
-            .arg(&module))?;
-        prune(&dir);
-        builds.push((tier.to_string(), out));
+        for threads in [false, true] {
+            let name = if threads {
+                format!("{tier}-threads")
+            } else {
+                tier.to_string()
+            };
+            let dir = format!("target/web-{name}");
+            // getrandom (the tokenizer's hash maps) reaches the browser's
+            // crypto through wasm-bindgen with this cfg
+            let mut flags = format!(
+                "--cfg getrandom_backend=\"wasm_js\" -C target-feature={}",
+                tier.build_features()
+            );
+            let mut build = if threads {
+                flags.push_str(",+atomics,+bulk-memory,+mutable-globals");
+                // a memory the workers share, of up to 4 GiB, and the
+                // thread-local storage each worker sets up (this nightly's
+                // rustc no longer passes these for `+atomics` itself)
+                for arg in [
+                    "--shared-memory",
+                    "--import-memory",
+                    "--max-memory=4294967296",
+                    "--export=__wasm_init_tls",
+                    "--export=__tls_size",
+                    "--export=__tls_align",
+                    "--export=__tls_base",
+                ] {
+                    flags.push_str(&format!(" -C link-arg={arg}"));
+                }
+                let mut c = Command::new("rustup");
+                c.args(["run", NIGHTLY, "cargo", "build", "-Z", "build-std=panic_abort,std"]);
+                // the outer cargo's own toolchain must not leak in
+                for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "CARGO", "RUSTDOC"] {
+                    c.env_remove(var);
+                }
+                c
+            } else {
+                let mut c = cargo();
+                c.arg("build");
+                c
+            };
+            run(build
+                .args(["--quiet", "--release", "--target", WEB, "--target-dir"])
+                .arg(&dir)
+                .args(["-p", "qlinear-web"])
+                .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS", flags))?;
+            let module = root().join(format!("{dir}/{WEB}/release/qlinear_web.wasm"));
+            let out = root().join(format!("target/web-pkg/{name}"));
+            let _ = std::fs::remove_dir_all(&out);
+            run(Command::new(&bindgen)
+                .args(["--target", "web", "--no-typescript", "--out-dir"])
+                .arg(&out)
+                .arg(&module))?;
+            prune(&dir);
+            builds.push(Build {
+                name,
+                threads,
+                dir: out,
+            });
+        }
     }
     Ok(builds)
 }
@@ -109,12 +194,13 @@ fn native_binaries() -> Result<(PathBuf, PathBuf)> {
 /// table at q8: W4A8 projections, a W8A8 head), runs the native
 /// `qlinear-smollm` on it on the scalar tier (greedy, [`TOKENS`] tokens of
 /// [`PROMPT`], the logits of every step fingerprinted), then opens the page
-/// in headless Chromium (Debian's `chromium`, installed when missing) once
-/// with the build it chooses and once per narrower build forced, and has it
-/// do the same. Fails unless every proof passed in the page, the plan
-/// measured with the page's clock, the page chose the widest build, and in
-/// every build the prompt's ids, the tokens and every step's logits digest
-/// equal the native ones.
+/// in headless Chromium (Debian's `chromium`, installed when missing) at 1
+/// and at 2 threads, each once with the build it chooses and once per
+/// narrower build forced, and has it do the same. Fails unless every proof
+/// passed in the page, the plan measured with the page's clock, the page
+/// chose the widest build of the thread count and ran that many threads,
+/// and in every build the prompt's ids, the tokens and every step's logits
+/// digest equal the native ones.
 pub(crate) fn browser() -> Result {
     if !have("chromium") {
         apt_install(&["chromium"])?;
@@ -162,27 +248,31 @@ pub(crate) fn browser() -> Result {
         ],
         results: Some(tx),
     })?;
-    let widest = builds.last().map(|b| b.0.clone()).unwrap_or_default();
-    // the page's own choice first (it must be the widest), then each
-    // narrower build forced
-    let runs: Vec<Option<&str>> = std::iter::once(None)
-        .chain(
-            builds[..builds.len().saturating_sub(1)]
-                .iter()
-                .map(|b| Some(b.0.as_str())),
-        )
-        .collect();
+    // at each thread count, the page's own choice first (it must be the
+    // widest build of that kind), then each narrower one forced
+    let mut runs: Vec<(Option<&str>, usize, &str)> = vec![];
+    for threads in [1, 2] {
+        let kind: Vec<&str> = builds
+            .iter()
+            .filter(|b| b.threads == (threads > 1))
+            .map(|b| b.name.as_str())
+            .collect();
+        if let Some((widest, narrower)) = kind.split_last() {
+            runs.push((None, threads, widest));
+            runs.extend(narrower.iter().map(|&b| (Some(b), threads, b)));
+        }
+    }
     let mut failures = vec![];
     println!(
         "native (tier {scalar}): {} prompt tokens, {} generated",
         native["prompt_ids"].as_array().map_or(0, Vec::len),
         native["tokens"].as_array().map_or(0, Vec::len)
     );
-    println!("| build | decode tier | selftest ms | plan ms | ids, tokens, digests as native | prefill tok/s | decode tok/s | wasm memory / file |");
-    println!("|---|---|--:|--:|---|--:|--:|--:|");
-    for forced in runs {
+    println!("| build | threads | decode tier | selftest ms | plan ms | ids, tokens, digests as native | prefill tok/s | decode tok/s | wasm memory / file |");
+    println!("|---|--:|---|--:|--:|---|--:|--:|--:|");
+    for (forced, threads, want) in runs {
         let mut url = format!(
-            "http://127.0.0.1:{port}/index.html?check=/model/smollm2-q4g32&tokens={TOKENS}&prompt={}",
+            "http://127.0.0.1:{port}/index.html?check=/model/smollm2-q4g32&tokens={TOKENS}&threads={threads}&prompt={}",
             percent(PROMPT)
         );
         match forced {
@@ -191,15 +281,14 @@ pub(crate) fn browser() -> Result {
             None => url = url.replace("check=/model/", "check=/model/truncated,/model/"),
         }
         let page = open_page(&url, &rx)?;
-        let want = forced.unwrap_or(&widest);
-        match judge(&page, &native, want) {
+        match judge(&page, &native, want, threads) {
             Ok(row) => println!("{row}"),
             Err(e) => {
-                println!("| {want} | FAILED: {e} |");
-                failures.push(format!("{want}: {e}"));
+                println!("| {want} | {threads} | FAILED: {e} |");
+                failures.push(format!("{want} at {threads} threads: {e}"));
             }
         }
-        if forced.is_none() {
+        if forced.is_none() && threads == 1 {
             let first = &page["attempts"][0];
             match first["error"].as_str() {
                 Some(e) if first["url"] == "/model/truncated" && !e.is_empty() => {
@@ -229,13 +318,16 @@ pub(crate) fn browser() -> Result {
 }
 
 /// One row of the table for the page's result, or what is wrong with it.
-fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str) -> Result<String> {
+fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str, threads: usize) -> Result<String> {
     if let Some(e) = page["error"].as_str() {
         return Err(format!("the page failed: {e}"));
     }
     let ready = &page["ready"];
     if ready["build"].as_str() != Some(build) {
         return Err(format!("ran the {} build", ready["build"]));
+    }
+    if ready["threads"].as_u64() != Some(threads as u64) {
+        return Err(format!("ran {} threads", ready["threads"]));
     }
     let s = &ready["selftest"];
     let text = s["text"].as_str().unwrap_or("");
@@ -245,7 +337,8 @@ fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str) -> R
     // every wasm tier of this build, and none narrower is missing, is
     // proven: the build named for tier T holds the tiers before it
     let tiers = Int8Tier::of_arch("wasm32");
-    let upto = tiers.iter().position(|t| t.name() == build).unwrap_or(0);
+    let tier = build.strip_suffix("-threads").unwrap_or(build);
+    let upto = tiers.iter().position(|t| t.name() == tier).unwrap_or(0);
     for t in &tiers[..=upto] {
         let line = text.lines().find(|l| l.split_whitespace().next() == Some(t.name()));
         if !line.is_some_and(|l| l.contains(" ok")) {
@@ -291,7 +384,7 @@ fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str) -> R
     };
     let loaded = &page["loaded"];
     Ok(format!(
-        "| {build} | {} | {:.1} | {:.1} | yes ({} tokens, {} digests) | {} | {} | {:.2} |",
+        "| {build} | {threads} | {} | {:.1} | {:.1} | yes ({} tokens, {} digests) | {} | {} | {:.2} |",
         loaded["tier"].as_str().unwrap_or("?"),
         s["selftest_ms"].as_f64().unwrap_or(0.0),
         s["plan_ms"].as_f64().unwrap_or(0.0),

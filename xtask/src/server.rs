@@ -10,15 +10,16 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
+use super::browser::Build;
 use super::*;
 
 /// What the server offers.
 pub(crate) struct Site {
     /// `web/`: `index.html`, `main.js`, `worker.js`.
     pub(crate) web: PathBuf,
-    /// The builds, in the registry's order: (name, folder of wasm-bindgen's
-    /// output), served as `pkg/NAME/…` and listed in `builds.json`.
-    pub(crate) builds: Vec<(String, PathBuf)>,
+    /// The builds, in the registry's order, served as `pkg/NAME/…` (their
+    /// wasm-bindgen output, snippets included) and listed in `builds.json`.
+    pub(crate) builds: Vec<Build>,
     /// Model files, served as `model/NAME`.
     pub(crate) models: Vec<(String, PathBuf)>,
     /// Where the bodies of `POST /result` go, if anywhere.
@@ -81,11 +82,19 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
         [""] | ["index.html"] => Some(site.web.join("index.html")),
         [name @ ("main.js" | "worker.js")] => Some(site.web.join(name)),
         ["builds.json"] => {
-            let names: Vec<String> = site.builds.iter().map(|(b, _)| format!("\"{b}\"")).collect();
-            let body = format!("[{}]", names.join(", "));
+            let builds: Vec<String> = site
+                .builds
+                .iter()
+                .map(|b| format!("{{\"name\": \"{}\", \"threads\": {}}}", b.name, b.threads))
+                .collect();
+            let body = format!("[{}]", builds.join(", "));
             return respond(&mut out, "200 OK", "application/json", body.as_bytes());
         }
-        ["pkg", build, name] if plain(name) => site.builds.iter().find(|(b, _)| b == build).map(|(_, d)| d.join(name)),
+        ["pkg", build, rest @ ..] if !rest.is_empty() && rest.iter().all(|p| plain(p)) => site
+            .builds
+            .iter()
+            .find(|b| b.name == *build)
+            .map(|b| rest.iter().fold(b.dir.clone(), |d, p| d.join(p))),
         ["model", name] => site.models.iter().find(|(m, _)| m == name).map(|(_, p)| p.clone()),
         _ => None,
     };
