@@ -62,6 +62,17 @@ pub enum FormatError {
         /// Which size (a shape, a byte length).
         what: String,
     },
+    /// The file ends before its header, or before the tensors its header
+    /// lays out: a file cut short (an interrupted copy or download).
+    #[error("the file is {found} bytes, but its header{what} ends at byte {needed}: it is cut short")]
+    Truncated {
+        /// `""` when the tensors' data is cut, `" itself"` when the header is.
+        what: &'static str,
+        /// The length the header implies.
+        needed: u64,
+        /// The file's length.
+        found: u64,
+    },
     /// The `safetensors` crate refused the header or the layout.
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),

@@ -429,7 +429,37 @@ fn read_header(bytes: &[u8]) -> Result<(usize, Metadata), FormatError> {
     if crate::gguf::is_gguf(bytes) {
         return Err(FormatError::GgufNotSafetensors);
     }
-    Ok(SafeTensors::read_metadata(bytes)?)
+    SafeTensors::read_metadata(bytes).map_err(|e| truncation(bytes).unwrap_or(FormatError::Header(e)))
+}
+
+/// A safetensors file cut short, as [`FormatError::Truncated`]: the
+/// header's length field points past the end, or the header parses and
+/// its tensors' last byte is past the end. `None` for any other fault
+/// (the `safetensors` crate's own message stands).
+fn truncation(bytes: &[u8]) -> Option<FormatError> {
+    let found = bytes.len() as u64;
+    let header_len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let header_end = header_len.checked_add(8)?;
+    let Some(header) = bytes.get(8..usize::try_from(header_end).ok()?) else {
+        // a length past the largest header the crate reads is not a cut
+        return (header_len <= 100_000_000).then_some(FormatError::Truncated {
+            what: " itself",
+            needed: header_end,
+            found,
+        });
+    };
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+    let data_end = header
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .filter_map(|(_, v)| v.get("data_offsets")?.get(1)?.as_u64())
+        .max()?;
+    let needed = header_end.checked_add(data_end)?;
+    (needed > found).then_some(FormatError::Truncated {
+        what: "",
+        needed,
+        found,
+    })
 }
 
 /// The first top-level key of a safetensors header that appears twice, if any.

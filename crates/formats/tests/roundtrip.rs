@@ -383,12 +383,33 @@ fn assert_refused(cases: Vec<(Vec<u8>, &str)>) {
 
 #[test]
 fn truncated_unreadable_and_absent_are_typed_errors() {
-    let mut truncated = q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD);
+    let whole = q8_file(vec![1, 2, 3, 4], &[1.0, 0.5], GOOD);
+    let len = whole.len() as u64;
+    let mut truncated = whole.clone();
     truncated.pop();
-    assert!(matches!(
-        QuantizedFile::from_bytes(truncated),
-        Err(FormatError::Header(_))
-    ));
+    let e = QuantizedFile::from_bytes(truncated).unwrap_err();
+    assert!(
+        matches!(e, FormatError::Truncated { what: "", needed, found } if needed == len && found == len - 1),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the file is {} bytes, but its header ends at byte {len}: it is cut short",
+            len - 1
+        )
+    );
+    // cut inside the header: the length field says where it ends
+    let header_end = 8 + u64::from_le_bytes(whole[..8].try_into().unwrap());
+    let e = QuantizedFile::from_bytes(whole[..20].to_vec()).unwrap_err();
+    assert!(
+        matches!(e, FormatError::Truncated { what: " itself", needed, found: 20 } if needed == header_end),
+        "{e:?}"
+    );
+    // bytes past the tensors are not a cut: the crate's own refusal
+    let mut longer = whole.clone();
+    longer.push(0);
+    assert!(matches!(QuantizedFile::from_bytes(longer), Err(FormatError::Header(_))));
     assert!(matches!(
         QuantizedFile::from_bytes(vec![1, 2, 3]),
         Err(FormatError::Header(_))
