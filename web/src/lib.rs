@@ -20,8 +20,10 @@ use std::sync::Mutex;
 
 use qlinear_dispatch::{autotuned_plan, cpu_features, selftest_report, Int8Tier, Route};
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
-use qlinear_smollm::{prompt_ids, Generation, Model, Modes, Record, Sampler, Tokenizer, WeightMemory};
 use wasm_bindgen::prelude::*;
+
+mod session;
+pub use session::{Session, MAX_FILE_BYTES, PAGE_WEIGHTS};
 
 #[wasm_bindgen]
 extern "C" {
@@ -164,18 +166,6 @@ pub fn memory_bytes() -> f64 {
     }
 }
 
-/// The largest model file the page takes: what wasm32's 4 GiB address
-/// space holds beside the decoder's own memory (its KV cache, work
-/// buffers and code), 3.5 GiB.
-pub const MAX_FILE_BYTES: f64 = 3.5 * 1024.0 * 1024.0 * 1024.0;
-
-/// Where the page holds a converted file's codes unless told: copied out of
-/// the file into the layers' own form (the panel form of W4A8 q4g32), the
-/// file's bytes dropped. Read in place, the W4A8 layers would keep the
-/// natural form, which decoded SmolLM2 2.8× slower under Node.js; copying
-/// costs about the file again in wasm memory, which never shrinks.
-pub const PAGE_WEIGHTS: WeightMemory = WeightMemory::Copied;
-
 /// One generated token, as [`Decoder::step`] returns it.
 #[wasm_bindgen(getter_with_clone)]
 pub struct Token {
@@ -191,23 +181,14 @@ pub struct Token {
 /// [`Decoder::step`]). Every error is a JavaScript `Error` whose message
 /// names what is wrong; after one, the decoder takes another file.
 #[wasm_bindgen]
+#[derive(Default)]
 pub struct Decoder {
-    file: Vec<u8>,
-    expected: usize,
-    loaded: Option<(Model, Tokenizer)>,
-    prompt: Vec<u32>,
-    generation: Option<Generation>,
-}
-
-impl Default for Decoder {
-    fn default() -> Self {
-        Decoder::new()
-    }
+    session: Session,
 }
 
 /// A JavaScript error with `message`.
-fn error(message: impl std::fmt::Display) -> JsError {
-    JsError::new(&message.to_string())
+fn error(message: String) -> JsError {
+    JsError::new(&message)
 }
 
 #[wasm_bindgen]
@@ -215,57 +196,22 @@ impl Decoder {
     /// A decoder with no model.
     #[wasm_bindgen(constructor)]
     pub fn new() -> Decoder {
-        Decoder {
-            file: Vec::new(),
-            expected: 0,
-            loaded: None,
-            prompt: Vec::new(),
-            generation: None,
-        }
+        Decoder::default()
     }
 
     /// Drops any model and makes room for a file of `bytes` bytes (a
     /// JavaScript number: a `File`'s size). Refused, before anything is
     /// allocated, when it is not a whole number, is over
-    /// [`MAX_FILE_BYTES`], or is more than this page's memory can grow to.
+    /// [`MAX_FILE_BYTES`] (the message names the size), or is more than
+    /// this page's memory can grow to.
     pub fn reserve(&mut self, bytes: f64) -> Result<(), JsError> {
-        self.loaded = None;
-        self.generation = None;
-        self.file = Vec::new();
-        self.expected = 0;
-        if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0) {
-            return Err(error(format!("a file of {bytes} bytes is not a file size")));
-        }
-        if bytes > MAX_FILE_BYTES {
-            return Err(error(format!(
-                "the file is {:.2} GiB: WebAssembly's 32-bit memory holds files of at most {:.1} GiB beside the \
-                 decoder",
-                bytes / 1024f64.powi(3),
-                MAX_FILE_BYTES / 1024f64.powi(3)
-            )));
-        }
-        let n = bytes as usize;
-        self.file.try_reserve_exact(n).map_err(|_| {
-            error(format!(
-                "cannot hold the file's {n} bytes: this page's memory cannot grow that far"
-            ))
-        })?;
-        self.expected = n;
-        Ok(())
+        self.session.reserve(bytes).map_err(error)
     }
 
     /// Appends the next chunk of the file. Refused past the size given to
     /// [`Decoder::reserve`].
     pub fn append(&mut self, chunk: &[u8]) -> Result<(), JsError> {
-        if self.file.len() + chunk.len() > self.expected {
-            return Err(error(format!(
-                "{} bytes past the file's {} (a file that grew while it was read?)",
-                self.file.len() + chunk.len() - self.expected,
-                self.expected
-            )));
-        }
-        self.file.extend_from_slice(chunk);
-        Ok(())
+        self.session.append(chunk).map_err(error)
     }
 
     /// Loads the file streamed in: a converted qlinear file (its layers in
@@ -278,39 +224,14 @@ impl Decoder {
     /// file's reader and the decoder refuse (a file that is not a Llama
     /// decoder names the key at fault).
     pub fn load(&mut self, modes: &str, weights: &str) -> Result<String, JsError> {
-        if self.file.len() != self.expected {
-            return Err(error(format!(
-                "the file stopped after {} of its {} bytes",
-                self.file.len(),
-                self.expected
-            )));
-        }
         clock();
-        let modes = if modes.is_empty() {
-            Modes::default()
-        } else {
-            modes.parse::<Modes>().map_err(error)?
-        };
-        let memory = match weights {
-            "" => PAGE_WEIGHTS,
-            "packed" => WeightMemory::Packed,
-            "copied" => WeightMemory::Copied,
-            "in-place" => WeightMemory::InPlace,
-            other => return Err(error(format!("weights {other:?}: give packed, copied or in-place"))),
-        };
-        let bytes = std::mem::take(&mut self.file);
-        self.expected = 0;
-        let (model, meta) = Model::from_bytes(bytes, &modes, memory).map_err(error)?;
-        let tokenizer = Tokenizer::from_meta(&meta).map_err(error)?;
-        let description = model.description.clone();
-        self.loaded = Some((model, tokenizer));
-        Ok(description)
+        self.session.load(modes, weights).map_err(error)
     }
 
     /// The loaded model's tier for a decode step's projections (`f32` on the
     /// f32 path), or an empty string with no model.
     pub fn tier(&self) -> String {
-        self.loaded.as_ref().map_or_else(String::new, |(m, _)| m.decode_tier())
+        self.session.tier()
     }
 
     /// Starts a generation of at most `max_tokens` from `prompt` (wrapped
@@ -320,7 +241,6 @@ impl Decoder {
     /// ([`qlinear_smollm::logits_digest`], for the native comparison).
     /// Errors: no model, an empty or too long prompt, a bad sampler
     /// setting.
-    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         prompt: &str,
@@ -330,60 +250,35 @@ impl Decoder {
         seed: u32,
         digests: bool,
     ) -> Result<u32, JsError> {
-        let (model, tokenizer) = self.loaded.as_ref().ok_or_else(|| error("no model is loaded"))?;
-        if !(temperature.is_finite() && temperature >= 0.0) {
-            return Err(error(format!(
-                "temperature {temperature} must be finite and at least 0 (0 is greedy)"
-            )));
-        }
-        self.generation = None;
-        let ids = prompt_ids(tokenizer, prompt, chat).map_err(error)?;
-        let sampler = Sampler::new(temperature, 40, 0.95, u64::from(seed));
-        let record = Record {
-            digests,
-            prompt_logits: false,
-        };
-        let context = model.config.context;
-        let generation =
-            Generation::start(model, &ids, context, max_tokens as usize, sampler, record).map_err(error)?;
-        self.generation = Some(generation);
-        self.prompt = ids;
-        Ok(self.prompt.len() as u32)
+        self.session
+            .start(prompt, chat, max_tokens, temperature, seed, digests)
+            .map_err(error)
     }
 
     /// The next token, or `undefined` once the generation has ended (its
     /// token budget spent, or a control token chosen). Errors: no
     /// generation started, and the model's.
     pub fn step(&mut self) -> Result<Option<Token>, JsError> {
-        let (model, tokenizer) = self.loaded.as_ref().ok_or_else(|| error("no model is loaded"))?;
-        let generation = self
-            .generation
-            .as_mut()
-            .ok_or_else(|| error("no generation is started"))?;
-        Ok(generation
-            .step(model, tokenizer)
+        Ok(self
+            .session
+            .step()
             .map_err(error)?
             .map(|t| Token { id: t.id, text: t.text }))
     }
 
     /// The prompt's token ids of the current generation.
     pub fn prompt_ids(&self) -> Vec<u32> {
-        self.prompt.clone()
+        self.session.prompt_ids()
     }
 
     /// The tokens the current generation has emitted so far.
     pub fn generated(&self) -> Vec<u32> {
-        self.generation
-            .as_ref()
-            .map_or_else(Vec::new, |g| g.generated().to_vec())
+        self.session.generated()
     }
 
     /// The logits digests of the current generation, as 16 hex digits
     /// each (empty unless started with `digests`).
     pub fn digests(&self) -> Vec<String> {
-        self.generation
-            .as_ref()
-            .and_then(Generation::digests)
-            .map_or_else(Vec::new, |d| d.iter().map(|d| format!("{d:016x}")).collect())
+        self.session.digests()
     }
 }
