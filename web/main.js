@@ -138,6 +138,30 @@ $("threads").onchange = () => {
   location.search = params.toString();
 };
 
+// ?bench=URL&ids=1,2,…&tokens=N[&rounds=R]: load the file, time it
+// (worker.js's bench), POST the runs to /result
+async function benchmark(url) {
+  const result = { ready };
+  try {
+    if (params.get("weights")) $("weights").value = params.get("weights");
+    if (params.get("modes")) $("modes").value = params.get("modes");
+    result.loaded = await loadModel({ url });
+    if (!result.loaded) throw new Error($("error").textContent);
+    const ids = (params.get("ids") || "").split(",").filter((s) => s.length > 0).map(Number);
+    const bench = await request({
+      kind: "bench",
+      ids,
+      tokens: Number(params.get("tokens") || 128),
+      rounds: Number(params.get("rounds") || 1),
+    });
+    result.runs = bench.runs;
+    result.memory_bytes = bench.memory_bytes;
+  } catch (e) {
+    result.error = String(e.message || e);
+  }
+  await fetch("/result", { method: "POST", body: JSON.stringify(result) });
+}
+
 async function check(url) {
   const result = { ready };
   if (params.get("weights")) $("weights").value = params.get("weights");
@@ -190,4 +214,5 @@ async function check(url) {
     return;
   }
   if (params.get("check")) await check(params.get("check"));
+  else if (params.get("bench")) await benchmark(params.get("bench"));
 })();

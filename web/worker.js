@@ -127,6 +127,17 @@ function generate({ prompt, chat, max_tokens, temperature, seed, digests }) {
   };
 }
 
+// The bench: an untimed warm-up run, then `rounds` timed ones.
+function bench({ ids, tokens, rounds }) {
+  decoder.bench(Uint32Array.from(ids.slice(0, 16)), 16);
+  const runs = [];
+  for (let r = 0; r < rounds; r++) {
+    const [prefill, decode] = decoder.bench(Uint32Array.from(ids), tokens);
+    runs.push({ prefill_tok_s: prefill, decode_tok_s: decode });
+  }
+  return { kind: "bench", runs, memory_bytes: q.memory_bytes() };
+}
+
 function gemv() {
   const rows = [];
   const [n, k] = [4096, 4096];
@@ -161,6 +172,7 @@ self.onmessage = (event) => {
       else if (m.kind === "load") post(await load(m));
       else if (m.kind === "generate") post(generate(m));
       else if (m.kind === "gemv") post(gemv());
+      else if (m.kind === "bench") post(bench(m));
       else throw new Error(`unknown request ${m.kind}`);
     } catch (e) {
       post({ kind: "error", during: m.kind, message: e && e.message ? e.message : String(e) });

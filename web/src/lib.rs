@@ -266,6 +266,16 @@ impl Decoder {
             .map(|t| Token { id: t.id, text: t.text }))
     }
 
+    /// Times the loaded model as the native `qlinear-smollm --bench` does
+    /// (`qlinear_smollm::time_decode`, by `performance.now()`): `ids` run
+    /// at once, then `tokens` greedy decode steps; returns
+    /// `[prefill tok/s, decode tok/s]`. Errors: no model, no ids, and the
+    /// model's.
+    pub fn bench(&mut self, ids: Vec<u32>, tokens: u32) -> Result<Vec<f64>, JsError> {
+        let now = || performance_now();
+        self.session.bench(&ids, tokens, &now).map_err(error)
+    }
+
     /// The prompt's token ids of the current generation.
     pub fn prompt_ids(&self) -> Vec<u32> {
         self.session.prompt_ids()

@@ -2,7 +2,9 @@
 //! its refusals are tested natively; `Decoder` in `lib.rs` binds it to
 //! JavaScript.
 
-use qlinear_smollm::{prompt_ids, Emitted, Generation, Model, Modes, Record, Sampler, Tokenizer, WeightMemory};
+use qlinear_smollm::{
+    prompt_ids, time_decode, Emitted, Generation, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
+};
 
 /// The largest model file the page takes: what wasm32's 4 GiB address
 /// space holds beside the decoder's own memory (its KV cache, work
@@ -136,6 +138,16 @@ impl Session {
         generation.step(model, tokenizer).map_err(|e| e.to_string())
     }
 
+    /// See `Decoder::bench`; `now` is the clock in ms.
+    pub fn bench(&mut self, ids: &[u32], tokens: u32, now: &dyn Fn() -> f64) -> Result<Vec<f64>, String> {
+        let (model, _) = self.loaded.as_ref().ok_or("no model is loaded")?;
+        if ids.is_empty() {
+            return Err("the bench's prompt is empty (no tokens)".into());
+        }
+        let t = time_decode(model, ids, tokens as usize, now, &mut |_| {}).map_err(|e| e.to_string())?;
+        Ok(vec![t.prefill_tok_s, t.decode_tok_s])
+    }
+
     /// See `Decoder::prompt_ids`.
     pub fn prompt_ids(&self) -> Vec<u32> {
         self.prompt.clone()
@@ -213,6 +225,7 @@ mod tests {
             "no model is loaded"
         );
         assert_eq!(s.step().unwrap_err(), "no model is loaded");
+        assert_eq!(s.bench(&[1, 2], 4, &|| 0.0).unwrap_err(), "no model is loaded");
         assert!(s.generated().is_empty() && s.digests().is_empty() && s.prompt_ids().is_empty());
     }
 }

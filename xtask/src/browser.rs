@@ -476,3 +476,181 @@ pub(crate) fn serve_page(args: &[String]) -> Result {
         std::thread::park();
     }
 }
+
+/// The configurations `browser --bench` times, as `cargo xtask smollm`
+/// converts them into `target/smollm` (file stem, mode): the q8 rotated
+/// W8A8 and q4g32 GPTQ-rotated W4A8 files, the pairs BENCHMARKS compares
+/// with llama.cpp's Q8_0 and Q4_0 at matched accuracy.
+const BENCHED: [(&str, &str); 2] = [("q8-rotated", "W8A8"), ("q4g32-gptq", "W4A8")];
+
+/// `cargo xtask browser --bench [--repeat R]`: SmolLM2's prefill of 128
+/// tokens of GPL-3 and 128 greedy decode steps in the page (the widest
+/// build at 1 thread, its threaded build at 2) and in the native
+/// `qlinear-smollm --bench` on the same tokens, R rounds (default 3) whose
+/// order alternates (native first in even rounds, the page first in odd
+/// ones), each page run after an untimed warm-up. Prints the medians and
+/// ranges with the page ÷ native ratio per round; the round files are kept
+/// in `target/browser-bench/`, the rows in `target/browser-bench.json`.
+/// Needs the files `cargo xtask smollm` makes. Not in CI.
+pub(crate) fn browser_bench(args: &[String]) -> Result {
+    let repeat: usize = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let dir = root().join("target/smollm");
+    let file = |f: &str| dir.join(format!("{f}.safetensors"));
+    if let Some((missing, _)) = BENCHED.iter().find(|(f, _)| !file(f).exists()) {
+        return Err(format!(
+            "{}: missing; run cargo xtask smollm first: it converts the configurations timed here",
+            file(missing).display()
+        ));
+    }
+    if !have("chromium") {
+        apt_install(&["chromium"])?;
+    }
+    let builds = build_page()?;
+    let (_, smollm) = native_binaries()?;
+    let out = root().join("target/browser-bench");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let text = "/usr/share/common-licenses/GPL-3";
+    let (tx, rx) = mpsc::channel();
+    let plain = builds
+        .iter()
+        .rfind(|b| !b.threads)
+        .map(|b| b.name.clone())
+        .unwrap_or_default();
+    let threaded = builds
+        .iter()
+        .rfind(|b| b.threads)
+        .map(|b| b.name.clone())
+        .unwrap_or_default();
+    let port = start(Site {
+        web: root().join("web"),
+        builds,
+        models: BENCHED.iter().map(|(f, _)| (f.to_string(), file(f))).collect(),
+        results: Some(tx),
+    })?;
+    // (config, threads) -> (page prefill, page decode, native prefill, native decode) per round
+    let mut runs: Vec<Vec<[f64; 4]>> = vec![vec![]; BENCHED.len() * 2];
+    let mut memory = vec![0f64; BENCHED.len()];
+    let mut ids = String::new();
+    for r in 0..repeat {
+        let native_json = out.join(format!("native-{r}.json"));
+        let page_json = out.join(format!("page-{r}.json"));
+        let mut page_rows = vec![];
+        let native = || -> Result {
+            run(Command::new(&smollm)
+                .args(BENCHED.iter().map(|(f, m)| format!("{}@{m}", file(f).display())))
+                .args(["--bench", text, "--bench-threads", "1,2", "--repeat", "1", "--json"])
+                .arg(&native_json)
+                .stdout(std::process::Stdio::null()))
+        };
+        // native first in even rounds (round 0 also gives the prompt's ids)
+        if r % 2 == 0 {
+            native()?;
+        }
+        if ids.is_empty() {
+            ids = std::fs::read_to_string(native_json.with_extension("prompt")).map_err(|e| e.to_string())?;
+        }
+        for (c, (f, mode)) in BENCHED.iter().enumerate() {
+            for (t, threads) in [1usize, 2].into_iter().enumerate() {
+                let build = if threads == 1 { &plain } else { &threaded };
+                let url = format!(
+                    "http://127.0.0.1:{port}/index.html?bench=/model/{f}&modes={mode}&ids={ids}&tokens=128&threads={threads}&build={build}"
+                );
+                let page = open_page(&url, &rx)?;
+                if let Some(e) = page["error"].as_str() {
+                    return Err(format!("{f}@{mode} at {threads} threads in the page: {e}"));
+                }
+                let run = &page["runs"][0];
+                let bytes = std::fs::metadata(file(f)).map(|m| m.len() as f64).unwrap_or(1.0);
+                memory[c] = memory[c].max(page["memory_bytes"].as_f64().unwrap_or(0.0) / bytes);
+                runs[2 * c + t].push([
+                    run["prefill_tok_s"].as_f64().unwrap_or(0.0),
+                    run["decode_tok_s"].as_f64().unwrap_or(0.0),
+                    0.0,
+                    0.0,
+                ]);
+                page_rows.push(
+                    serde_json::json!({"model": format!("{f}@{mode}"), "threads": threads, "build": build, "run": run}),
+                );
+            }
+        }
+        std::fs::write(&page_json, serde_json::Value::from(page_rows).to_string())
+            .map_err(|e| format!("{}: {e}", page_json.display()))?;
+        if r % 2 == 1 {
+            native()?;
+        }
+        let rows = read_json(&native_json)?;
+        for row in rows.as_array().into_iter().flatten() {
+            let model = row["model"].as_str().unwrap_or("");
+            let Some(c) = BENCHED
+                .iter()
+                .position(|(f, m)| model.ends_with(&format!("{f}.safetensors@{m}")))
+            else {
+                continue;
+            };
+            let t = usize::from(row["threads"].as_u64() == Some(2));
+            if let Some(last) = runs[2 * c + t].last_mut() {
+                last[2] = row["prefill_tok_s"]["median"].as_f64().unwrap_or(0.0);
+                last[3] = row["decode_tok_s"]["median"].as_f64().unwrap_or(0.0);
+            }
+        }
+    }
+    let chromium = Command::new("chromium")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let cpu = qlinear_dispatch::cpu_model();
+    println!("{cpu}; {chromium}; {repeat} rounds, native and page alternated; prompt 128 tokens of GPL-3, 128 decoded");
+    // each file's perplexity, where `cargo xtask smollm` scored it
+    let eval = read_json(&root().join("target/smollm-eval.json")).unwrap_or_default();
+    let perplexity = |f: &str, mode: &str| {
+        eval.as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| {
+                r["model"]
+                    .as_str()
+                    .is_some_and(|m| m.ends_with(&format!("{f}.safetensors@{mode}")))
+            })
+            .and_then(|r| r["perplexity"].as_f64())
+    };
+    println!("| model | perplexity | threads | page prefill tok/s | page decode tok/s | native decode tok/s | page ÷ native decode, per round | wasm memory ÷ file |");
+    println!("|---|--:|--:|--:|--:|--:|---|--:|");
+    let mut json = vec![];
+    for (c, (f, mode)) in BENCHED.iter().enumerate() {
+        for (t, threads) in [1usize, 2].into_iter().enumerate() {
+            let rs = &runs[2 * c + t];
+            let col = |i: usize| spread(rs.iter().map(|r| r[i]).collect());
+            let (pp, pd, nd) = (col(0), col(1), col(3));
+            let ratios: Vec<String> = rs.iter().map(|r| format!("{:.2}", r[1] / r[3])).collect();
+            println!(
+                "| {f}@{mode} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {} | {:.2} |",
+                perplexity(f, mode).map_or("not scored".into(), |p| format!("{p:.4}")),
+                pp.0, pp.1, pp.2, pd.0, pd.1, pd.2, nd.0, nd.1, nd.2,
+                ratios.join(", "),
+                memory[c]
+            );
+            json.push(serde_json::json!({
+                "model": format!("{f}@{mode}"), "threads": threads, "cpu": cpu, "chromium": chromium,
+                "perplexity": perplexity(f, mode), "rounds": rs, "page_prefill_tok_s": pp, "page_decode_tok_s": pd, "native_decode_tok_s": nd,
+                "wasm_memory_over_file": memory[c],
+            }));
+        }
+    }
+    let path = root().join("target/browser-bench.json");
+    std::fs::write(&path, serde_json::Value::from(json).to_string()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The median, least and greatest of `v` (zeros when empty).
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}

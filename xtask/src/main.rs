@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Some("selftest") => selftest(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("browser") if args.get(1).is_some_and(|a| a == "--bench") => browser_bench(&args[2..]),
         Some("browser") => browser(),
         Some("serve") => serve_page(&args[1..]),
         Some("minilm") => minilm(&args[1..]),
@@ -78,7 +79,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser [--bench [--repeat R]]|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use qlinear_smollm::{KvCache, Model, Phase, Sampler, StepTimes, Tokenizer};
+use qlinear_smollm::{time_decode, KvCache, Model, Phase, StepTimes, Tokenizer};
 
 use crate::{load, text_tokens, Args, Split, Weights};
 
@@ -199,22 +199,15 @@ fn time_model(
     tokens: usize,
     profile: bool,
 ) -> Result<(f64, f64, Option<StepTimes>), String> {
-    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1).map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let logits = model
-        .forward(&mut cache, prompt, false)
-        .map_err(|e| format!("{spec}: {e}"))?;
-    let prefill = prompt.len() as f64 / t.elapsed().as_secs_f64();
-    let mut next = Sampler::argmax(logits);
-    if profile {
-        cache.profile_steps();
-    }
-    let t = Instant::now();
-    for _ in 0..tokens {
-        next = Sampler::argmax(model.forward(&mut cache, &[next], false).map_err(|e| e.to_string())?);
-    }
-    let decode = tokens as f64 / t.elapsed().as_secs_f64();
-    Ok((prefill, decode, cache.take_step_times()))
+    let start = Instant::now();
+    let now = move || start.elapsed().as_secs_f64() * 1e3;
+    let mut prepare = |cache: &mut KvCache| {
+        if profile {
+            cache.profile_steps();
+        }
+    };
+    let mut timed = time_decode(model, prompt, tokens, &now, &mut prepare).map_err(|e| format!("{spec}: {e}"))?;
+    Ok((timed.prefill_tok_s, timed.decode_tok_s, timed.cache.take_step_times()))
 }
 
 /// Two rounds' phase times added (the same team size in both).

@@ -164,6 +164,49 @@ impl Generation {
     }
 }
 
+/// A prefill and a decode timed by [`time_decode`].
+pub struct Timed {
+    /// Prompt tokens a second.
+    pub prefill_tok_s: f64,
+    /// Decode steps a second.
+    pub decode_tok_s: f64,
+    /// The cache the run filled (its profile, when one was asked for).
+    pub cache: KvCache,
+}
+
+/// The speed measurement the native bench and the page share: `prompt`
+/// run at once (prefill), then `tokens` decode steps, each on the argmax of
+/// the step before, whatever token it is (a control token does not stop
+/// it), in a cache of exactly that many positions and one more;
+/// `before_decode` may prepare the cache between the two (the native
+/// bench's step profile). `now` is a clock in milliseconds (std's
+/// natively, `performance.now()` in the page). Errors: the model's.
+pub fn time_decode(
+    model: &Model,
+    prompt: &[u32],
+    tokens: usize,
+    now: &dyn Fn() -> f64,
+    before_decode: &mut dyn FnMut(&mut KvCache),
+) -> Result<Timed> {
+    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1)?;
+    let t = now();
+    let logits = model.forward(&mut cache, prompt, false)?;
+    let prefill_ms = now() - t;
+    let mut next = Sampler::argmax(logits);
+    before_decode(&mut cache);
+    let t = now();
+    for _ in 0..tokens {
+        next = Sampler::argmax(model.forward(&mut cache, &[next], false)?);
+    }
+    let decode_ms = now() - t;
+    let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { f64::INFINITY };
+    Ok(Timed {
+        prefill_tok_s: rate(prompt.len(), prefill_ms),
+        decode_tok_s: rate(tokens, decode_ms),
+        cache,
+    })
+}
+
 /// The prompt's token ids: `prompt` wrapped in the file's chat template
 /// when `chat`, then encoded.
 pub fn prompt_ids(tokenizer: &Tokenizer, prompt: &str, chat: bool) -> Result<Vec<u32>> {

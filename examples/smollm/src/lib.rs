@@ -27,7 +27,7 @@ mod tokenizer;
 
 pub use error::{Error, Result};
 pub use eval::{score, Scores};
-pub use generate::{logits_digest, prompt_ids, Emitted, Generation, Record};
+pub use generate::{logits_digest, prompt_ids, time_decode, Emitted, Generation, Record, Timed};
 pub use meta::Meta;
 pub use model::{Config, DecodeSplit, KvCache, Model, WeightMemory};
 pub use modes::{Modes, ROLES};
