@@ -50,7 +50,8 @@ const busy = (on) => {
 
 let ready = null;
 let loaded = null;
-let firstTokenShown = false;
+// ms from the start of the page's load to the first token on it
+let firstTokenAt = null;
 
 async function loadModel(source) {
   $("error").textContent = "";
@@ -82,9 +83,9 @@ async function generate(options) {
     const done = await request({ kind: "generate", ...options }, (m) => {
       if (m.kind === "token") {
         $("output").textContent += m.text;
-        if (!firstTokenShown) {
-          firstTokenShown = true;
-          $("status").textContent += `; first token ${(performance.now() - pageStart).toFixed(0)} ms after the page began loading`;
+        if (firstTokenAt === null) {
+          firstTokenAt = performance.now() - pageStart;
+          $("status").textContent += `; first token ${firstTokenAt.toFixed(0)} ms after the page began loading`;
         }
       }
     });
@@ -187,6 +188,7 @@ async function check(url) {
     result.error = String(e.message || e);
   }
   result.page_ms = performance.now() - pageStart;
+  result.first_token_ms = firstTokenAt;
   $("result").textContent = `RESULT: ${result.error ? "FAIL " + result.error : "DONE"}`;
   await fetch("/result", { method: "POST", body: JSON.stringify(result) });
 }

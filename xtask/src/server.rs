@@ -22,6 +22,8 @@ pub(crate) struct Site {
     pub(crate) builds: Vec<Build>,
     /// Model files, served as `model/NAME`.
     pub(crate) models: Vec<(String, PathBuf)>,
+    /// Folders served whole under a name (`NAME/…`): the peer's package.
+    pub(crate) folders: Vec<(String, PathBuf)>,
     /// Where the bodies of `POST /result` go, if anywhere.
     pub(crate) results: Option<Sender<String>>,
 }
@@ -57,6 +59,7 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
     let mut words = line.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/"));
     let mut length = 0usize;
+    let mut range: Option<(u64, Option<u64>)> = None;
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
@@ -65,6 +68,13 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
         if let Some((name, value)) = header.split_once(':') {
             if name.eq_ignore_ascii_case("content-length") {
                 length = value.trim().parse().unwrap_or(0);
+            }
+            // `bytes=FROM-[TO]` (wllama reads a model in ranges)
+            if name.eq_ignore_ascii_case("range") {
+                range = value.trim().strip_prefix("bytes=").and_then(|r| {
+                    let (from, to) = r.split_once('-')?;
+                    Some((from.trim().parse().ok()?, to.trim().parse().ok()))
+                });
             }
         }
     }
@@ -80,7 +90,7 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
     }
     let file = match path.split('/').collect::<Vec<_>>().as_slice() {
         [""] | ["index.html"] => Some(site.web.join("index.html")),
-        [name @ ("main.js" | "worker.js")] => Some(site.web.join(name)),
+        [name @ ("main.js" | "worker.js" | "wllama.html" | "wllama.js")] => Some(site.web.join(name)),
         ["builds.json"] => {
             let builds: Vec<String> = site
                 .builds
@@ -95,6 +105,14 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
             .iter()
             .find(|b| b.name == *build)
             .map(|b| rest.iter().fold(b.dir.clone(), |d, p| d.join(p))),
+        [folder, rest @ ..]
+            if !rest.is_empty() && rest.iter().all(|p| plain(p)) && site.folders.iter().any(|(f, _)| f == folder) =>
+        {
+            site.folders
+                .iter()
+                .find(|(f, _)| f == folder)
+                .map(|(_, d)| rest.iter().fold(d.clone(), |d, p| d.join(p)))
+        }
         ["model", name] => site.models.iter().find(|(m, _)| m == name).map(|(_, p)| p.clone()),
         _ => None,
     };
@@ -111,16 +129,41 @@ fn answer(stream: TcpStream, site: &Site) -> std::io::Result<()> {
         Some("wasm") => "application/wasm",
         _ => "application/octet-stream",
     };
-    head(&mut out, "200 OK", kind, size)?;
-    std::io::copy(&mut f, &mut out)?;
+    match range {
+        Some((from, to)) if from < size => {
+            let to = to.unwrap_or(size - 1).min(size - 1).max(from);
+            let n = to - from + 1;
+            write!(
+                out,
+                "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {from}-{to}/{size}\r\n"
+            )?;
+            head_lines(&mut out, kind, n)?;
+            if method != "HEAD" {
+                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from))?;
+                std::io::copy(&mut (&mut f).take(n), &mut out)?;
+            }
+        }
+        _ => {
+            head(&mut out, "200 OK", kind, size)?;
+            if method != "HEAD" {
+                std::io::copy(&mut f, &mut out)?;
+            }
+        }
+    }
     Ok(())
 }
 
 /// The status line and headers of an answer of `length` bytes.
 fn head(out: &mut impl Write, status: &str, kind: &str, length: u64) -> std::io::Result<()> {
+    write!(out, "HTTP/1.1 {status}\r\n")?;
+    head_lines(out, kind, length)
+}
+
+/// The headers after the status line.
+fn head_lines(out: &mut impl Write, kind: &str, length: u64) -> std::io::Result<()> {
     write!(
         out,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
+        "Content-Type: {kind}\r\nContent-Length: {length}\r\nAccept-Ranges: bytes\r\n\
          Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n\
          Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
     )

@@ -244,7 +244,7 @@ fn convert_all(
 
 /// The Q8_0 GGUF made from the shipped `gguf` by the `gguf` package
 /// (`tools/gguf_fixtures.py`), once, for llama.cpp's rows.
-fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
+pub(crate) fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
     let q8_0 = root().join("target/smollm/SmolLM2-135M-Instruct.Q8_0.gguf");
     if !q8_0.exists() {
         run(Command::new("python3")

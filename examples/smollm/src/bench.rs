@@ -101,6 +101,10 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
         let ids: Vec<String> = context.prompt.iter().map(u32::to_string).collect();
         let side = path.with_extension("prompt");
         std::fs::write(&side, ids.join(",")).map_err(|e| format!("{}: {e}", side.display()))?;
+        // and as text, for a peer that takes text (wllama)
+        let text = tokenizer.decode(&context.prompt).map_err(|e| e.to_string())?;
+        let side = path.with_extension("prompt.txt");
+        std::fs::write(&side, text).map_err(|e| format!("{}: {e}", side.display()))?;
     }
     Ok(())
 }
