@@ -173,7 +173,7 @@ pub(crate) fn build_page() -> Result<Vec<Build>> {
 }
 
 /// The native `qlinear` and `qlinear-smollm` binaries, built in release.
-fn native_binaries() -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn native_binaries() -> Result<(PathBuf, PathBuf)> {
     run(cargo().args([
         "build",
         "--quiet",
@@ -535,12 +535,7 @@ struct Round {
 /// `target/browser-bench/`, the rows in `target/browser-bench.json`. Needs
 /// the files `cargo xtask smollm` makes. Not in CI.
 pub(crate) fn browser_bench(args: &[String]) -> Result {
-    let repeat: usize = args
-        .iter()
-        .position(|a| a == "--repeat")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3);
+    let repeat = repeat_arg(args);
     let with_wllama = args.iter().any(|a| a == "--wllama");
     let dir = root().join("target/smollm");
     let file = |f: &str| dir.join(format!("{f}.safetensors"));

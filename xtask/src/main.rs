@@ -92,6 +92,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--repeat R`'s rounds among `args`, 3 without it.
+fn repeat_arg(args: &[String]) -> usize {
+    args.iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -66,17 +66,7 @@ pub(crate) fn smollm(args: &[String]) -> Result {
     let gguf = smollm2_gguf()?;
     let dir = root().join("target/smollm");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "qlinear-cli",
-        "-p",
-        "qlinear-smollm",
-    ]))?;
-    let cli = root().join("target/release/qlinear");
-    let smollm = root().join("target/release/qlinear-smollm");
+    let (cli, smollm) = native_binaries()?;
     let q4_0 = dir.join("SmolLM2-135M-Instruct.Q4_0.gguf");
     if !q4_0.exists() {
         run(Command::new("python3")
@@ -262,12 +252,7 @@ pub(crate) fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
 /// followed by one of llama.cpp's on the shipped Q4_1 and the Q4_0 / Q8_0
 /// files with `--llamacpp`; rows merged into `target/smollm-bench.json`.
 pub(crate) fn smollm_bench(args: &[String]) -> Result {
-    let repeat: usize = args
-        .iter()
-        .position(|a| a == "--repeat")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3);
+    let repeat = repeat_arg(args);
     let dir = root().join("target/smollm");
     let timed = [
         ("q8-canonical", "W8A8"),

@@ -233,14 +233,7 @@ impl Model {
             } else {
                 ModelFile::open(path)?
             };
-            let (mut model, meta) = Model::of_converted(&file, modes)?;
-            if memory == WeightMemory::Packed {
-                // the file's map first: its pages, the copies and the
-                // region would otherwise be resident at once
-                drop(file);
-                model.pack_weights()?;
-            }
-            Ok((model, meta))
+            Model::of_file(file, modes, memory)
         }
     }
 
@@ -260,6 +253,14 @@ impl Model {
         } else {
             ModelFile::from_bytes(bytes)?
         };
+        Model::of_file(file, modes, memory)
+    }
+
+    /// The quantized model of an opened converted file, its codes packed
+    /// after the file is dropped when `memory` is [`WeightMemory::Packed`]
+    /// (the file's memory first: its pages, the copies and the region would
+    /// otherwise be resident at once).
+    fn of_file(file: ModelFile, modes: &Modes, memory: WeightMemory) -> Result<(Model, Meta)> {
         let (mut model, meta) = Model::of_converted(&file, modes)?;
         if memory == WeightMemory::Packed {
             drop(file);
