@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::server::{start, Site};
 use super::*;
 
-const WEB: &str = "wasm32-unknown-unknown";
+pub(crate) const WEB: &str = "wasm32-unknown-unknown";
 
 /// The prompt the page and the native binary both continue greedily.
 const PROMPT: &str = "Once upon a time, in a small village by the sea,";
@@ -206,72 +206,25 @@ pub(crate) fn browser() -> Result {
         apt_install(&["chromium"])?;
     }
     let builds = build_page()?;
-    let (cli, smollm) = native_binaries()?;
-    let gguf = smollm2_gguf()?;
-    let dir = root().join("target/browser");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let model = dir.join("smollm2-q4g32.safetensors");
-    run(Command::new(&cli)
-        .arg("convert")
-        .arg(&gguf)
-        .arg(&model)
-        .args(["--scheme", "q4g32", "--tensor-scheme", "token_embd=q8", "--force"])
-        .stdout(std::process::Stdio::null()))?;
-    // a file cut short: the page must say so and then load the whole one
-    let truncated = dir.join("truncated.safetensors");
-    let bytes = std::fs::read(&model).map_err(|e| format!("{}: {e}", model.display()))?;
-    std::fs::write(&truncated, &bytes[..bytes.len() * 3 / 5]).map_err(|e| format!("{}: {e}", truncated.display()))?;
-    let trace = dir.join("native.json");
-    let scalar = Int8Tier::Scalar.name();
-    run(Command::new(&smollm)
-        .arg(&model)
-        .args([
-            "--prompt",
-            PROMPT,
-            "--max-tokens",
-            &TOKENS.to_string(),
-            "--threads",
-            "1",
-        ])
-        .arg("--trace")
-        .arg(&trace)
-        .env("QLINEAR_INT8_TIER", scalar)
-        .stdout(std::process::Stdio::null()))?;
-    let native: serde_json::Value = read_json(&trace)?;
+    let (model, truncated, native) = check_files()?;
     let (tx, rx) = mpsc::channel();
     let port = start(Site {
         web: root().join("web"),
         builds: builds.clone(),
         folders: vec![],
-        models: vec![
-            ("smollm2-q4g32".into(), model.clone()),
-            ("truncated".into(), truncated.clone()),
-        ],
+        models: vec![("smollm2-q4g32".into(), model), ("truncated".into(), truncated)],
         results: Some(tx),
     })?;
-    // at each thread count, the page's own choice first (it must be the
-    // widest build of that kind), then each narrower one forced
-    let mut runs: Vec<(Option<&str>, usize, &str)> = vec![];
-    for threads in [1, 2] {
-        let kind: Vec<&str> = builds
-            .iter()
-            .filter(|b| b.threads == (threads > 1))
-            .map(|b| b.name.as_str())
-            .collect();
-        if let Some((widest, narrower)) = kind.split_last() {
-            runs.push((None, threads, widest));
-            runs.extend(narrower.iter().map(|&b| (Some(b), threads, b)));
-        }
-    }
-    let mut failures = vec![];
     println!(
-        "native (tier {scalar}): {} prompt tokens, {} generated",
+        "native (tier {}): {} prompt tokens, {} generated",
+        Int8Tier::Scalar.name(),
         native["prompt_ids"].as_array().map_or(0, Vec::len),
         native["tokens"].as_array().map_or(0, Vec::len)
     );
     println!("| build | threads | decode tier | selftest ms | plan ms | ids, tokens, digests as native | prefill tok/s | decode tok/s | wasm memory / file | page load to first token ms |");
     println!("|---|--:|---|--:|--:|---|--:|--:|--:|--:|");
-    for (forced, threads, want) in runs {
+    let mut failures = vec![];
+    for (forced, threads, want) in check_runs(&builds) {
         let mut url = format!(
             "http://127.0.0.1:{port}/index.html?check=/model/smollm2-q4g32&tokens={TOKENS}&threads={threads}&prompt={}",
             percent(PROMPT)
@@ -290,17 +243,8 @@ pub(crate) fn browser() -> Result {
             }
         }
         if forced.is_none() && threads == 1 {
-            let first = &page["attempts"][0];
-            match first["error"].as_str() {
-                Some(e) if first["url"] == "/model/truncated" && e.contains("it is cut short") => {
-                    println!("the truncated file, then the whole one: the page said \"{e}\" and loaded the next")
-                }
-                _ => failures.push(format!("the truncated file was not refused with a message: {first}")),
-            }
-            let s = &page["ready"]["selftest"]["text"];
-            println!("{}", s.as_str().unwrap_or(""));
-            for row in page["gemv"].as_array().into_iter().flatten() {
-                println!("{}", row.as_str().unwrap_or(""));
+            if let Err(e) = report_first_run(&page) {
+                failures.push(e);
             }
         }
     }
@@ -316,6 +260,82 @@ pub(crate) fn browser() -> Result {
     } else {
         Err(format!("the page did not pass: {}", failures.join("; ")))
     }
+}
+
+/// The check's files in `target/browser`: the real SmolLM2 file converted
+/// (q4g32, the token table at q8), the same cut to 3/5 of its length, and
+/// the native scalar tier's trace of [`TOKENS`] greedy tokens of
+/// [`PROMPT`] on it.
+fn check_files() -> Result<(PathBuf, PathBuf, serde_json::Value)> {
+    let (cli, smollm) = native_binaries()?;
+    let gguf = smollm2_gguf()?;
+    let dir = root().join("target/browser");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let model = dir.join("smollm2-q4g32.safetensors");
+    run(Command::new(&cli)
+        .arg("convert")
+        .arg(&gguf)
+        .arg(&model)
+        .args(["--scheme", "q4g32", "--tensor-scheme", "token_embd=q8", "--force"])
+        .stdout(std::process::Stdio::null()))?;
+    // a file cut short: the page must say so and then load the whole one
+    let truncated = dir.join("truncated.safetensors");
+    let bytes = std::fs::read(&model).map_err(|e| format!("{}: {e}", model.display()))?;
+    std::fs::write(&truncated, &bytes[..bytes.len() * 3 / 5]).map_err(|e| format!("{}: {e}", truncated.display()))?;
+    let trace = dir.join("native.json");
+    run(Command::new(&smollm)
+        .arg(&model)
+        .args([
+            "--prompt",
+            PROMPT,
+            "--max-tokens",
+            &TOKENS.to_string(),
+            "--threads",
+            "1",
+        ])
+        .arg("--trace")
+        .arg(&trace)
+        .env("QLINEAR_INT8_TIER", Int8Tier::Scalar.name())
+        .stdout(std::process::Stdio::null()))?;
+    Ok((model, truncated, read_json(&trace)?))
+}
+
+/// The check's page runs as (forced build, threads, the build expected):
+/// at each thread count the page's own choice first (it must be the widest
+/// build of that kind), then each narrower one forced.
+fn check_runs(builds: &[Build]) -> Vec<(Option<&str>, usize, &str)> {
+    let mut runs = vec![];
+    for threads in [1, 2] {
+        let kind: Vec<&str> = builds
+            .iter()
+            .filter(|b| b.threads == (threads > 1))
+            .map(|b| b.name.as_str())
+            .collect();
+        if let Some((widest, narrower)) = kind.split_last() {
+            runs.push((None, threads, *widest));
+            runs.extend(narrower.iter().map(|&b| (Some(b), threads, b)));
+        }
+    }
+    runs
+}
+
+/// The page's own first run: the truncated file must have been refused
+/// with a message that says it is cut short before the whole one loaded;
+/// prints that message, the selftest and the GEMV timings.
+fn report_first_run(page: &serde_json::Value) -> Result {
+    let first = &page["attempts"][0];
+    let refused = match first["error"].as_str() {
+        Some(e) if first["url"] == "/model/truncated" && e.contains("it is cut short") => {
+            println!("the truncated file, then the whole one: the page said \"{e}\" and loaded the next");
+            Ok(())
+        }
+        _ => Err(format!("the truncated file was not refused with a message: {first}")),
+    };
+    println!("{}", page["ready"]["selftest"]["text"].as_str().unwrap_or(""));
+    for row in page["gemv"].as_array().into_iter().flatten() {
+        println!("{}", row.as_str().unwrap_or(""));
+    }
+    refused
 }
 
 /// One row of the table for the page's result, or what is wrong with it.
@@ -400,7 +420,7 @@ fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str, thre
 
 /// Opens `url` in headless Chromium and waits (at most 10 minutes) for
 /// the page's `POST /result`; returns it parsed.
-fn open_page(url: &str, results: &mpsc::Receiver<String>) -> Result<serde_json::Value> {
+pub(crate) fn open_page(url: &str, results: &mpsc::Receiver<String>) -> Result<serde_json::Value> {
     let profile = std::env::temp_dir().join(format!("qlinear-chromium-{}", std::process::id()));
     eprintln!("xtask> chromium --headless {url}");
     let mut child = Command::new("chromium")
@@ -431,7 +451,7 @@ fn open_page(url: &str, results: &mpsc::Receiver<String>) -> Result<serde_json::
 }
 
 /// `s` for a URL's query: every byte but the unreserved ones as `%XX`.
-fn percent(s: &str) -> String {
+pub(crate) fn percent(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => char::from(b).to_string(),
@@ -440,7 +460,7 @@ fn percent(s: &str) -> String {
         .collect()
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value> {
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -478,301 +498,4 @@ pub(crate) fn serve_page(args: &[String]) -> Result {
     loop {
         std::thread::park();
     }
-}
-
-/// The configurations `browser --bench` times, as `cargo xtask smollm`
-/// converts them into `target/smollm` (file stem, mode), each with the GGUF
-/// file of llama.cpp's type it is compared with at matched accuracy: the q8
-/// rotated W8A8 file with Q8_0, the q4g32 GPTQ-rotated W4A8 file with Q4_0
-/// (both GGUFs made from the shipped one by `tools/gguf_fixtures.py`).
-const BENCHED: [(&str, &str, &str); 2] = [
-    ("q8-rotated", "W8A8", "SmolLM2-135M-Instruct.Q8_0.gguf"),
-    ("q4g32-gptq", "W4A8", "SmolLM2-135M-Instruct.Q4_0.gguf"),
-];
-
-/// The browser peer, pinned: npm's `@wllama/wllama` (llama.cpp compiled to
-/// WebAssembly with SIMD128 and pthreads).
-const WLLAMA: &str = "3.8.1";
-
-/// Installs [`WLLAMA`] with npm into `target/wllama` when it is missing or
-/// another version; returns the folder of its ES module build.
-fn ensure_wllama() -> Result<PathBuf> {
-    let dir = root().join("target/wllama");
-    let package = dir.join("node_modules/@wllama/wllama");
-    let installed = read_json(&package.join("package.json")).unwrap_or_default();
-    if installed["version"].as_str() != Some(WLLAMA) {
-        if !have("npm") {
-            apt_install(&["npm"])?;
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        run(Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(format!("@wllama/wllama@{WLLAMA}")))?;
-    }
-    Ok(package.join("esm"))
-}
-
-/// What one round measured of one configuration at one thread count:
-/// prefill and decode tok/s in the page, natively, and of wllama (zeros
-/// where not measured).
-#[derive(Clone, Copy, Default)]
-struct Round {
-    page: (f64, f64),
-    native: (f64, f64),
-    wllama: (f64, f64),
-}
-
-/// `cargo xtask browser --bench [--wllama] [--repeat R]`: SmolLM2's prefill
-/// of 128 tokens of GPL-3 and 128 greedy decode steps in the page (the
-/// widest build at 1 thread, its threaded build at 2) and in the native
-/// `qlinear-smollm --bench` on the same tokens, and with `--wllama` in
-/// wllama (pinned [`WLLAMA`], its thread mode checked every row) on the
-/// GGUF each file is compared with; R rounds (default 3) in which qlinear
-/// (native, then the page) and wllama alternate (qlinear first in even
-/// rounds), each page run after an untimed warm-up. Prints medians, ranges
-/// and the ratios per round; the round files are kept in
-/// `target/browser-bench/`, the rows in `target/browser-bench.json`. Needs
-/// the files `cargo xtask smollm` makes. Not in CI.
-pub(crate) fn browser_bench(args: &[String]) -> Result {
-    let repeat = repeat_arg(args);
-    let with_wllama = args.iter().any(|a| a == "--wllama");
-    let dir = root().join("target/smollm");
-    let file = |f: &str| dir.join(format!("{f}.safetensors"));
-    if with_wllama && dir.join("SmolLM2-135M-Instruct.Q4_0.gguf").exists() {
-        // `cargo xtask smollm` makes the Q4_0 file; the Q8_0 one only for
-        // llama.cpp's rows, so here when missing
-        q8_0_gguf(&smollm2_gguf()?)?;
-    }
-    for (f, _, gguf) in BENCHED {
-        for path in [file(f), dir.join(gguf)] {
-            if !path.exists() && (with_wllama || path.extension().is_some_and(|e| e == "safetensors")) {
-                return Err(format!(
-                    "{}: missing; run cargo xtask smollm first: it makes the files timed here",
-                    path.display()
-                ));
-            }
-        }
-    }
-    if !have("chromium") {
-        apt_install(&["chromium"])?;
-    }
-    let builds = build_page()?;
-    let (_, smollm) = native_binaries()?;
-    let folders = if with_wllama {
-        vec![("wllama".to_string(), ensure_wllama()?)]
-    } else {
-        vec![]
-    };
-    let out = root().join("target/browser-bench");
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let gpl = "/usr/share/common-licenses/GPL-3";
-    let (tx, rx) = mpsc::channel();
-    let plain = builds
-        .iter()
-        .rfind(|b| !b.threads)
-        .map(|b| b.name.clone())
-        .unwrap_or_default();
-    let threaded = builds
-        .iter()
-        .rfind(|b| b.threads)
-        .map(|b| b.name.clone())
-        .unwrap_or_default();
-    let mut models: Vec<(String, PathBuf)> = BENCHED.iter().map(|(f, _, _)| (f.to_string(), file(f))).collect();
-    models.extend(BENCHED.iter().map(|(_, _, g)| (g.to_string(), dir.join(g))));
-    let port = start(Site {
-        web: root().join("web"),
-        builds,
-        models,
-        folders,
-        results: Some(tx),
-    })?;
-    let mut rounds: Vec<Vec<Round>> = vec![vec![]; BENCHED.len() * 2];
-    let mut memory = vec![0f64; BENCHED.len()];
-    let mut wllama_mode = String::new();
-    let (mut ids, mut text) = (String::new(), String::new());
-    for r in 0..repeat {
-        let native_json = out.join(format!("native-{r}.json"));
-        let mut kept = vec![];
-        for slot in &mut rounds {
-            slot.push(Round::default());
-        }
-        // qlinear first in even rounds (round 0 also gives the prompt's ids)
-        let order: &[bool] = if r % 2 == 0 { &[true, false] } else { &[false, true] };
-        for &qlinear in order {
-            if qlinear {
-                run(Command::new(&smollm)
-                    .args(BENCHED.iter().map(|(f, m, _)| format!("{}@{m}", file(f).display())))
-                    .args(["--bench", gpl, "--bench-threads", "1,2", "--repeat", "1", "--json"])
-                    .arg(&native_json)
-                    .stdout(std::process::Stdio::null()))?;
-                if ids.is_empty() {
-                    let read =
-                        |ext: &str| std::fs::read_to_string(native_json.with_extension(ext)).map_err(|e| e.to_string());
-                    (ids, text) = (read("prompt")?, read("prompt.txt")?);
-                }
-                for row in read_json(&native_json)?.as_array().into_iter().flatten() {
-                    let model = row["model"].as_str().unwrap_or("");
-                    let Some(c) = BENCHED
-                        .iter()
-                        .position(|(f, m, _)| model.ends_with(&format!("{f}.safetensors@{m}")))
-                    else {
-                        continue;
-                    };
-                    let t = usize::from(row["threads"].as_u64() == Some(2));
-                    if let Some(last) = rounds[2 * c + t].last_mut() {
-                        last.native = (
-                            row["prefill_tok_s"]["median"].as_f64().unwrap_or(0.0),
-                            row["decode_tok_s"]["median"].as_f64().unwrap_or(0.0),
-                        );
-                    }
-                }
-            }
-            for (c, (f, mode, gguf)) in BENCHED.iter().enumerate() {
-                for (t, threads) in [1usize, 2].into_iter().enumerate() {
-                    let url = if qlinear {
-                        let build = if threads == 1 { &plain } else { &threaded };
-                        format!(
-                            "http://127.0.0.1:{port}/index.html?bench=/model/{f}&modes={mode}&ids={ids}&tokens=128&threads={threads}&build={build}"
-                        )
-                    } else if with_wllama {
-                        format!(
-                            "http://127.0.0.1:{port}/wllama.html?model=/model/{gguf}&text={}&tokens=128&threads={threads}",
-                            percent(&text)
-                        )
-                    } else {
-                        continue;
-                    };
-                    let page = open_page(&url, &rx)?;
-                    let who = if qlinear {
-                        format!("{f}@{mode}")
-                    } else {
-                        format!("wllama {gguf}")
-                    };
-                    if let Some(e) = page["error"].as_str() {
-                        let stack = page["stack"].as_str().unwrap_or("");
-                        return Err(format!("{who} at {threads} threads in the page: {e}\n{stack}"));
-                    }
-                    let last = rounds[2 * c + t].last_mut().expect("a round was pushed");
-                    if qlinear {
-                        let run = &page["runs"][0];
-                        let bytes = std::fs::metadata(file(f)).map(|m| m.len() as f64).unwrap_or(1.0);
-                        memory[c] = memory[c].max(page["memory_bytes"].as_f64().unwrap_or(0.0) / bytes);
-                        last.page = (
-                            run["prefill_tok_s"].as_f64().unwrap_or(0.0),
-                            run["decode_tok_s"].as_f64().unwrap_or(0.0),
-                        );
-                    } else {
-                        // the peer's thread mode, checked on every row
-                        let (mt, n) = (page["multithread"].as_bool(), page["threads"].as_u64());
-                        if n != Some(threads as u64) || (threads > 1 && mt != Some(true)) {
-                            return Err(format!(
-                                "{who} ran {n:?} threads (multi-thread build: {mt:?}) where {threads} were asked"
-                            ));
-                        }
-                        let tm = &page["timings"];
-                        if tm["prompt_n"].as_u64() != Some(128) || tm["predicted_n"].as_u64() != Some(128) {
-                            return Err(format!(
-                                "{who}: timed {} prompt and {} generated tokens, not 128 and 128",
-                                tm["prompt_n"], tm["predicted_n"]
-                            ));
-                        }
-                        wllama_mode = format!(
-                            "wllama {WLLAMA} (libllama {})",
-                            page["libllama"].as_str().unwrap_or("?")
-                        );
-                        last.wllama = (
-                            tm["prompt_per_second"].as_f64().unwrap_or(0.0),
-                            tm["predicted_per_second"].as_f64().unwrap_or(0.0),
-                        );
-                    }
-                    kept.push(serde_json::json!({"who": who, "threads": threads, "result": page}));
-                }
-            }
-        }
-        let path = out.join(format!("round-{r}.json"));
-        std::fs::write(&path, serde_json::Value::from(kept).to_string())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    report_bench(&rounds, &memory, repeat, &wllama_mode)
-}
-
-/// `browser --bench`'s table and `target/browser-bench.json`.
-fn report_bench(rounds: &[Vec<Round>], memory: &[f64], repeat: usize, wllama: &str) -> Result {
-    let chromium = Command::new("chromium")
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let cpu = qlinear_dispatch::cpu_model();
-    println!(
-        "{cpu}; {chromium}; {}; {repeat} rounds alternated; prompt 128 tokens of GPL-3, 128 decoded",
-        if wllama.is_empty() { "no wllama" } else { wllama }
-    );
-    // each file's perplexity, where `cargo xtask smollm` scored it
-    let eval = read_json(&root().join("target/smollm-eval.json")).unwrap_or_default();
-    let perplexity = |f: &str, mode: &str| {
-        eval.as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| {
-                r["model"]
-                    .as_str()
-                    .is_some_and(|m| m.ends_with(&format!("{f}.safetensors@{mode}")))
-            })
-            .and_then(|r| r["perplexity"].as_f64())
-    };
-    println!(
-        "| model (perplexity) | threads | page prefill tok/s | page decode tok/s | native decode tok/s | page ÷ native decode | \
-         wllama file | wllama prefill tok/s | wllama decode tok/s | page ÷ wllama decode | page ÷ wllama prefill | wasm memory ÷ file |"
-    );
-    println!("|---|--:|--:|--:|--:|---|---|--:|--:|---|---|--:|");
-    let mut json = vec![];
-    let fmt = |s: (f64, f64, f64)| format!("{:.1} ({:.1}–{:.1})", s.0, s.1, s.2);
-    let per_round = |rs: &[Round], f: &dyn Fn(&Round) -> f64| {
-        rs.iter().map(|r| format!("{:.2}", f(r))).collect::<Vec<_>>().join(", ")
-    };
-    for (c, (f, mode, gguf)) in BENCHED.iter().enumerate() {
-        for (t, threads) in [1usize, 2].into_iter().enumerate() {
-            let rs = &rounds[2 * c + t];
-            let col = |g: &dyn Fn(&Round) -> f64| spread(rs.iter().map(g).collect());
-            let (pp, pd) = (col(&|r| r.page.0), col(&|r| r.page.1));
-            let (nd, wp, wd) = (col(&|r| r.native.1), col(&|r| r.wllama.0), col(&|r| r.wllama.1));
-            let ppl = perplexity(f, mode);
-            println!(
-                "| {f}@{mode} ({}) | {threads} | {} | {} | {} | {} | {gguf} | {} | {} | {} | {} | {:.2} |",
-                ppl.map_or("not scored".into(), |p| format!("{p:.4}")),
-                fmt(pp),
-                fmt(pd),
-                fmt(nd),
-                per_round(rs, &|r| r.page.1 / r.native.1),
-                fmt(wp),
-                fmt(wd),
-                per_round(rs, &|r| r.page.1 / r.wllama.1),
-                per_round(rs, &|r| r.page.0 / r.wllama.0),
-                memory[c]
-            );
-            let round_rows: Vec<serde_json::Value> = rs
-                .iter()
-                .map(|r| serde_json::json!({"page": [r.page.0, r.page.1], "native": [r.native.0, r.native.1], "wllama": [r.wllama.0, r.wllama.1]}))
-                .collect();
-            json.push(serde_json::json!({
-                "model": format!("{f}@{mode}"), "perplexity": ppl, "threads": threads, "cpu": cpu,
-                "chromium": chromium, "peer": wllama, "peer_file": gguf, "rounds": round_rows,
-                "page_prefill_tok_s": pp, "page_decode_tok_s": pd, "native_decode_tok_s": nd,
-                "wllama_prefill_tok_s": wp, "wllama_decode_tok_s": wd, "wasm_memory_over_file": memory[c],
-            }));
-        }
-    }
-    let path = root().join("target/browser-bench.json");
-    std::fs::write(&path, serde_json::Value::from(json).to_string()).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The median, least and greatest of `v` (zeros when empty).
-fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
