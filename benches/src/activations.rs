@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use qlinear::selftest_report;
 use qlinear::tiers::Route;
-use qlinear_kernels_scalar::activation_group_sums_with;
-use qlinear_kernels_scalar::layout::chunked_f32;
+use qlinear_kernels_core::activation_group_sums_with;
+use qlinear_kernels_core::frame::layout::chunked_f32;
 
 use crate::data;
 

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use qlinear::tiers::PanelsQ4;
 use qlinear::{GroupSize, Linear, QScheme, QuantLinearMode, QuantizedWeight};
-use qlinear_kernels_scalar::{activation_group_sums_with, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
+use qlinear_kernels_core::{activation_group_sums_with, ActivationsF32, ActivationsQ8, Gemm, OutputTile};
 use serde_json::json;
 
 use crate::probe::{bandwidth_probe, cache_read_probe};

@@ -84,7 +84,7 @@ pub(crate) fn msrv() -> Result {
         .env_remove("RUSTUP_TOOLCHAIN");
     for p in [
         "qlinear-quant-recipe",
-        "qlinear-kernels-scalar",
+        "qlinear-kernels-core",
         "qlinear-tier-folders",
         "qlinear-kernels-x86",
         "qlinear-kernels-neon",

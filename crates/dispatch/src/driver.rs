@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use qlinear_kernels_scalar::OutputTile;
+use qlinear_kernels_core::OutputTile;
 use rayon::prelude::*;
 
 /// Output features per parallel granule (docs/NUMERICS.md §7, law 3): a

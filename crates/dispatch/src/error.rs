@@ -30,7 +30,7 @@ pub enum DispatchError {
     /// Activation rows the kernel layer's builder refuses (a length or a sum
     /// group that does not fit the shape).
     #[error(transparent)]
-    Activations(#[from] qlinear_kernels_scalar::KernelError),
+    Activations(#[from] qlinear_kernels_core::KernelError),
     /// K beyond the bound proven to fit i32 for an integer family.
     #[error("{family}: K = {k} exceeds the largest K whose exact i32 reduction is proven, {max}")]
     KTooLarge {

@@ -1,6 +1,6 @@
 //! The run-time selftest: each present tier's kernel tables proven on the
-//! running CPU by the prover of `qlinear-kernels-scalar`
-//! ([`qlinear_kernels_scalar::proof`]), one kernel family at a time as the
+//! running CPU by the prover of `qlinear-kernels-core`
+//! ([`qlinear_kernels_core::proof`]), one kernel family at a time as the
 //! process first needs it, and the report of what passed.
 
 use std::fmt;
@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use crate::clock::Instant;
 
-pub(crate) use qlinear_kernels_scalar::proof::Rng;
-pub use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table, FamilyProof, Mismatch};
-use qlinear_kernels_scalar::proof::{prove_family, release_shared_inputs, RANDOM_PROOF_MAX_K};
-use qlinear_kernels_scalar::{MAX_K_W4A8, MAX_K_W8A8};
+pub(crate) use qlinear_kernels_core::proof::Rng;
+pub use qlinear_kernels_core::proof::{default_census, prove_kernel_table, FamilyProof, Mismatch};
+use qlinear_kernels_core::proof::{prove_family, release_shared_inputs, RANDOM_PROOF_MAX_K};
+use qlinear_kernels_core::{MAX_K_W4A8, MAX_K_W8A8};
 use rayon::prelude::*;
 
 use crate::{Int8Tier, KernelFamily};

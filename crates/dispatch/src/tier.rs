@@ -1,7 +1,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_core::{KernelTable, TierSpec};
 
 use crate::DispatchError;
 
@@ -39,7 +39,7 @@ macro_rules! registry {
 
 registry! {
     /// Portable Rust: the reference.
-    Scalar => qlinear_kernels_scalar::SCALAR_TIER,
+    Scalar => qlinear_kernels_core::SCALAR_TIER,
     /// x86-64 AVX2.
     Avx2 => qlinear_kernels_x86::AVX2,
     /// x86-64 AVX-512 (F, BW, DQ, VL) with VNNI (`vpdpbusd`).
@@ -216,7 +216,7 @@ mod cpu_model_tests {
 /// in the registry (those compiled in and present here in full).
 #[cfg(test)]
 mod checklist {
-    use qlinear_kernels_scalar::KernelFamily;
+    use qlinear_kernels_core::KernelFamily;
 
     use super::*;
 

@@ -8,7 +8,7 @@
 //! is recognised and not read.
 
 use qlinear_dispatch::{selftest_report, KernelFamily, Route};
-use qlinear_kernels_scalar::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, LayoutCache, OutputTile};
+use qlinear_kernels_core::{activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, LayoutCache, OutputTile};
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4};
 
 const FAMILIES: [KernelFamily; 6] = [
@@ -194,7 +194,7 @@ fn a_cache_of_other_rows_or_another_layout_is_not_read() {
 
 #[test]
 fn the_builders_refuse_rows_that_do_not_fit_the_shape() {
-    use qlinear_kernels_scalar::KernelError;
+    use qlinear_kernels_core::KernelError;
     let codes = [0i8; 12];
     let scales = [1f32; 3];
     assert!(ActivationsQ8::new(3, 4, &codes, &scales, &[], 4).is_ok());

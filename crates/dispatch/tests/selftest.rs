@@ -4,7 +4,7 @@
 use qlinear_dispatch::{
     default_census, prove_kernel_table, run_selftest, Int8Tier, KernelFamily, KernelPlanV0, Route, TierStatus,
 };
-use qlinear_kernels_scalar::{KernelTable, SCALAR};
+use qlinear_kernels_core::{KernelTable, SCALAR};
 
 fn failing_families(table: &KernelTable) -> Vec<KernelFamily> {
     prove_kernel_table(table, &default_census())
@@ -126,7 +126,7 @@ fn q4_mutants_fail() {
         );
     }
     // a float kernel that ignores the lane order (one running sum)
-    use qlinear_kernels_scalar::{ActivationsF32, OutputTile};
+    use qlinear_kernels_core::{ActivationsF32, OutputTile};
     use qlinear_quant_recipe::QuantizedMatrix;
     fn chained(x: &ActivationsF32<'_>, w: &QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut OutputTile<'_>) {
         for (j, r) in rows.enumerate() {

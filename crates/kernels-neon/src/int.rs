@@ -1,7 +1,7 @@
 //! The integer micro-kernels of both aarch64 tiers, generated from one body
 //! over the tier's 16-byte dot primitive `$dot16(acc, a, b)` (`acc += Σ a·b`
 //! in four i32 lanes, exact): `smull`/`sadalp` for NEON, `sdot` for NEON SDOT.
-//! The frame (`qlinear_kernels_scalar::frame`) owns the loops, tails and
+//! The frame (`qlinear_kernels_core::frame`) owns the loops, tails and
 //! output expressions; these compute `WR` weight rows × `XR` activation rows
 //! over whole blocks, each weight load serving the `XR` rows and each
 //! activation load the `WR` rows.
@@ -53,7 +53,7 @@ ld1x4! {
 
 macro_rules! int_kernels {
     ($feature:literal, $dot16:ident) => {
-        use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased};
+        use qlinear_kernels_core::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased};
 
         /// 16 bytes of `v` at `at`, unchecked in release builds: the hot
         /// loops check their rows' lengths once, not every load (the
@@ -142,13 +142,13 @@ macro_rules! int_kernels {
 
         /// W4A8 batch micro-kernel (frame tile `4·QUADS` × 4): [`tile_q4`]'s
         /// 4 × 4 tile over each 4 weight rows in turn
-        /// (`qlinear_kernels_scalar::frame::quads_in_turn`), so that the
+        /// (`qlinear_kernels_core::frame::quads_in_turn`), so that the
         /// frame's work per tile call is paid once per `4·QUADS` rows, as on
         /// the x86 and WebAssembly tiers.
         #[inline]
         #[target_feature(enable = $feature)]
         pub(crate) fn tile_q4_quads<const QUADS: usize>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-            qlinear_kernels_scalar::frame::quads_in_turn::<QUADS>(x, w, acc, |x, w, acc| tile_q4::<4, 4>(x, w, acc));
+            qlinear_kernels_core::frame::quads_in_turn::<QUADS>(x, w, acc, |x, w, acc| tile_q4::<4, 4>(x, w, acc));
         }
 
         /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR`
@@ -277,7 +277,7 @@ macro_rules! int_kernels {
         pub(crate) fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
             assert_eq!(p.len(), x.len().div_ceil(2));
             let kb = x.len() / 32 * 32;
-            let split = qlinear_kernels_scalar::layout::split_even_odd_i8(&x[..kb], 32);
+            let split = qlinear_kernels_core::frame::layout::split_even_odd_i8(&x[..kb], 32);
             let mut acc = [0];
             tile_q4::<1, 1>(&[&split], &[&p[..kb / 2]], &mut acc);
             acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()
@@ -293,7 +293,7 @@ macro_rules! int_kernels {
 /// what is left over.
 macro_rules! int_families {
     () => {
-        use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
+        use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
 
         const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
 
@@ -325,7 +325,7 @@ macro_rules! int_families {
             kernels: &w8a8_kernels(entry::w8a8_16x1),
             block: 16,
             layout: Layout::Natural,
-            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
         };
         /// W4A8 also batches 16 weight rows a tile call (the 4 × 4 tile in turn).
         pub(crate) const W4A8: Family<TileI8Q4> = Family {
@@ -348,7 +348,7 @@ macro_rules! int_families {
             ],
             block: 32,
             layout: Layout::EvenOdd,
-            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
         };
         pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
             shapes: Shapes {
@@ -363,7 +363,7 @@ macro_rules! int_families {
             ],
             block: 32,
             layout: Layout::EvenOdd,
-            scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+            scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
         };
     };
 }
@@ -371,7 +371,7 @@ macro_rules! int_families {
 /// The safe entries of the integer micro-kernels (see `int_families!`).
 macro_rules! int_entries {
     () => {
-        qlinear_kernels_scalar::safe_entries! {
+        qlinear_kernels_core::safe_entries! {
             dot_i8_i8 => int::dot_i8_i8: dot_i8,
             dot_i8_q4 => int::dot_i8_q4: dot_q4,
             w8a8_1x1 => int::tile_i8::<1, 1>: tile_i8,
@@ -427,7 +427,7 @@ macro_rules! quads_mutant_tables {
             }
         }
 
-        qlinear_kernels_scalar::w4a8_on_frame! {
+        qlinear_kernels_core::w4a8_on_frame! {
             tiles: &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)],
             chunk: 64,
             block: 32,
@@ -459,7 +459,7 @@ macro_rules! w8a8_16x1_mutant_tables {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            use qlinear_kernels_scalar::frame::{Family, TileI8I8};
+            use qlinear_kernels_core::abi::tile::{Family, TileI8I8};
             const W8A8: Family<TileI8I8> = Family {
                 kernels: &{
                     const K: [TileI8I8; 5] = $kernels($tile);
@@ -467,12 +467,12 @@ macro_rules! w8a8_16x1_mutant_tables {
                 },
                 ..$family
             };
-            qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..qlinear_kernels_scalar::GemmShapes::SINGLE }
-            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+            qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..qlinear_kernels_core::GemmShapes::SINGLE }
+            pub(crate) static TABLE: qlinear_kernels_core::KernelTable = qlinear_kernels_core::KernelTable {
                 name: stringify!($module),
                 gemm_w8a8,
                 shapes: SHAPES,
-                ..qlinear_kernels_scalar::SCALAR
+                ..qlinear_kernels_core::SCALAR
             };
         }
     };

@@ -1,6 +1,6 @@
 //! The aarch64 tiers of qlinear: `Neon` (baseline ASIMD: `smull` + `sadalp`),
 //! `NeonSdot` (FEAT_DotProd `sdot`) and `NeonI8mm` (FEAT_I8MM `smmla`, for
-//! the batch families), each a complete [`KernelTable`](qlinear_kernels_scalar::KernelTable)
+//! the batch families), each a complete [`KernelTable`](qlinear_kernels_core::KernelTable)
 //! bit-identical to the scalar tier. Tables are handed out only after
 //! run-time feature detection; the dispatch crate runs the selftest before use.
 //! On other architectures this crate holds only the tiers' declarations

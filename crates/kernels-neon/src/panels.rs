@@ -1,5 +1,5 @@
 //! W4A8 tiles, grouped and per channel, on the panel form of a weight
-//! (`qlinear_kernels_scalar::panels`), for every aarch64 tier, generated
+//! (`qlinear_kernels_core::panels`), for every aarch64 tier, generated
 //! from one body over the tier's way of adding a load's products into its
 //! 4 rows' lanes (`panel_tile!`): `smull` pairs added in i16 and widened
 //! per group for NEON, `sdot` straight into i32 for NEON SDOT (and I8MM,
@@ -130,7 +130,7 @@ macro_rules! panel_tile {
             s: &[half::f16],
             out: &mut [f32],
         ) {
-            use qlinear_kernels_scalar::panels::{check_tile, PANEL_ROWS};
+            use qlinear_kernels_core::abi::panel::{check_tile, PANEL_ROWS};
             let groups = check_tile(XR, x, sums, panel, s, out);
             // The activations and the panel are read through pointers, with
             // no bounds check at each load: `check_tile` holds each
@@ -174,7 +174,7 @@ macro_rules! panel_tile {
             panel: &[u8],
             out: &mut [f32],
         ) {
-            use qlinear_kernels_scalar::panels::{check_tile_per_channel, PANEL_ROWS};
+            use qlinear_kernels_core::abi::panel::{check_tile_per_channel, PANEL_ROWS};
             let groups = check_tile_per_channel(XR, x, sums, panel, out);
             // pointer loads as in `tile_panel` (`check_tile_per_channel`
             // holds each row to `32 · groups` codes and the panel to
@@ -215,25 +215,25 @@ macro_rules! panel_family {
     () => {
         /// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each
         /// unpacked load serves 4), then 1.
-        const PANELS: qlinear_kernels_scalar::panels::PanelFamily = qlinear_kernels_scalar::panels::PanelFamily {
+        const PANELS: qlinear_kernels_core::abi::panel::PanelFamily = qlinear_kernels_core::abi::panel::PanelFamily {
             tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
             pairs: None,
         };
 
-        qlinear_kernels_scalar::panel_entry!(
+        qlinear_kernels_core::panel_entry!(
             /// The tier's panel entry (the frame's sweep over `PANELS`).
             fn gemm_w4a8_grouped_panels = PANELS
         );
 
         /// W4A8 per channel's panel tiles: 4 activation rows, then 1.
-        const PANELS_PER_CHANNEL: qlinear_kernels_scalar::panels::PanelFamily<
-            qlinear_kernels_scalar::panels::TilePanelQ4PerChannel,
-        > = qlinear_kernels_scalar::panels::PanelFamily {
+        const PANELS_PER_CHANNEL: qlinear_kernels_core::abi::panel::PanelFamily<
+            qlinear_kernels_core::abi::panel::TilePanelQ4PerChannel,
+        > = qlinear_kernels_core::abi::panel::PanelFamily {
             tiles: &[(4, entry::panel_pc_x4), (1, entry::panel_pc_x1)],
             pairs: None,
         };
 
-        qlinear_kernels_scalar::panel_entry!(
+        qlinear_kernels_core::panel_entry!(
             /// The tier's per-channel panel entry.
             per_channel fn gemm_w4a8_panels = PANELS_PER_CHANNEL
         );
@@ -248,8 +248,8 @@ macro_rules! panel_family {
 macro_rules! panel_tiles {
     ($module:ident, $four:path, $one:path, $pc_four:path, $pc_one:path) => {
         mod $module {
-            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4, TilePanelQ4PerChannel};
-            use qlinear_kernels_scalar::{KernelTable, SCALAR};
+            use qlinear_kernels_core::abi::panel::{PanelFamily, TilePanelQ4, TilePanelQ4PerChannel};
+            use qlinear_kernels_core::{KernelTable, SCALAR};
             const FAMILY: PanelFamily = PanelFamily {
                 tiles: &[(4, $four as TilePanelQ4), (1, $one as TilePanelQ4)],
                 pairs: None,
@@ -261,8 +261,8 @@ macro_rules! panel_tiles {
                 ],
                 pairs: None,
             };
-            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
-            qlinear_kernels_scalar::panel_entry!(per_channel fn per_channel = PER_CHANNEL);
+            qlinear_kernels_core::panel_entry!(fn entry = FAMILY);
+            qlinear_kernels_core::panel_entry!(per_channel fn per_channel = PER_CHANNEL);
             pub(crate) static TABLE: KernelTable = KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
                 gemm_w4a8_panels: Some(per_channel),

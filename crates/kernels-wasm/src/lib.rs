@@ -1,5 +1,5 @@
 //! The WebAssembly tiers of qlinear, SIMD128 and relaxed SIMD: complete
-//! [`KernelTable`](qlinear_kernels_scalar::KernelTable)s bit-identical to the
+//! [`KernelTable`](qlinear_kernels_core::KernelTable)s bit-identical to the
 //! scalar tier. WebAssembly has no run-time feature detection: each island is
 //! compiled in (`-C target-feature=+simd128`, and `+relaxed-simd` for the
 //! second) or not, and the dispatch crate proves it with the selftest at

@@ -1,5 +1,5 @@
 //! The x86-64 tiers of qlinear: `Avx2` and `Avx512Vnni`, each a complete
-//! [`KernelTable`](qlinear_kernels_scalar::KernelTable) bit-identical to the scalar tier.
+//! [`KernelTable`](qlinear_kernels_core::KernelTable) bit-identical to the scalar tier.
 //!
 //! A table is handed out only after run-time feature detection
 //! ([`avx2_table`], [`avx512vnni_table`]); the `#[target_feature]` kernels

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::clock::{self, Instant};
 
 use half::f16;
-use qlinear_kernels_scalar::{
+use qlinear_kernels_core::{
     activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile, PanelsQ4,
 };
 use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};

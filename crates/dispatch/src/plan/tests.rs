@@ -3,7 +3,7 @@
 
 use super::timing::*;
 use super::*;
-use qlinear_kernels_scalar::SCALAR;
+use qlinear_kernels_core::SCALAR;
 use qlinear_quant_recipe::QuantizedMatrix;
 
 /// A W8A8 entry of its own (the scalar one, through another function).

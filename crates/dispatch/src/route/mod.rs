@@ -4,8 +4,8 @@
 
 use std::cell::RefCell;
 
-use qlinear_kernels_scalar::panels::PANEL_GROUP;
-use qlinear_kernels_scalar::{
+use qlinear_kernels_core::abi::panel::PANEL_GROUP;
+use qlinear_kernels_core::{
     activation_group_sums_with, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
 };
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};

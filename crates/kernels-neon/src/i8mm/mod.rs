@@ -13,8 +13,8 @@
 //! tier runs (at M = 1 half of each `smmla` is wasted, so SDOT usually wins).
 #![cfg(target_arch = "aarch64")]
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8, TileI8Q4};
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileI8I8, TileI8Q4};
+use qlinear_kernels_core::KernelTable;
 
 mod int;
 
@@ -26,7 +26,7 @@ mod mutants;
 /// `crate::i8mm_table` returns only after detecting ASIMD, FEAT_DotProd and
 /// FEAT_I8MM; the kernels assert what they rely on.
 mod entry {
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         w8a8_1x1 => super::int::tile_w8a8::<1, 1>: tile_i8,
         w8a8_4x1 => super::int::tile_w8a8::<2, 1>: tile_i8,
         w8a8_16x1 => super::int::tile_w8a8::<8, 1>: tile_i8,
@@ -71,7 +71,7 @@ pub(crate) const W8A8: Family<TileI8I8> = Family {
     kernels: &w8a8_kernels(entry::w8a8_16x1),
     block: 16,
     layout: Layout::Pairs8,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 const W4A8: Family<TileI8Q4> = Family {
     shapes: Shapes {
@@ -81,12 +81,12 @@ const W4A8: Family<TileI8Q4> = Family {
     kernels: &[entry::w4a8_1x1, entry::w4a8_4x1, entry::w4a8_4x8, entry::w4a8_1x8],
     block: 32,
     layout: Layout::Pairs8EvenOdd,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 
 mod gemm {
     use super::{W4A8, W8A8};
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8, w4a8: W4A8; ..crate::sdot::TABLE.shapes }
+    qlinear_kernels_core::frame_gemms! { w8a8: W8A8, w4a8: W4A8; ..crate::sdot::TABLE.shapes }
 }
 
 pub(crate) static TABLE: KernelTable = KernelTable {

@@ -6,9 +6,9 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
-use qlinear_kernels_scalar::proof::mutants::failing;
-use qlinear_kernels_scalar::{dot_i8_q4_biased, KernelFamily, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileI8Q4};
+use qlinear_kernels_core::proof::mutants::failing;
+use qlinear_kernels_core::{dot_i8_q4_biased, KernelFamily, KernelTable, SCALAR};
 
 /// An I8MM W4A8 tile whose 2 × 2 result blocks are read transposed (lane
 /// `2i + j` taken as weight row i, activation row j — the operands swapped
@@ -74,11 +74,11 @@ const I8MM_W4A8: Family<TileI8Q4> = Family {
     },
     block: 32,
     layout: Layout::Pairs8,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 mod transposed {
-    use qlinear_kernels_scalar::GemmShapes;
-    qlinear_kernels_scalar::frame_gemms! { w4a8: super::I8MM_W4A8; ..GemmShapes::SINGLE }
+    use qlinear_kernels_core::GemmShapes;
+    qlinear_kernels_core::frame_gemms! { w4a8: super::I8MM_W4A8; ..GemmShapes::SINGLE }
 }
 static TRANSPOSED: KernelTable = KernelTable {
     name: "i8mm-mutant",
@@ -148,7 +148,7 @@ fn i8mm_evenodd_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { i8mm_evenodd_tile(x, w, acc, false) }
 }
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: PAIR_TILES,
     chunk: 0,
     block: 32,

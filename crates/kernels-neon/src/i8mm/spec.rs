@@ -1,7 +1,7 @@
 //! The NEON I8MM tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::TierSpec;
+use qlinear_kernels_core::TierSpec;
 
 /// aarch64 FEAT_I8MM (`smmla`) for the batch families, on top of [`NEON_SDOT`](crate::NEON_SDOT).
 pub const NEON_I8MM: TierSpec = TierSpec {
@@ -22,14 +22,14 @@ pub const NEON_I8MM: TierSpec = TierSpec {
 /// The NEON I8MM table, if this CPU reports FEAT_I8MM (and the FEAT_DotProd
 /// whose entries it shares).
 #[cfg(target_arch = "aarch64")]
-pub fn i8mm_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+pub fn i8mm_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
     (std::arch::is_aarch64_feature_detected!("neon")
         && std::arch::is_aarch64_feature_detected!("dotprod")
         && std::arch::is_aarch64_feature_detected!("i8mm"))
     .then_some(&crate::i8mm::TABLE)
 }
 
-qlinear_kernels_scalar::detect_on!(
+qlinear_kernels_core::detect_on!(
     cfg(target_arch = "aarch64"),
     crate::i8mm_table(),
     missing: "this CPU lacks FEAT_I8MM (i8mm) or FEAT_DotProd",

@@ -147,7 +147,7 @@ pub(crate) fn tile_w4a16_grouped<const WR: usize, const XR: usize>(
     }
 }
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
 
 /// 4 weight rows in flight for M = 1 (8 accumulators), 2 × 4 for batches
 /// (16 accumulators, 4 + 2 operand registers), single rows left over.
@@ -162,7 +162,7 @@ pub(crate) const W8A16: Family<TileF32Q8> = Family {
     kernels: &[entry::w8a16_1x1, entry::w8a16_4x1, entry::w8a16_2x4, entry::w8a16_1x4],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 pub(crate) const W4A16: Family<TileF32Q4> = Family {
     shapes: Shapes {
@@ -172,7 +172,7 @@ pub(crate) const W4A16: Family<TileF32Q4> = Family {
     kernels: &[entry::w4a16_1x1, entry::w4a16_4x1, entry::w4a16_2x4, entry::w4a16_1x4],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
     shapes: Shapes {
@@ -187,14 +187,14 @@ pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
     ],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 
 /// SAFETY (for every entry): reachable only through the NEON and SDOT
 /// tables, which `crate::neon_table` / `crate::sdot_table` return only after
 /// detecting ASIMD; the micro-kernels assert what they rely on.
 mod entry {
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         w8a16_1x1 => super::tile_w8a16::<1, 1>: tile_f32q8,
         w8a16_4x1 => super::tile_w8a16::<4, 1>: tile_f32q8,
         w8a16_2x4 => super::tile_w8a16::<2, 4>: tile_f32q8,

@@ -4,7 +4,7 @@
 //! never `vfmaq`. The frame owns the loops; this module registers the tiles.
 #![cfg(target_arch = "aarch64")]
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod int;
@@ -23,7 +23,7 @@ mod mutants;
 mod entry {
     use super::*;
     int_entries!();
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
         group_sums => quantize::group_sums: group_sums,
         panel_x4 => panels::tile_panel::<4>: tile_panel,
@@ -40,7 +40,7 @@ int_families!();
 mod gemm {
     use super::float::{W4A16, W4A16_GROUPED, W8A16};
     use super::{W4A8, W4A8_GROUPED, W8A8};
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
         w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
     }

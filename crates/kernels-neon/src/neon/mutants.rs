@@ -6,10 +6,10 @@
 
 use std::arch::aarch64::*;
 
-use qlinear_kernels_scalar::frame::Tile;
-use qlinear_kernels_scalar::proof::mutants::{failing, first_failure};
-use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
-use qlinear_kernels_scalar::{KernelFamily, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::Tile;
+use qlinear_kernels_core::proof::mutants::{failing, first_failure};
+use qlinear_kernels_core::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_core::{KernelFamily, KernelTable, SCALAR};
 
 /// The baseline NEON dot with four `smull`/`smlal` products summed in each
 /// i16 lane before `sadalp` widens them (the tier adds at most one product
@@ -159,5 +159,5 @@ fn a_neon_panel_tile_pairing_its_rows_crosswise_fails_the_proof() {
 /// together; other groups the scalar tier's) fail the proof.
 #[test]
 fn the_group_sums_fail_the_proof_on_their_slips() {
-    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<4, 0>();
+    qlinear_kernels_core::proof::mutants::assert_group_sums_slips_fail::<4, 0>();
 }

@@ -4,7 +4,7 @@
 
 use std::arch::aarch64::*;
 
-use qlinear_kernels_scalar::{abs_max_bits, q8_scale_from_abs_max_bits, SCALAR};
+use qlinear_kernels_core::{abs_max_bits, q8_scale_from_abs_max_bits, SCALAR};
 use qlinear_quant_recipe::Q8_MAX_ABS;
 
 #[target_feature(enable = "neon")]
@@ -86,7 +86,7 @@ pub(crate) fn group_sums(codes: &[i8], group: usize, sums: &mut [i32]) {
 
 #[cfg(test)]
 mod tests {
-    use qlinear_kernels_scalar::SCALAR;
+    use qlinear_kernels_core::SCALAR;
 
     /// The sums against the scalar tier's at every group the frame asks for
     /// (32, per channel) and others, over rows of extreme and mixed codes

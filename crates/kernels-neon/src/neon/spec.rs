@@ -1,7 +1,7 @@
 //! The NEON tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::TierSpec;
+use qlinear_kernels_core::TierSpec;
 
 /// aarch64 baseline ASIMD (`smull` + `sadalp`).
 pub const NEON: TierSpec = TierSpec {
@@ -22,11 +22,11 @@ pub const NEON: TierSpec = TierSpec {
 
 /// The NEON table, if this CPU reports ASIMD (every aarch64 CPU does).
 #[cfg(target_arch = "aarch64")]
-pub fn neon_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+pub fn neon_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
     std::arch::is_aarch64_feature_detected!("neon").then_some(&crate::neon::TABLE)
 }
 
-qlinear_kernels_scalar::detect_on!(
+qlinear_kernels_core::detect_on!(
     cfg(target_arch = "aarch64"),
     crate::neon_table(),
     missing: "this CPU lacks ASIMD",

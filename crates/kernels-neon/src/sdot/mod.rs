@@ -3,7 +3,7 @@
 //! kernels and the activation quantizer are the NEON tier's.
 #![cfg(target_arch = "aarch64")]
 
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::KernelTable;
 
 mod int;
 mod panels;
@@ -18,7 +18,7 @@ mod mutants;
 mod entry {
     use super::*;
     int_entries!();
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         panel_x4 => panels::tile_panel::<4>: tile_panel,
         panel_x1 => panels::tile_panel::<1>: tile_panel,
         panel_pc_x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
@@ -32,7 +32,7 @@ int_families!();
 
 mod gemm {
     use super::{W4A8, W4A8_GROUPED, W8A8};
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED; ..crate::neon::TABLE.shapes
     }
 }

@@ -9,10 +9,10 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8Q4};
-use qlinear_kernels_scalar::proof::mutants::{evenodd_dot, failing};
-use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
-use qlinear_kernels_scalar::{dot_i8_q4_biased, KernelFamily, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileI8Q4};
+use qlinear_kernels_core::proof::mutants::{evenodd_dot, failing};
+use qlinear_kernels_core::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_core::{dot_i8_q4_biased, KernelFamily, KernelTable, SCALAR};
 
 #[target_feature(enable = "neon,dotprod")]
 fn swapped_lanes(x: &[i8], p: &[u8]) -> i32 {
@@ -66,7 +66,7 @@ mod portable {
     pub(crate) fn tile_q4(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
         for (i, xr) in x.iter().enumerate() {
             for (q, wr) in w.iter().enumerate() {
-                acc[i * w.len() + q] = qlinear_kernels_scalar::dot_i8_q4_biased(xr, wr);
+                acc[i * w.len() + q] = qlinear_kernels_core::dot_i8_q4_biased(xr, wr);
             }
         }
     }
@@ -119,11 +119,11 @@ const SDOT_W4A8: Family<TileI8Q4> = Family {
     },
     block: 32,
     layout: Layout::Natural,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 mod hoisted {
-    use qlinear_kernels_scalar::GemmShapes;
-    qlinear_kernels_scalar::frame_gemms! { w4a8: super::SDOT_W4A8; ..GemmShapes::SINGLE }
+    use qlinear_kernels_core::GemmShapes;
+    qlinear_kernels_core::frame_gemms! { w4a8: super::SDOT_W4A8; ..GemmShapes::SINGLE }
 }
 static HOISTED: KernelTable = KernelTable {
     name: "sdot-mutant",
@@ -201,7 +201,7 @@ fn decode_128_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     unsafe { sdot_decode_128(x, w, acc, false) }
 }
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: &[Tile::ONE, Tile::new(4, 1)],
     chunk: 64,
     block: 32,

@@ -1,7 +1,7 @@
 //! The NEON SDOT tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::TierSpec;
+use qlinear_kernels_core::TierSpec;
 
 /// aarch64 FEAT_DotProd (`sdot`).
 pub const NEON_SDOT: TierSpec = TierSpec {
@@ -24,12 +24,12 @@ pub const NEON_SDOT: TierSpec = TierSpec {
 
 /// The NEON SDOT table, if this CPU reports FEAT_DotProd.
 #[cfg(target_arch = "aarch64")]
-pub fn sdot_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+pub fn sdot_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
     (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
         .then_some(&crate::sdot::TABLE)
 }
 
-qlinear_kernels_scalar::detect_on!(
+qlinear_kernels_core::detect_on!(
     cfg(target_arch = "aarch64"),
     crate::sdot_table(),
     missing: "this CPU lacks FEAT_DotProd (dotprod)",

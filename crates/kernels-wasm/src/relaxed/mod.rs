@@ -23,8 +23,8 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::frame::{Family, TileGroupedQ4, TileI8Q4};
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::abi::tile::{Family, TileGroupedQ4, TileI8Q4};
+use qlinear_kernels_core::KernelTable;
 
 use crate::simd128::panels::{PanelDot, Panels};
 use crate::simd128::{dot_i8_q4_with, Int4, NibbleDot};
@@ -70,13 +70,13 @@ impl PanelDot for RelaxedDot {
     }
 }
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The relaxed-SIMD tier's panel entry (the frame's sweep over its
     /// panel tiles).
     fn gemm_w4a8_grouped_panels = Panels::<RelaxedDot>::FAMILY
 );
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The relaxed-SIMD tier's per-channel panel entry.
     per_channel fn gemm_w4a8_panels = Panels::<RelaxedDot>::PER_CHANNEL
 );
@@ -86,7 +86,7 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<RelaxedDot>::W4A8_GROUPED;
 
 mod gemm {
     use super::{W4A8, W4A8_GROUPED};
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w4a8: W4A8, w4a8_grouped: W4A8_GROUPED; ..crate::simd128::TABLE.shapes
     }
 }

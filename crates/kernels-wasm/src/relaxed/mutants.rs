@@ -15,9 +15,9 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::frame::Tile;
-use qlinear_kernels_scalar::proof::mutants::failing;
-use qlinear_kernels_scalar::KernelFamily;
+use qlinear_kernels_core::abi::tile::Tile;
+use qlinear_kernels_core::proof::mutants::failing;
+use qlinear_kernels_core::KernelFamily;
 
 /// `Σ x·b` of every (activation, weight) row pair of the tile, with
 /// nibble `b` passed to the relaxed dot as `b − bias` and `bias·Σx`
@@ -74,7 +74,7 @@ fn right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     relaxed_tile(x, w, acc, 0, true)
 }
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: &[Tile::ONE],
     chunk: 0,
     block: 32,

@@ -1,7 +1,7 @@
 //! The relaxed-SIMD tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_core::{KernelTable, TierSpec};
 
 /// WebAssembly relaxed SIMD (`i16x8.relaxed_dot_i8x16_i7x16_s` for W4A8), on top of
 /// [`WASM_SIMD128`](crate::WASM_SIMD128): a build with `+relaxed-simd`, for engines that have it.

@@ -7,7 +7,7 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8};
 
 use super::{load16, split_nibbles};
 
@@ -152,7 +152,7 @@ pub(crate) const W8A16: Family<TileF32Q8> = Family {
     ],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 pub(crate) const W4A16: Family<TileF32Q4> = Family {
     shapes: Shapes {
@@ -167,7 +167,7 @@ pub(crate) const W4A16: Family<TileF32Q4> = Family {
     ],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
     shapes: Shapes {
@@ -182,5 +182,5 @@ pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
     ],
     block: 8,
     layout: Layout::Chunked,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };

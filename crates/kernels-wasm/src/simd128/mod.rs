@@ -16,8 +16,8 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
-use qlinear_kernels_scalar::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileGroupedQ4, TileI8I8, TileI8Q4};
+use qlinear_kernels_core::{dot_i8_i8 as tail_i8, dot_i8_q4_biased as tail_biased, KernelTable};
 
 mod float;
 pub(crate) mod panels;
@@ -32,7 +32,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     dot_i8_i8,
     dot_i8_q4,
     quantize_row_q8: quantize::quantize_row_q8,
-    group_sums: qlinear_kernels_scalar::SCALAR.group_sums,
+    group_sums: qlinear_kernels_core::SCALAR.group_sums,
     gemm_w8a8: gemm::gemm_w8a8,
     gemm_w4a8: gemm::gemm_w4a8,
     gemm_w4a8_grouped: gemm::gemm_w4a8_grouped,
@@ -50,7 +50,7 @@ const W4A8_GROUPED: Family<TileGroupedQ4> = Int4::<ExtMul>::W4A8_GROUPED;
 mod gemm {
     use super::float::{W4A16, W4A16_GROUPED, W8A16};
     use super::{W4A8, W4A8_GROUPED, W8A8};
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
         w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
     }
@@ -79,7 +79,7 @@ const W8A8: Family<TileI8I8> = Family {
     kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8::<4, 4>, tile_i8::<1, 4>],
     block: 16,
     layout: Layout::Natural,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
 const INT4_SHAPES: Shapes = Shapes {
     tiles: DECODE_TILES,
@@ -127,7 +127,7 @@ impl<D: NibbleDot> Int4<D> {
         ],
         block: 32,
         layout: Layout::EvenOdd,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
     };
     pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
         shapes: INT4_GROUPED_SHAPES,
@@ -139,7 +139,7 @@ impl<D: NibbleDot> Int4<D> {
         ],
         block: 32,
         layout: Layout::EvenOdd,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
     };
 }
 
@@ -247,7 +247,7 @@ fn tile_q4_seq<const WR: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mu
 /// frame's work per tile call is paid once per `4·QUADS` rows (the x86
 /// tiers' 16 × 4 tiles, for the same reason).
 fn tile_q4_quads<const QUADS: usize, D: NibbleDot>(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
-    qlinear_kernels_scalar::frame::quads_in_turn::<QUADS>(x, w, acc, tile_q4::<4, 4, D>);
+    qlinear_kernels_core::frame::quads_in_turn::<QUADS>(x, w, acc, tile_q4::<4, 4, D>);
 }
 
 /// W4A8 micro-kernel: `Σ x·b` (biased, uncorrected) of `WR` × `XR` rows
@@ -328,7 +328,7 @@ fn dot_i8_q4(x: &[i8], p: &[u8]) -> i32 {
 pub(crate) fn dot_i8_q4_with<D: NibbleDot>(x: &[i8], p: &[u8]) -> i32 {
     assert_eq!(p.len(), x.len().div_ceil(2));
     let kb = x.len() / 32 * 32;
-    let split = qlinear_kernels_scalar::layout::split_even_odd_i8(&x[..kb], 32);
+    let split = qlinear_kernels_core::frame::layout::split_even_odd_i8(&x[..kb], 32);
     let mut acc = [0];
     tile_q4::<1, 1, D>(&[&split], &[&p[..kb / 2]], &mut acc);
     acc[0] + tail_biased(&x[kb..], &p[kb / 2..]) - 8 * x.iter().map(|&v| i32::from(v)).sum::<i32>()

@@ -6,11 +6,11 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileI8I8};
-use qlinear_kernels_scalar::proof::mutants::{evenodd_dot, failing};
-use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
-use qlinear_kernels_scalar::KernelFamily;
-use qlinear_kernels_scalar::{dot_i8_i8, GemmShapes, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileI8I8};
+use qlinear_kernels_core::proof::mutants::{evenodd_dot, failing};
+use qlinear_kernels_core::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_core::KernelFamily;
+use qlinear_kernels_core::{dot_i8_i8, GemmShapes, KernelTable, SCALAR};
 
 fn portable(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     for (i, xr) in x.iter().enumerate() {
@@ -58,9 +58,9 @@ const W8A8: Family<TileI8I8> = Family {
     },
     block: 16,
     layout: Layout::Natural,
-    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
 };
-qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
 static MUTANT: KernelTable = KernelTable {
     name: "simd128-mutant",
     gemm_w8a8,
@@ -100,7 +100,7 @@ fn seq_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 }
 
 const DECODE_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: DECODE_TILES,
     chunk: 64,
     block: 32,
@@ -142,7 +142,7 @@ fn quads_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 }
 
 const QUAD_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)];
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: QUAD_TILES,
     chunk: 64,
     block: 32,

@@ -1,5 +1,5 @@
 //! W4A8 tiles, grouped and per channel, on the panel form of a weight
-//! (`qlinear_kernels_scalar::panels`), for both WebAssembly tiers: one
+//! (`qlinear_kernels_core::panels`), for both WebAssembly tiers: one
 //! 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
 //! row, so the products of its low (high) nibbles with an activation row's
 //! first (last) 4 codes of those columns, broadcast, stay apart by row and
@@ -15,7 +15,7 @@
 use std::arch::wasm32::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{
+use qlinear_kernels_core::abi::panel::{
     check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4, TilePanelQ4PerChannel, PANEL_ROWS,
 };
 
@@ -248,12 +248,12 @@ impl<D: PanelDot> Panels<D> {
     };
 }
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The SIMD128 tier's panel entry (the frame's sweep over its panel tiles).
     pub(crate) fn gemm_w4a8_grouped_panels = Panels::<ExtMul>::FAMILY
 );
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The SIMD128 tier's per-channel panel entry.
     per_channel pub(crate) fn gemm_w4a8_panels = Panels::<ExtMul>::PER_CHANNEL
 );
@@ -267,16 +267,16 @@ macro_rules! panel_tiles_with {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            qlinear_kernels_scalar::panel_entry!(
+            qlinear_kernels_core::panel_entry!(
                 fn entry = crate::simd128::panels::Panels::<$dot>::FAMILY
             );
-            qlinear_kernels_scalar::panel_entry!(
+            qlinear_kernels_core::panel_entry!(
                 per_channel fn per_channel = crate::simd128::panels::Panels::<$dot>::PER_CHANNEL
             );
-            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+            pub(crate) static TABLE: qlinear_kernels_core::KernelTable = qlinear_kernels_core::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
                 gemm_w4a8_panels: Some(per_channel),
-                ..qlinear_kernels_scalar::SCALAR
+                ..qlinear_kernels_core::SCALAR
             };
         }
     };
@@ -298,7 +298,7 @@ mod tests {
     /// subnormal range of the scaled chain (below 2⁻¹⁴ unscaled).
     #[test]
     fn the_scaled_group_chain_gives_the_bits_of_the_spec() {
-        use qlinear_kernels_scalar::panels::PanelsQ4;
+        use qlinear_kernels_core::abi::panel::PanelsQ4;
         use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
         let (n, groups) = (16, 9);
         let k = 32 * groups;

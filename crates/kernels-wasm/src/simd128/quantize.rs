@@ -5,7 +5,7 @@
 
 use std::arch::wasm32::*;
 
-use qlinear_kernels_scalar::{abs_max_bits, q8_scale_from_abs_max_bits};
+use qlinear_kernels_core::{abs_max_bits, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
 
 pub(crate) fn quantize_row_q8(x: &[f32], codes: &mut [i8]) -> Option<f32> {

@@ -1,7 +1,7 @@
 //! The SIMD128 tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::{KernelTable, TierSpec};
+use qlinear_kernels_core::{KernelTable, TierSpec};
 
 /// WebAssembly SIMD128.
 pub const WASM_SIMD128: TierSpec = TierSpec {

@@ -194,7 +194,7 @@ fn prefetch_q4<const R: usize>(w: [&[u8]; R], b: usize, stride: usize) {
 }
 
 /// The per-group lanes of `R` rows × `MI` activation rows (activations laid
-/// out by [`chunked_f32`](qlinear_kernels_scalar::layout::chunked_f32), in
+/// out by [`chunked_f32`](qlinear_kernels_core::frame::layout::chunked_f32), in
 /// column order): `emit(g, acc)` receives each group's accumulators, in
 /// increasing g.
 ///

@@ -6,11 +6,11 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{Shapes, Tile};
-use qlinear_kernels_scalar::proof::mutants::{evenodd64_dot, first_failure};
-use qlinear_kernels_scalar::proof::Mismatch;
-use qlinear_kernels_scalar::KernelFamily;
-use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
+use qlinear_kernels_core::abi::tile::{Shapes, Tile};
+use qlinear_kernels_core::proof::mutants::{evenodd64_dot, first_failure};
+use qlinear_kernels_core::proof::Mismatch;
+use qlinear_kernels_core::KernelFamily;
+use qlinear_kernels_core::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 /// W4A8 grouped with AVX2's 8-row batch tile done wrong: within the tile,
@@ -195,7 +195,7 @@ macro_rules! grouped_w4a8_on_frame {
     ($module:ident, $tile:ident) => {
         mod $module {
             use super::*;
-            use qlinear_kernels_scalar::frame::{Family, Layout, TileGroupedQ4};
+            use qlinear_kernels_core::abi::tile::{Family, Layout, TileGroupedQ4};
             const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
                 shapes: Shapes {
                     tiles: GROUPED_TILES,
@@ -204,9 +204,9 @@ macro_rules! grouped_w4a8_on_frame {
                 kernels: &[$tile, $tile, $tile, $tile],
                 block: 64,
                 layout: Layout::EvenOdd,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { w4a8_grouped: W4A8_GROUPED; ..GemmShapes::SINGLE }
+            qlinear_kernels_core::frame_gemms! { w4a8_grouped: W4A8_GROUPED; ..GemmShapes::SINGLE }
 
             /// The first mismatch of the proof of W4A8 grouped on this family.
             pub(crate) fn first_mismatch() -> Option<Mismatch> {
@@ -410,7 +410,7 @@ const DECODE_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
 
 mod seq_w8a8 {
     use super::*;
-    use qlinear_kernels_scalar::frame::{Family, Layout, TileI8I8};
+    use qlinear_kernels_core::abi::tile::{Family, Layout, TileI8I8};
     pub(crate) const W8A8: Family<TileI8I8> = Family {
         shapes: Shapes {
             tiles: DECODE_TILES,
@@ -419,12 +419,12 @@ mod seq_w8a8 {
         kernels: &[w8a8_seq_last_row_repeated as TileI8I8; 3],
         block: 32,
         layout: Layout::Natural,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+    qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
 }
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: DECODE_TILES,
     chunk: 64,
     block: 64,
@@ -526,25 +526,25 @@ fn avx2_panel_checked(
     unsafe { avx2_panel_with(x, sums, panel, s, out, slip) }
 }
 
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     avx2_panel_operands_swapped,
     avx2_panel_checked,
     Avx2PanelSlip::OperandsSwapped,
     [4, 1]
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     avx2_panel_first_half_scales,
     avx2_panel_checked,
     Avx2PanelSlip::FirstHalfScales,
     [4, 1]
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     avx2_panel_pairs_carried,
     avx2_panel_checked,
     Avx2PanelSlip::PairsCarried,
     [4, 1]
 );
-qlinear_kernels_scalar::panel_table!(avx2_panel_right, avx2_panel_checked, Avx2PanelSlip::None, [4, 1]);
+qlinear_kernels_core::panel_table!(avx2_panel_right, avx2_panel_checked, Avx2PanelSlip::None, [4, 1]);
 
 #[test]
 fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {
@@ -613,19 +613,19 @@ fn avx2_per_channel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [
     }
 }
 
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     per_channel avx2_pc_pairs_carried,
     avx2_per_channel_with,
     Avx2PerChannelSlip::PairsCarried,
     [4, 1]
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     per_channel avx2_pc_halves_overlaid,
     avx2_per_channel_with,
     Avx2PerChannelSlip::HalvesOverlaid,
     [4, 1]
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     per_channel avx2_pc_right,
     avx2_per_channel_with,
     Avx2PerChannelSlip::None,

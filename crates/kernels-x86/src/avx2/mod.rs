@@ -1,16 +1,16 @@
 //! The AVX2 tier (with F16C for group scales). Integer kernels use `maddubs`
 //! on operands that cannot saturate its i16 pairs; float kernels keep one
 //! 8-wide accumulator per row per group — exactly the 8 lanes of the spec.
-//! Every GEMM runs on the frame (`qlinear_kernels_scalar::frame`): this
+//! Every GEMM runs on the frame (`qlinear_kernels_core::frame`): this
 //! module registers the micro-kernels and their tiles.
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{
+use qlinear_kernels_core::abi::tile::{
     Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4,
 };
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::KernelTable;
 
 pub(crate) mod float;
 pub(crate) mod q4;
@@ -35,7 +35,7 @@ pub(crate) fn detected() -> bool {
 /// lengths and shapes they rely on.
 mod entry {
     use super::*;
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
@@ -230,7 +230,7 @@ const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
 
 pub(crate) mod gemm {
     use super::*;
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
         w8a16: W8A16, w4a16: W4A16, w4a16_grouped: W4A16_GROUPED,
     }

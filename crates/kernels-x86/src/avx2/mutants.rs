@@ -3,11 +3,11 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{Shapes, Tile};
-use qlinear_kernels_scalar::proof::mutants::{evenodd64_dot, first_failure};
-use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
-use qlinear_kernels_scalar::KernelFamily;
-use qlinear_kernels_scalar::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
+use qlinear_kernels_core::abi::tile::{Shapes, Tile};
+use qlinear_kernels_core::proof::mutants::{evenodd64_dot, first_failure};
+use qlinear_kernels_core::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_core::KernelFamily;
+use qlinear_kernels_core::{dot_i8_q4_biased, ActivationsQ8, GemmShapes, KernelTable, OutputTile, SCALAR};
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4};
 
 /// Keeps the i16 pair sums in a saturating i16 accumulator instead of widening
@@ -177,7 +177,7 @@ fn w4a16_high_nibble_first(x: &[f32], w: &[u8], k: usize) -> f32 {
     let mut lanes = [0f32; 8];
     // SAFETY: a 32-byte store into a local [f32; 8].
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    qlinear_kernels_scalar::lane_tree(lanes)
+    qlinear_kernels_core::lane_tree(lanes)
 }
 
 fn tile_w4a16_high_nibble_first(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32]) {
@@ -195,7 +195,7 @@ fn tile_w4a16_high_nibble_first(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [
 
 mod w4a16_mutant {
     use super::*;
-    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4};
+    use qlinear_kernels_core::abi::tile::{Family, Layout, TileF32Q4};
     pub(crate) const W4A16: Family<TileF32Q4> = Family {
         shapes: Shapes {
             tiles: &[Tile::ONE],
@@ -204,9 +204,9 @@ mod w4a16_mutant {
         kernels: &[tile_w4a16_high_nibble_first],
         block: 8,
         layout: Layout::Chunked,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w4a16: W4A16; ..GemmShapes::SINGLE }
+    qlinear_kernels_core::frame_gemms! { w4a16: W4A16; ..GemmShapes::SINGLE }
 }
 
 #[test]
@@ -256,7 +256,7 @@ fn tile_w4a16_grouped_halves_first(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usiz
 /// transposed lane (output `t · wr + q` scaled by row `j / xr` instead of
 /// `j % wr`): right on single rows and square tiles, wrong on 2 × 4.
 fn tile_w4a16_grouped_scales_transposed(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut [f32]) {
-    let spec = |l: &[[f32; 8]]| l.iter().map(|l| qlinear_kernels_scalar::lane_tree(*l)).collect();
+    let spec = |l: &[[f32; 8]]| l.iter().map(|l| qlinear_kernels_core::lane_tree(*l)).collect();
     w4a16_grouped_with(x, w, s, g, out, spec, |j, _, xr| j / xr)
 }
 
@@ -300,7 +300,7 @@ macro_rules! grouped_w4a16_mutant {
     ($module:ident, $tile:ident, $test:ident, $why:literal) => {
         mod $module {
             use super::*;
-            use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped};
+            use qlinear_kernels_core::abi::tile::{Family, Layout, TileF32Q4Grouped};
             pub(crate) const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
                 shapes: Shapes {
                     tiles: BATCH_TILES,
@@ -312,9 +312,9 @@ macro_rules! grouped_w4a16_mutant {
                 },
                 block: 8,
                 layout: Layout::Chunked,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { w4a16_grouped: W4A16_GROUPED; ..GemmShapes::SINGLE }
+            qlinear_kernels_core::frame_gemms! { w4a16_grouped: W4A16_GROUPED; ..GemmShapes::SINGLE }
         }
 
         #[test]
@@ -379,7 +379,7 @@ fn w4a8_pairs_right(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
 
 const PAIR_TILES: &[Tile] = &[Tile::ONE, Tile::new(16, 4), Tile::new(1, 4)];
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: PAIR_TILES,
     chunk: 64,
     block: 64,
@@ -404,7 +404,7 @@ fn a_w4a8_pairs_tile_storing_each_pair_as_a_2x4_tile_fails_the_proof() {
 /// same tiles done right beside them.
 mod float_16x1 {
     use super::*;
-    use qlinear_kernels_scalar::frame::{Family, Layout, TileF32Q4Grouped, TileF32Q8};
+    use qlinear_kernels_core::abi::tile::{Family, Layout, TileF32Q4Grouped, TileF32Q8};
 
     fn w8a16_first_outputs(x: &[&[f32]], w: &[&[i8]], k: usize, out: &mut [f32]) {
         for p in 0..4 {
@@ -440,7 +440,7 @@ mod float_16x1 {
                     layout: Layout::Chunked,
                     scales_to_f32: crate::avx2::entry::scales_to_f32,
                 };
-                qlinear_kernels_scalar::frame_gemms! {
+                qlinear_kernels_core::frame_gemms! {
                     w8a16: W8A16, w4a16_grouped: W4A16_GROUPED; ..GemmShapes::SINGLE
                 }
                 pub(crate) static TABLE: KernelTable = KernelTable {
@@ -465,7 +465,7 @@ fn the_16_row_float_decode_tiles_fail_the_proof_on_their_slips() {
         eprintln!("skipped: this CPU has no AVX2");
         return;
     }
-    use qlinear_kernels_scalar::proof::mutants::failing;
+    use qlinear_kernels_core::proof::mutants::failing;
     assert_eq!(
         failing(&float_16x1::slipped::TABLE),
         vec![KernelFamily::W8A16, KernelFamily::W4A16Grouped]
@@ -478,7 +478,7 @@ fn the_16_row_float_decode_tiles_fail_the_proof_on_their_slips() {
 /// plan done right passes.
 #[test]
 fn the_quantizer_fails_the_proof_on_its_slips() {
-    qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
+    qlinear_kernels_core::proof::mutants::assert_quantizer_slips_fail();
 }
 
 /// The group sums' slips on this tier's plan (four groups of 32 reduced
@@ -486,5 +486,5 @@ fn the_quantizer_fails_the_proof_on_its_slips() {
 /// fail the proof.
 #[test]
 fn the_group_sums_fail_the_proof_on_their_slips() {
-    qlinear_kernels_scalar::proof::mutants::assert_group_sums_slips_fail::<4, 32>();
+    qlinear_kernels_core::proof::mutants::assert_group_sums_slips_fail::<4, 32>();
 }

@@ -4,11 +4,11 @@
 //! call, so 32 packed bytes give the 32 even columns (low nibbles) and the 32
 //! odd columns (high nibbles) of a block with one mask and one shift.
 
-use qlinear_kernels_scalar::dot_i8_q4_biased as tail_biased;
+use qlinear_kernels_core::dot_i8_q4_biased as tail_biased;
 use std::arch::x86_64::*;
 
 use super::hsum_epi32;
-use qlinear_kernels_scalar::layout::split_even_odd_i8;
+use qlinear_kernels_core::frame::layout::split_even_odd_i8;
 
 /// Columns per block: 32 packed bytes.
 pub(crate) const BLOCK: usize = 64;

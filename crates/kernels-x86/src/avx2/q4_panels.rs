@@ -1,5 +1,5 @@
 //! AVX2 W4A8 grouped tiles on the panel form of a weight
-//! (`qlinear_kernels_scalar::panels`): a 256-bit load at `64c + 32h` is the
+//! (`qlinear_kernels_core::panels`): a 256-bit load at `64c + 32h` is the
 //! same 8 columns of the panel's rows `8h .. 8h + 8`, 4 packed bytes a row,
 //! so `maddubs` of its low (high) nibbles against an activation row's
 //! first (last) 4 codes of those columns, broadcast, leaves each weight row's
@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{
+use qlinear_kernels_core::abi::panel::{
     check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel, PANEL_ROWS,
 };
 
@@ -116,7 +116,7 @@ pub(super) const PANELS: PanelFamily = PanelFamily {
     pairs: None,
 };
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The tier's panel entry (the frame's sweep over `PANELS`).
     pub(crate) fn gemm_w4a8_grouped_panels = PANELS
 );
@@ -177,7 +177,7 @@ pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelF
     pairs: None,
 };
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The tier's per-channel panel entry (the frame's sweep over
     /// `PANELS_PER_CHANNEL`).
     per_channel pub(crate) fn gemm_w4a8_panels = PANELS_PER_CHANNEL

@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::dot_i8_i8 as dot_tail;
+use qlinear_kernels_core::dot_i8_i8 as dot_tail;
 
 use super::hsum_epi32;
 

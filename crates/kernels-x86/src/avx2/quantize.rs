@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::{abs_max_bits, q8_reciprocal, q8_scale_from_abs_max_bits};
+use qlinear_kernels_core::{abs_max_bits, q8_reciprocal, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
 
 const RTE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;

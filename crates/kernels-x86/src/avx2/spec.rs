@@ -1,7 +1,7 @@
 //! The AVX2 tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::TierSpec;
+use qlinear_kernels_core::TierSpec;
 
 /// x86-64 AVX2 with F16C (for the group scales).
 pub const AVX2: TierSpec = TierSpec {
@@ -28,11 +28,11 @@ pub const AVX2: TierSpec = TierSpec {
 
 /// The AVX2 table, if this CPU reports AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
-pub fn avx2_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+pub fn avx2_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
     crate::avx2::detected().then_some(&crate::avx2::TABLE)
 }
 
-qlinear_kernels_scalar::detect_on!(
+qlinear_kernels_core::detect_on!(
     cfg(target_arch = "x86_64"),
     crate::avx2_table(),
     missing: "this CPU lacks AVX2 or F16C",

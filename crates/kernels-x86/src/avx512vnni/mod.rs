@@ -1,6 +1,6 @@
 //! The AVX-512 VNNI tier: integer kernels on `vpdpbusd` (u8 × i8 quads summed
 //! straight into i32 lanes, no i16 step), on the frame
-//! (`qlinear_kernels_scalar::frame`) like every other SIMD tier: this module
+//! (`qlinear_kernels_core::frame`) like every other SIMD tier: this module
 //! registers the micro-kernels and their tiles. W4A16 keeps four rows' spec
 //! lanes per 512-bit register and a `vpermps` nibble lookup (`float`).
 //! W8A16 and the activation group sums are the AVX2 tier's (a `vpdpbusd`
@@ -13,10 +13,10 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::frame::{
+use qlinear_kernels_core::abi::tile::{
     Family, Layout, Shapes, Tile, TileF32Q4, TileF32Q4Grouped, TileGroupedQ4, TileI8I8, TileI8Q4,
 };
-use qlinear_kernels_scalar::KernelTable;
+use qlinear_kernels_core::KernelTable;
 
 use crate::avx2;
 
@@ -45,7 +45,7 @@ pub(crate) fn detected() -> bool {
 /// F/BW/DQ/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
 mod entry {
     use super::*;
-    qlinear_kernels_scalar::safe_entries! {
+    qlinear_kernels_core::safe_entries! {
         dot_i8_i8 => q8::dot_i8_i8: dot_i8,
         dot_i8_q4 => q4::dot_i8_q4: dot_q4,
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
@@ -183,7 +183,7 @@ const W4A16_GROUPED: Family<TileF32Q4Grouped> = Family {
 
 mod gemm {
     use super::*;
-    qlinear_kernels_scalar::frame_gemms! {
+    qlinear_kernels_core::frame_gemms! {
         w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED,
         w4a16: W4A16, w4a16_grouped: W4A16_GROUPED;
         ..avx2::TABLE.shapes

@@ -5,10 +5,10 @@
 //! CPU and on every other architecture too: what they prove is that the
 //! proof's rows and K reach each tile of the real tier's shapes.
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile};
-use qlinear_kernels_scalar::proof::mutants::first_failure;
-use qlinear_kernels_scalar::KernelFamily;
-use qlinear_kernels_scalar::{GemmShapes, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile};
+use qlinear_kernels_core::proof::mutants::first_failure;
+use qlinear_kernels_core::KernelFamily;
+use qlinear_kernels_core::{GemmShapes, KernelTable, SCALAR};
 
 /// `mod $module` with `TABLE`: the scalar tier with its `$family` GEMM on
 /// the frame, every one of the `$n` tiles of `$tiles` running `$tile`, over
@@ -21,7 +21,7 @@ macro_rules! table_on_frame {
     ) => {
         mod $module {
             use super::*;
-            use qlinear_kernels_scalar::frame::$Tile;
+            use qlinear_kernels_core::abi::tile::$Tile;
             const FAMILY: Family<$Tile> = Family {
                 shapes: Shapes {
                     tiles: $tiles,
@@ -30,9 +30,9 @@ macro_rules! table_on_frame {
                 kernels: &[$tile as $Tile; $n],
                 block: $block,
                 layout: Layout::$layout,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! { $field: FAMILY; ..GemmShapes::SINGLE }
+            qlinear_kernels_core::frame_gemms! { $field: FAMILY; ..GemmShapes::SINGLE }
             pub(crate) static TABLE: KernelTable = KernelTable {
                 $gemm,
                 shapes: SHAPES,
@@ -227,7 +227,7 @@ fn w4a8_quads_swapped(x: &[&[i8]], w: &[&[u8]], acc: &mut [i32]) {
     }
 }
 
-qlinear_kernels_scalar::w4a8_on_frame! {
+qlinear_kernels_core::w4a8_on_frame! {
     tiles: W4A8_TILES,
     chunk: 64,
     block: 128,
@@ -396,7 +396,7 @@ fn w4a16_with(x: &[&[f32]], w: &[&[u8]], k: usize, out: &mut [f32], odd_from_low
                 let nibble = (wq[from / 2] >> (4 * (from % 2))) & 0x0F;
                 lanes[j] += xi[c * 8 + POS[j]] * (f32::from(nibble) - 8.0);
             }
-            out[i * wr + q] = qlinear_kernels_scalar::lane_tree(lanes);
+            out[i * wr + q] = qlinear_kernels_core::lane_tree(lanes);
         }
     }
 }
@@ -455,7 +455,7 @@ fn w4a16_grouped_with(x: &[&[f32]], w: &[&[u8]], s: &[f32], g: usize, out: &mut 
                 } else {
                     q * groups + gi
                 };
-                total += s[at] * qlinear_kernels_scalar::lane_tree(lanes);
+                total += s[at] * qlinear_kernels_core::lane_tree(lanes);
             }
             out[i * wr + q] = total;
         }
@@ -485,7 +485,7 @@ fn the_w4a16_grouped_tiles_fail_the_proof_on_their_slip() {
     assert!(right.is_none(), "{right:?}");
 }
 
-/// The panel tiles (`qlinear_kernels_scalar::panels`) in plain Rust on the
+/// The panel tiles (`qlinear_kernels_core::panels`) in plain Rust on the
 /// tier's tiles (4 activation rows, then 1), with the slips a `vpdpbusd`
 /// panel kernel can make: the scales read row after row (the natural
 /// order) instead of group after group; the high nibbles' codes against
@@ -568,21 +568,21 @@ enum PairSlip {
     OutputsSwapped,
 }
 
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     pair_first_scales,
     panel_with,
     PanelSlip::None,
     [8, 4, 1],
     pair = pair_first_scales_with
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     pair_swapped,
     panel_with,
     PanelSlip::None,
     [8, 4, 1],
     pair = pair_swapped_with
 );
-qlinear_kernels_scalar::panel_table!(
+qlinear_kernels_core::panel_table!(
     pair_right,
     panel_with,
     PanelSlip::None,
@@ -631,11 +631,11 @@ fn the_pair_tiles_fail_the_proof_on_their_slips() {
     }
 }
 
-qlinear_kernels_scalar::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(panel_next_group_sums, panel_with, PanelSlip::SumsOfNextGroup, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(panel_scales_row_major, panel_with, PanelSlip::ScalesRowMajor, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(panel_halves_swapped, panel_with, PanelSlip::HalvesSwapped, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(panel_hoisted_sums, panel_with, PanelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(panel_next_group_sums, panel_with, PanelSlip::SumsOfNextGroup, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(panel_right, panel_with, PanelSlip::None, [8, 4, 1]);
 
 #[test]
 fn the_panel_tiles_fail_the_proof_on_their_slips() {
@@ -721,15 +721,15 @@ fn pc_pair_right_with(x: &[&[i8]], sums: &[&[i32]], p: &[u8], out: &mut [f32], _
     pair_per_channel_with(x, sums, p, out, PairSlip::None)
 }
 
-qlinear_kernels_scalar::panel_table!(per_channel pc_pair_first_panel, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_first_panel_with);
-qlinear_kernels_scalar::panel_table!(per_channel pc_pair_swapped, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_swapped_with);
-qlinear_kernels_scalar::panel_table!(per_channel pc_pair_right, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_right_with);
+qlinear_kernels_core::panel_table!(per_channel pc_pair_first_panel, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_first_panel_with);
+qlinear_kernels_core::panel_table!(per_channel pc_pair_swapped, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_swapped_with);
+qlinear_kernels_core::panel_table!(per_channel pc_pair_right, per_channel_with, PerChannelSlip::None, [8, 4, 1], pair = pc_pair_right_with);
 
-qlinear_kernels_scalar::panel_table!(per_channel pc_halves_swapped, per_channel_with, PerChannelSlip::HalvesSwapped, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(per_channel pc_hoisted_sums, per_channel_with, PerChannelSlip::HoistedSums, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(per_channel pc_no_correction, per_channel_with, PerChannelSlip::NoCorrection, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(per_channel pc_chain_dropped, per_channel_with, PerChannelSlip::ChainDropped, [8, 4, 1]);
-qlinear_kernels_scalar::panel_table!(per_channel pc_right, per_channel_with, PerChannelSlip::None, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(per_channel pc_halves_swapped, per_channel_with, PerChannelSlip::HalvesSwapped, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(per_channel pc_hoisted_sums, per_channel_with, PerChannelSlip::HoistedSums, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(per_channel pc_no_correction, per_channel_with, PerChannelSlip::NoCorrection, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(per_channel pc_chain_dropped, per_channel_with, PerChannelSlip::ChainDropped, [8, 4, 1]);
+qlinear_kernels_core::panel_table!(per_channel pc_right, per_channel_with, PerChannelSlip::None, [8, 4, 1]);
 
 #[test]
 fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
@@ -752,5 +752,5 @@ fn the_per_channel_panel_tiles_fail_the_proof_on_their_slips() {
 /// proof, and the same plan done right passes.
 #[test]
 fn the_quantizer_fails_the_proof_on_its_slips() {
-    qlinear_kernels_scalar::proof::mutants::assert_quantizer_slips_fail();
+    qlinear_kernels_core::proof::mutants::assert_quantizer_slips_fail();
 }

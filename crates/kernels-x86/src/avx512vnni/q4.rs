@@ -7,8 +7,8 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::dot_i8_q4_biased as tail_biased;
-use qlinear_kernels_scalar::layout::split_even_odd_i8;
+use qlinear_kernels_core::dot_i8_q4_biased as tail_biased;
+use qlinear_kernels_core::frame::layout::split_even_odd_i8;
 
 use super::{far_prefetch, hsum_epi32, hsum_rows};
 

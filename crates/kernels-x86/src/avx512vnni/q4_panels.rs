@@ -1,5 +1,5 @@
 //! AVX-512 VNNI W4A8 grouped tiles on the panel form of a weight
-//! (`qlinear_kernels_scalar::panels`): one 512-bit load is the same 8
+//! (`qlinear_kernels_core::panels`): one 512-bit load is the same 8
 //! columns of 16 weight rows, 4 packed bytes a row, so `vpdpbusd` of its low
 //! (high) nibbles against an activation row's first (last) 4 codes of those
 //! columns, broadcast, leaves each weight row's partial sum in its own lane.
@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 
 use half::f16;
-use qlinear_kernels_scalar::panels::{
+use qlinear_kernels_core::abi::panel::{
     check_pair, check_pair_per_channel, check_tile, check_tile_per_channel, PanelFamily, TilePanelQ4PerChannel,
     PANEL_ROWS,
 };
@@ -244,7 +244,7 @@ pub(super) const PANELS: PanelFamily = PanelFamily {
     pairs: Some(super::entry::panel_pair),
 };
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The tier's panel entry (the frame's sweep over `PANELS`).
     pub(crate) fn gemm_w4a8_grouped_panels = PANELS
 );
@@ -407,7 +407,7 @@ pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelF
     pairs: Some(super::entry::panel_pc_pair),
 };
 
-qlinear_kernels_scalar::panel_entry!(
+qlinear_kernels_core::panel_entry!(
     /// The tier's per-channel panel entry (the frame's sweep over
     /// `PANELS_PER_CHANNEL`).
     per_channel pub(crate) fn gemm_w4a8_panels = PANELS_PER_CHANNEL

@@ -14,7 +14,7 @@
 
 use std::arch::x86_64::*;
 
-use qlinear_kernels_scalar::{q8_reciprocal, q8_scale_from_abs_max_bits};
+use qlinear_kernels_core::{q8_reciprocal, q8_scale_from_abs_max_bits};
 use qlinear_quant_recipe::Q8_MAX_ABS;
 
 /// The broadcast scale, reciprocal and bound of one row's steps.

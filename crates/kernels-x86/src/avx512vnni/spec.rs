@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI tier's declaration, compiled on every architecture (the
 //! registry lists every tier everywhere).
 
-use qlinear_kernels_scalar::TierSpec;
+use qlinear_kernels_core::TierSpec;
 
 /// x86-64 AVX-512 (F, BW, DQ, VL) with VNNI (`vpdpbusd`).
 pub const AVX512_VNNI: TierSpec = TierSpec {
@@ -26,11 +26,11 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
 /// The AVX-512 VNNI table, if this CPU reports AVX-512 F, BW, DQ, VL, VNNI (and
 /// AVX2 and F16C, which its float kernels share with the AVX2 tier).
 #[cfg(target_arch = "x86_64")]
-pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_scalar::KernelTable> {
+pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
     crate::avx512vnni::detected().then_some(&crate::avx512vnni::TABLE)
 }
 
-qlinear_kernels_scalar::detect_on!(
+qlinear_kernels_core::detect_on!(
     cfg(target_arch = "x86_64"),
     crate::avx512vnni_table(),
     missing: "this CPU lacks AVX-512 F/BW/DQ/VL with VNNI (or AVX2/F16C)",

@@ -10,8 +10,11 @@ use half::f16;
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrixQ4, RecipeError};
 
 use super::{Rng, RANDOM_PROOF_MAX_K};
-use crate::panels::PANEL_GROUP;
-use crate::{activation_group_sums, ActivationsQ8, LayoutCache, OutputTile, PanelsQ4, SCALAR};
+use crate::abi::activations::{ActivationsQ8, OutputTile};
+use crate::abi::panel::{PanelsQ4, PANEL_GROUP};
+use crate::abi::rows::LayoutCache;
+use crate::reference::group_sums::activation_group_sums;
+use crate::scalar::SCALAR;
 
 /// (what, the pattern's two values as [`sig`] gives them, K, group).
 pub(super) type MemoKey = (&'static str, i64, usize, usize);

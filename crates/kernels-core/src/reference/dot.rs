@@ -1,3 +1,8 @@
+//! The integer reductions and the activation quantizer, one row at a
+//! time: `Σ a·b` of int8 rows, `Σ x·q` against packed Q4 rows (biased
+//! nibbles, bias cancelled by the code sums), and `quantize_row_q8` with
+//! the finiteness check on the maximum's pass (docs/NUMERICS.md §3.2, §6.1).
+
 use qlinear_quant_recipe::quantize_row_q8;
 
 /// `Σ a[i]·b[i]` in i32. Exact for `a.len() <= MAX_K_W8A8` with codes in
@@ -32,7 +37,7 @@ pub fn dot_i8_q4_biased(x: &[i8], packed: &[u8]) -> i32 {
 
 /// The activation quantizer of the scalar tier: `quantize_row_q8` itself,
 /// `Some(scale)` on a finite row and `None` on one holding NaN or ±∞
-/// ([`crate::QuantizeRow`]).
+/// ([`crate::abi::table::QuantizeRow`]).
 pub fn quantize_row_q8_finite(x: &[f32], codes: &mut [i8]) -> Option<f32> {
     // the recipe's other refusal, unequal lengths, is a caller's bug here
     assert_eq!(x.len(), codes.len(), "quantize_row_q8 lengths");

@@ -8,8 +8,10 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
 use super::inputs::*;
 use super::*;
-use crate::panels::PANEL_GROUP;
-use crate::{activation_group_sums, ActivationsF32, ActivationsQ8, GemmQ8Panels, KernelError, LayoutCache, OutputTile};
+use crate::abi::activations::{ActivationsF32, ActivationsQ8, KernelError, OutputTile};
+use crate::abi::panel::{GemmQ8Panels, PANEL_GROUP};
+use crate::abi::rows::LayoutCache;
+use crate::reference::group_sums::activation_group_sums;
 
 impl Prover<'_> {
     fn check<T: PartialEq + fmt::Debug>(&mut self, case: &str, k: usize, expected: T, got: T) {
@@ -377,13 +379,13 @@ impl Prover<'_> {
 
     /// Random rows (random codes and scales) against the scalar table, in
     /// calls shaped by the tiles the table declares for the family
-    /// ([`Shapes::proof_calls`](qlinear_kernels_scalar::frame::Shapes::proof_calls)):
+    /// ([`Shapes::proof_calls`](qlinear_kernels_core::abi::tile::Shapes::proof_calls)):
     /// M runs the largest activation-row tile twice and then its largest
     /// leftover, N likewise for weight rows (with a call of its own for a
     /// smaller activation tile that needs more weight rows), and at
     /// [`CHUNK_PROOF_K`] N first fills one whole weight-row chunk; below
     /// [`TAIL_PROOF_BELOW`] every tile once
-    /// ([`Shapes::tail_proof_calls`](qlinear_kernels_scalar::frame::Shapes::tail_proof_calls)).
+    /// ([`Shapes::tail_proof_calls`](qlinear_kernels_core::abi::tile::Shapes::tail_proof_calls)).
     /// A new tile is covered the moment it is declared.
     fn prove_random(&mut self, k: usize) {
         let shapes = self.table.shapes(self.family);

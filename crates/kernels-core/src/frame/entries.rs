@@ -10,10 +10,10 @@
 /// Kinds: `dot_i8` (`&[i8], &[i8] -> i32`), `dot_q4` (`&[i8], &[u8] -> i32`),
 /// `quantize` (`&[f32], &mut [i8] -> Option<f32>`), `group_sums`
 /// (`&[i8], usize, &mut [i32]`), `q8q8`, `q8q4`, `f32q8`, `f32q4`
-/// (the GEMM entries of [`KernelTable`](crate::KernelTable)), and the
+/// (the GEMM entries of [`KernelTable`](crate::abi::table::KernelTable)), and the
 /// [`frame`](crate::frame)'s micro-kernel kinds `tile_i8`, `tile_q4`,
 /// `tile_grouped`, `tile_f32q8`, `tile_f32q4`, `tile_f32q4_grouped`, and
-/// [`panels`](crate::panels)' `tile_panel` (the invoking crate depends on
+/// [`panels`](crate::abi::panel)' `tile_panel` (the invoking crate depends on
 /// `half`) and `tile_panel_per_channel`.
 #[macro_export]
 macro_rules! safe_entries {
@@ -46,16 +46,16 @@ macro_rules! safe_entries {
         }
     };
     (@one $name:ident, $k:path, q8q8) => {
-        $crate::safe_entries!(@gemm $name, $k, $crate::ActivationsQ8<'_>, qlinear_quant_recipe::QuantizedMatrix);
+        $crate::safe_entries!(@gemm $name, $k, $crate::abi::activations::ActivationsQ8<'_>, qlinear_quant_recipe::QuantizedMatrix);
     };
     (@one $name:ident, $k:path, q8q4) => {
-        $crate::safe_entries!(@gemm $name, $k, $crate::ActivationsQ8<'_>, qlinear_quant_recipe::QuantizedMatrixQ4);
+        $crate::safe_entries!(@gemm $name, $k, $crate::abi::activations::ActivationsQ8<'_>, qlinear_quant_recipe::QuantizedMatrixQ4);
     };
     (@one $name:ident, $k:path, f32q8) => {
-        $crate::safe_entries!(@gemm $name, $k, $crate::ActivationsF32<'_>, qlinear_quant_recipe::QuantizedMatrix);
+        $crate::safe_entries!(@gemm $name, $k, $crate::abi::activations::ActivationsF32<'_>, qlinear_quant_recipe::QuantizedMatrix);
     };
     (@one $name:ident, $k:path, f32q4) => {
-        $crate::safe_entries!(@gemm $name, $k, $crate::ActivationsF32<'_>, qlinear_quant_recipe::QuantizedMatrixQ4);
+        $crate::safe_entries!(@gemm $name, $k, $crate::abi::activations::ActivationsF32<'_>, qlinear_quant_recipe::QuantizedMatrixQ4);
     };
     (@one $name:ident, $k:path, tile_i8) => {
         pub(crate) fn $name(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
@@ -106,7 +106,7 @@ macro_rules! safe_entries {
         }
     };
     (@gemm $name:ident, $k:path, $act:ty, $w:ty) => {
-        pub(crate) fn $name(x: &$act, w: &$w, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn $name(x: &$act, w: &$w, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             // SAFETY: as for `dot_i8` above: features detected before the table
             // is handed out; the kernel checks every shape it relies on.
             unsafe { $k(x, w, rows, y) }
@@ -116,7 +116,7 @@ macro_rules! safe_entries {
 
 /// The GEMM entries of a tier on the [`frame`](crate::frame), one per
 /// registered [`Family`](crate::frame::Family) constant (`w8a8: W8A8, …`),
-/// and `SHAPES`, the table's [`GemmShapes`](crate::GemmShapes) read off
+/// and `SHAPES`, the table's [`GemmShapes`](crate::abi::table::GemmShapes) read off
 /// those families' tiles, so that a tile is declared in one place. A
 /// family left out is taken from another table, whose shapes then follow
 /// the `;` (`; ..crate::neon::TABLE.shapes`); without them every family
@@ -127,38 +127,38 @@ macro_rules! frame_gemms {
         $( $crate::frame_gemms!(@one $family, $value); )*
         /// The declared tiles of this table's GEMM entries.
         #[allow(clippy::needless_update)]
-        pub(crate) static SHAPES: $crate::GemmShapes = $crate::GemmShapes {
+        pub(crate) static SHAPES: $crate::abi::table::GemmShapes = $crate::abi::table::GemmShapes {
             $( $family: $value.shapes, )*
             $( ..$base )?
         };
     };
     (@one w8a8, $f:path) => {
-        pub(crate) fn gemm_w8a8(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w8a8(x: &$crate::abi::activations::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w8a8(&$f, x, w, rows, y)
         }
     };
     (@one w4a8, $f:path) => {
-        pub(crate) fn gemm_w4a8(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w4a8(x: &$crate::abi::activations::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w4a8(&$f, x, w, rows, y)
         }
     };
     (@one w4a8_grouped, $f:path) => {
-        pub(crate) fn gemm_w4a8_grouped(x: &$crate::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w4a8_grouped(x: &$crate::abi::activations::ActivationsQ8<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w4a8_grouped(&$f, x, w, rows, y)
         }
     };
     (@one w8a16, $f:path) => {
-        pub(crate) fn gemm_w8a16(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w8a16(x: &$crate::abi::activations::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrix, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w8a16(&$f, x, w, rows, y)
         }
     };
     (@one w4a16, $f:path) => {
-        pub(crate) fn gemm_w4a16(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w4a16(x: &$crate::abi::activations::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w4a16(&$f, x, w, rows, y)
         }
     };
     (@one w4a16_grouped, $f:path) => {
-        pub(crate) fn gemm_w4a16_grouped(x: &$crate::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::OutputTile<'_>) {
+        pub(crate) fn gemm_w4a16_grouped(x: &$crate::abi::activations::ActivationsF32<'_>, w: &qlinear_quant_recipe::QuantizedMatrixQ4, rows: std::ops::Range<usize>, y: &mut $crate::abi::activations::OutputTile<'_>) {
             $crate::frame::gemm_w4a16_grouped(&$f, x, w, rows, y)
         }
     };

@@ -14,7 +14,10 @@
 
 use std::fmt;
 
-use crate::{KernelFamily, KernelTable, MAX_K_W4A8, MAX_K_W8A8, SCALAR};
+use crate::abi::activations::{MAX_K_W4A8, MAX_K_W8A8};
+use crate::abi::family::KernelFamily;
+use crate::abi::table::KernelTable;
+use crate::scalar::SCALAR;
 
 mod inputs;
 pub mod mutants;
@@ -148,13 +151,13 @@ const Q4_PATTERNS: [Pattern<u8>; 7] = [
 ];
 
 /// The census K at which the random rows also span a second, partial
-/// weight-row chunk of the family's declared [`Shapes`](qlinear_kernels_scalar::frame::Shapes):
+/// weight-row chunk of the family's declared [`Shapes`](qlinear_kernels_core::abi::tile::Shapes):
 /// a K with a tail past the last block, and K = 256, where grouped families
 /// reach 8 groups of 32. Chunk boundaries do not depend on K, and the
 /// chunk-spanning rows cost several times the others.
 const CHUNK_PROOF_K: [usize; 2] = [67, 256];
 /// Below this K (the tails) the random rows take the lighter shapes of
-/// [`Shapes::tail_proof_calls`](qlinear_kernels_scalar::frame::Shapes::tail_proof_calls),
+/// [`Shapes::tail_proof_calls`](qlinear_kernels_core::abi::tile::Shapes::tail_proof_calls),
 /// every tile once: a tile's code depends on K only through its count of
 /// whole blocks, the frame's tail loop (every column past them) is one
 /// piece of code for every tile, and the full shapes at each of 66 tails

@@ -5,11 +5,11 @@
 //! exercised — its leftovers and chunk boundaries too — as soon as it is
 //! registered.
 
-use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, Tile, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4};
-use qlinear_kernels_scalar::proof::mutants::first_failure;
-use qlinear_kernels_scalar::proof::{default_census, prove_kernel_table};
-use qlinear_kernels_scalar::KernelFamily;
-use qlinear_kernels_scalar::{dot_i8_i8, dot_i8_q4_biased, lane_tree, GemmShapes, KernelTable, SCALAR};
+use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, Tile, TileF32Q8, TileGroupedQ4, TileI8I8, TileI8Q4};
+use qlinear_kernels_core::proof::mutants::first_failure;
+use qlinear_kernels_core::proof::{default_census, prove_kernel_table};
+use qlinear_kernels_core::KernelFamily;
+use qlinear_kernels_core::{dot_i8_i8, dot_i8_q4_biased, lane_tree, GemmShapes, KernelTable, SCALAR};
 
 /// 3 weight rows × 5 activation rows, 6 × 1 for M = 1, in chunks of 7 rows.
 const TILES: &[Tile] = &[Tile::ONE, Tile::new(6, 1), Tile::new(3, 5), Tile::new(1, 5)];
@@ -139,7 +139,7 @@ macro_rules! table {
                 },
                 block: 16,
                 layout: Layout::Natural,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
             pub(crate) const W4A8: Family<TileI8Q4> = Family {
                 shapes: TILED,
@@ -149,7 +149,7 @@ macro_rules! table {
                 },
                 block: 32,
                 layout: Layout::Natural,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
             pub(crate) const W4A8_GROUPED: Family<TileGroupedQ4> = Family {
                 shapes: TILED,
@@ -159,7 +159,7 @@ macro_rules! table {
                 },
                 block: 32,
                 layout: Layout::Natural,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
             pub(crate) const W8A16: Family<TileF32Q8> = Family {
                 shapes: TILED,
@@ -169,9 +169,9 @@ macro_rules! table {
                 },
                 block: 8,
                 layout: Layout::Chunked,
-                scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
             };
-            qlinear_kernels_scalar::frame_gemms! {
+            qlinear_kernels_core::frame_gemms! {
                 w8a8: W8A8, w4a8: W4A8, w4a8_grouped: W4A8_GROUPED, w8a16: W8A16; ..GemmShapes::SINGLE
             }
             pub(crate) static TABLE: KernelTable = KernelTable {
@@ -241,9 +241,9 @@ mod wide {
         },
         block: 16,
         layout: Layout::Natural,
-        scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
     };
-    qlinear_kernels_scalar::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+    qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
     pub(crate) static TABLE: KernelTable = KernelTable {
         name: "wide",
         gemm_w8a8,

@@ -4,7 +4,7 @@
 //! read every fact about a tier from there, so that adding a tier is its
 //! folder plus one line in that list (`docs/ARCHITECTURE.md`).
 
-use crate::{KernelTable, SCALAR};
+use crate::abi::table::KernelTable;
 
 /// A tier's declaration: its name, where it runs, how it is found on a CPU,
 /// how CI proves it (and shows it absent), and where its code and its
@@ -60,18 +60,6 @@ impl TierSpec {
     }
 }
 
-/// The scalar tier: portable Rust, the reference every other tier equals.
-pub const SCALAR_TIER: TierSpec = TierSpec {
-    name: "scalar",
-    arch: "any",
-    detect: || Ok(&SCALAR),
-    build_features: "",
-    emulated_with: "",
-    emulated_without: &[],
-    folder: "crates/kernels-scalar/src",
-    mutants: &[],
-};
-
 /// A tier declaration's `fn detect()` for a tier detected at run time on
 /// one architecture: where `cfg(...)` holds, `$table` (an
 /// `Option<&'static KernelTable>`, the crate's detecting function) or the
@@ -80,12 +68,12 @@ pub const SCALAR_TIER: TierSpec = TierSpec {
 macro_rules! detect_on {
     (cfg($($on:tt)*), $table:expr, missing: $missing:literal, elsewhere: $elsewhere:literal $(,)?) => {
         #[cfg($($on)*)]
-        fn detect() -> Result<&'static $crate::KernelTable, &'static str> {
+        fn detect() -> Result<&'static $crate::abi::table::KernelTable, &'static str> {
             $table.ok_or($missing)
         }
 
         #[cfg(not($($on)*))]
-        fn detect() -> Result<&'static $crate::KernelTable, &'static str> {
+        fn detect() -> Result<&'static $crate::abi::table::KernelTable, &'static str> {
             Err($elsewhere)
         }
     };

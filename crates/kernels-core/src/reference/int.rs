@@ -1,8 +1,13 @@
+//! The integer families (W8A8, W4A8 per channel and grouped) as plain
+//! loops over output features: exact i32 sums, then the float step of
+//! docs/NUMERICS.md §6.1 in its stated order.
+
 use std::ops::Range;
 
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
-use crate::{dot_i8_i8, dot_i8_q4_biased, ActivationsQ8, OutputTile};
+use crate::abi::activations::{ActivationsQ8, OutputTile};
+use crate::reference::dot::{dot_i8_i8, dot_i8_q4_biased};
 
 /// W8A8: `y[i, r] = (Σ x·w as f32) * (x_scale[i] * w_scale[r])`.
 pub fn gemm_w8a8(x: &ActivationsQ8<'_>, w: &QuantizedMatrix, rows: Range<usize>, y: &mut OutputTile<'_>) {

@@ -8,9 +8,10 @@
 
 use std::ops::Range;
 
+use half::f16;
 use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
-use crate::{ActivationsF32, OutputTile};
+use crate::abi::activations::{ActivationsF32, OutputTile};
 
 /// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
 #[inline]
@@ -80,5 +81,12 @@ pub fn gemm_w4a16_grouped(x: &ActivationsF32<'_>, w: &QuantizedMatrixQ4, rows: R
             }
             y.set(i, j, acc);
         }
+    }
+}
+
+/// Exact f16 → f32 of a row of group scales, portable.
+pub fn scales_to_f32(src: &[f16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f32::from(*s);
     }
 }

@@ -1,4 +1,9 @@
+//! The frame's sweep, views and layouts against the reference, by hand
+//! and at random.
+
 use super::*;
+use crate::abi::rows::LayoutCache;
+use crate::reference::float::scales_to_f32;
 
 const TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(2, 4), Tile::new(1, 4)];
 
@@ -153,7 +158,7 @@ fn q4_tiles_read_the_padded_block_where_the_weight_rows_reach_it() {
     let mut y = OutputTile::new(&mut got, n);
     gemm_w4a8(&FAMILY, &x, &w, 0..n, &mut y);
     let mut y = OutputTile::new(&mut want, n);
-    crate::int::gemm_w4a8(&x, &w, 0..n, &mut y);
+    crate::reference::int::gemm_w4a8(&x, &w, 0..n, &mut y);
     assert_eq!(
         got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
         want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()

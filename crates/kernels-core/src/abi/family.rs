@@ -3,8 +3,10 @@
 
 use std::fmt;
 
-use crate::frame::Shapes;
-use crate::{GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8, KernelTable};
+use crate::abi::activations::{MAX_K_W4A8, MAX_K_W8A8};
+use crate::abi::panel::GemmQ8Panels;
+use crate::abi::table::{GemmF32Q4, GemmF32Q8, GemmQ8Q4, GemmQ8Q8, KernelTable};
+use crate::abi::tile::Shapes;
 
 /// A kernel family: one entry of the kernel table, proven and planned separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,7 +62,6 @@ impl KernelFamily {
 
     /// The largest K whose exact i32 reduction is proven, for integer families.
     pub fn max_k(self) -> Option<usize> {
-        use crate::{MAX_K_W4A8, MAX_K_W8A8};
         match self {
             Self::DotI8I8 | Self::W8A8 => Some(MAX_K_W8A8),
             Self::DotI8Q4 | Self::W4A8 | Self::W4A8Grouped => Some(MAX_K_W4A8),
@@ -114,9 +115,9 @@ impl KernelTable {
     }
 
     /// The entry of a family on the weight's panel form
-    /// ([`PanelsQ4`](crate::PanelsQ4)): W4A8 grouped or per channel where
+    /// ([`PanelsQ4`](crate::abi::panel::PanelsQ4)): W4A8 grouped or per channel where
     /// the tier has one; `None` for every other family.
-    pub fn panels(&self, family: KernelFamily) -> Option<crate::GemmQ8Panels> {
+    pub fn panels(&self, family: KernelFamily) -> Option<GemmQ8Panels> {
         match family {
             KernelFamily::W4A8 => self.gemm_w4a8_panels,
             KernelFamily::W4A8Grouped => self.gemm_w4a8_grouped_panels,

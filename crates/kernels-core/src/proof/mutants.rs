@@ -8,7 +8,8 @@
 
 use super::Mismatch;
 use super::{default_census, prove_kernel_table};
-use crate::{KernelFamily, KernelTable};
+use crate::abi::family::KernelFamily;
+use crate::abi::table::KernelTable;
 
 /// The families whose proof fails for `table` over the default census, in
 /// the proof's order.
@@ -76,7 +77,7 @@ macro_rules! w4a8_on_frame {
             mod $module {
                 #[allow(unused_imports)]
                 use super::*;
-                use qlinear_kernels_scalar::frame::{Family, Layout, Shapes, TileI8Q4};
+                use qlinear_kernels_core::abi::tile::{Family, Layout, Shapes, TileI8Q4};
                 const W4A8: Family<TileI8Q4> = Family {
                     shapes: Shapes {
                         tiles: $tiles,
@@ -85,14 +86,14 @@ macro_rules! w4a8_on_frame {
                     kernels: $kernels,
                     block: $block,
                     layout: Layout::$layout,
-                    scales_to_f32: qlinear_kernels_scalar::frame::scales_to_f32,
+                    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
                 };
-                qlinear_kernels_scalar::frame_gemms! { w4a8: W4A8; ..qlinear_kernels_scalar::GemmShapes::SINGLE }
-                pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+                qlinear_kernels_core::frame_gemms! { w4a8: W4A8; ..qlinear_kernels_core::GemmShapes::SINGLE }
+                pub(crate) static TABLE: qlinear_kernels_core::KernelTable = qlinear_kernels_core::KernelTable {
                     name: stringify!($module),
                     gemm_w4a8,
                     shapes: SHAPES,
-                    ..qlinear_kernels_scalar::SCALAR
+                    ..qlinear_kernels_core::SCALAR
                 };
             }
         )+
@@ -115,7 +116,7 @@ macro_rules! panel_table {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            use qlinear_kernels_scalar::panels::{PanelFamily, TilePanelQ4PerChannel};
+            use qlinear_kernels_core::abi::panel::{PanelFamily, TilePanelQ4PerChannel};
             fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
                 $with(x, sums, panel, out, $slip)
             }
@@ -123,10 +124,10 @@ macro_rules! panel_table {
                 tiles: &[$(($xr, tile as TilePanelQ4PerChannel)),+],
                 pairs: $crate::panel_table!(@pair per_channel $slip $(, $pair)?),
             };
-            qlinear_kernels_scalar::panel_entry!(per_channel fn entry = FAMILY);
-            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+            qlinear_kernels_core::panel_entry!(per_channel fn entry = FAMILY);
+            pub(crate) static TABLE: qlinear_kernels_core::KernelTable = qlinear_kernels_core::KernelTable {
                 gemm_w4a8_panels: Some(entry),
-                ..qlinear_kernels_scalar::SCALAR
+                ..qlinear_kernels_core::SCALAR
             };
         }
     };
@@ -134,19 +135,19 @@ macro_rules! panel_table {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
-            use qlinear_kernels_scalar::panels::PanelFamily;
+            use qlinear_kernels_core::abi::panel::PanelFamily;
             fn tile(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32]) {
                 $with(x, sums, panel, s, out, $slip)
             }
             const FAMILY: PanelFamily = PanelFamily {
-                tiles: &[$(($xr, tile as qlinear_kernels_scalar::panels::TilePanelQ4)),+],
+                tiles: &[$(($xr, tile as qlinear_kernels_core::abi::panel::TilePanelQ4)),+],
                 pairs: $crate::panel_table!(@pair grouped $slip $(, $pair)?),
             };
-            qlinear_kernels_scalar::panel_entry!(fn entry = FAMILY);
-            pub(crate) static TABLE: qlinear_kernels_scalar::KernelTable = qlinear_kernels_scalar::KernelTable {
+            qlinear_kernels_core::panel_entry!(fn entry = FAMILY);
+            pub(crate) static TABLE: qlinear_kernels_core::KernelTable = qlinear_kernels_core::KernelTable {
                 gemm_w4a8_grouped_panels: Some(entry),
                 gemm_w4a8_panels: None,
-                ..qlinear_kernels_scalar::SCALAR
+                ..qlinear_kernels_core::SCALAR
             };
         }
     };
@@ -157,19 +158,19 @@ macro_rules! panel_table {
         fn pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &mut [f32]) {
             $pair(x, sums, panels, out, $slip)
         }
-        Some(pair as qlinear_kernels_scalar::panels::TilePanelQ4PerChannel)
+        Some(pair as qlinear_kernels_core::abi::panel::TilePanelQ4PerChannel)
     }};
     (@pair grouped $slip:expr, $pair:path) => {{
         fn pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[half::f16], out: &mut [f32]) {
             $pair(x, sums, panels, s, out, $slip)
         }
-        Some(pair as qlinear_kernels_scalar::panels::TilePanelQ4)
+        Some(pair as qlinear_kernels_core::abi::panel::TilePanelQ4)
     }};
 }
 
 /// The slips of a SIMD activation quantizer on the plan of the x86 tiers'
 /// (AVX2, AVX-512): `max |x|` on the bits of `|x|`, then `x · (1/s)`
-/// rounded, divided near half-integers ([`crate::q8_reciprocal`]).
+/// rounded, divided near half-integers ([`crate::reference::dot::q8_reciprocal`]).
 #[derive(Clone, Copy, PartialEq)]
 enum QuantizerSlip {
     /// Never divides: `x · (1/s)` rounded wherever it falls.
@@ -192,14 +193,14 @@ enum QuantizerSlip {
 fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f32> {
     let bits = match slip {
         QuantizerSlip::NanDropped => x.iter().fold(0f32, |m, v| m.max(v.abs())).to_bits(),
-        _ => crate::abs_max_bits(0, x),
+        _ => crate::reference::dot::abs_max_bits(0, x),
     };
-    let scale = crate::q8_scale_from_abs_max_bits(bits)?;
+    let scale = crate::reference::dot::q8_scale_from_abs_max_bits(bits)?;
     if scale == 0.0 {
         codes.fill(0);
         return Some(0.0);
     }
-    let (r, near) = crate::q8_reciprocal(scale);
+    let (r, near) = crate::reference::dot::q8_reciprocal(scale);
     let lim = f32::from(qlinear_quant_recipe::Q8_MAX_ABS);
     let far = |v: f32| {
         let y = v * r;
@@ -233,13 +234,13 @@ fn quantizer_with(x: &[f32], codes: &mut [i8], slip: QuantizerSlip) -> Option<f3
 /// quantizer's proof and the plan done right passes it: so the proof's
 /// rows reach what each step of the plan could get wrong.
 pub fn assert_quantizer_slips_fail() {
-    fn with(f: crate::QuantizeRow) -> KernelTable {
+    fn with(f: crate::abi::table::QuantizeRow) -> KernelTable {
         KernelTable {
             quantize_row_q8: f,
-            ..crate::SCALAR
+            ..crate::scalar::SCALAR
         }
     }
-    let slips: [(crate::QuantizeRow, &str); 5] = [
+    let slips: [(crate::abi::table::QuantizeRow, &str); 5] = [
         (
             |x, c| quantizer_with(x, c, QuantizerSlip::Unsettled),
             "x · (1/s) never settled",
@@ -339,11 +340,11 @@ fn sums_entry<const PER_STEP: usize, const LOAD: usize, const SLIP: usize>(
 /// when `LOAD` is 0) fails the quantizer family's proof, and the plan done
 /// right passes it.
 pub fn assert_group_sums_slips_fail<const PER_STEP: usize, const LOAD: usize>() {
-    let with = |f: crate::GroupSums| KernelTable {
+    let with = |f: crate::abi::table::GroupSums| KernelTable {
         group_sums: f,
-        ..crate::SCALAR
+        ..crate::scalar::SCALAR
     };
-    let mut slips: Vec<(crate::GroupSums, &str)> = vec![
+    let mut slips: Vec<(crate::abi::table::GroupSums, &str)> = vec![
         (sums_entry::<PER_STEP, LOAD, 0>, "a step's groups swapped"),
         (
             sums_entry::<PER_STEP, LOAD, 1>,

@@ -1,0 +1,388 @@
+//! W4A8 weights prepared once per layer: rows in panels of 16, interleaved
+//! 4 bytes at a time ([`PanelsQ4`]), grouped by 32 or per channel, the panel
+//! tiles' contract and their family; the frame's panel sweep is
+//! `frame/panels.rs`.
+//!
+//! Why: in the natural layout one 512-bit register holds 128 columns of one
+//! row, so each group of 32 ends up spread over 4 lanes and must be reduced
+//! across lanes before its float step (docs/NUMERICS.md §6.1 adds one float
+//! product per group, in increasing g): about as much work as the products
+//! themselves. In a panel, one register holds the same 8 columns of 16 rows,
+//! so a multiply-add of its low (high) nibbles against the activations'
+//! first (last) 4 codes of those columns, broadcast, leaves each row's partial sum in its own lane: a group is 8 of
+//! them, and its float step runs on 16 rows at once with no reduction. Per
+//! channel the same layout spares each row's reduction across lanes at its
+//! end and the padded block of a K that is not a multiple of the natural
+//! tile's 128 columns (576). The nibbles are the natural ones, permuted and
+//! paired so that the activation rows are read as they are stored
+//! (docs/NUMERICS.md §4); the arithmetic is §6.1's.
+
+use std::ops::Range;
+
+use half::f16;
+use qlinear_quant_recipe::{Codes, GroupSize, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
+
+use crate::abi::activations::{ActivationsQ8, OutputTile};
+
+/// Weight rows per panel.
+pub const PANEL_ROWS: usize = 16;
+/// The one group size a panel holds (Q4_0's).
+pub const PANEL_GROUP: usize = 32;
+/// Columns per interleaved piece: 4 packed bytes of a row.
+pub(crate) const PIECE_COLS: usize = 8;
+
+/// A Q4 weight, grouped by 32 or per channel, with its rows in panels of
+/// [`PANEL_ROWS`]: the same nibbles and scales as the natural
+/// [`QuantizedMatrixQ4`], permuted, so a layer holds one or the other.
+///
+/// Panel `p` holds rows `16p .. 16p + 16` in `16 · k / 2` bytes: for each 8
+/// columns `8c .. 8c + 8`, the 16 rows' 4 bytes of those columns one after
+/// another (row `q`'s at `p · 8k + 64c + 4q`), byte `j` holding column
+/// `8c + j` in its low nibble and `8c + 4 + j` in its high one
+/// (docs/NUMERICS.md §4; the natural byte `j` holds `8c + 2j` and
+/// `8c + 2j + 1`), so that a tile reads an activation row as it is stored. Grouped scales are
+/// group after group, the 16 rows' scale of group `g` at `p · 16 · groups +
+/// 16g + q`; per-channel scales stay in row order (row `16p + q`'s at `16p +
+/// q`). Only weights with N a multiple of 16 and K a multiple of 32, grouped
+/// by 32 or per channel, have a panel form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelsQ4 {
+    n: usize,
+    k: usize,
+    codes: Codes<u8>,
+    /// Grouped by 32 in panel order, or per channel in row order.
+    scales: Q4Scales,
+}
+
+/// Whether `n × k` has a panel form: whole panels (N a multiple of 16, not
+/// 0) and whole groups of 32.
+fn panel_shape(n: usize, k: usize) -> bool {
+    n > 0 && n.is_multiple_of(PANEL_ROWS) && k.is_multiple_of(PANEL_GROUP)
+}
+
+impl PanelsQ4 {
+    /// The group size of every grouped panel form ([`PANEL_GROUP`]).
+    pub const GROUP: usize = PANEL_GROUP;
+
+    /// The panel form of `w`, or `None` when it has none: a group other
+    /// than 32, N not a multiple of 16 or K not a multiple of 32 (N = 0
+    /// included). Copies the bytes once.
+    pub fn new(w: &QuantizedMatrixQ4) -> Option<PanelsQ4> {
+        let (n, k) = (w.n(), w.k());
+        if !panel_shape(n, k) {
+            return None;
+        }
+        let stride = k / 2;
+        let scales = match w.scales() {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
+            Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP => {
+                let groups = k / PANEL_GROUP;
+                let mut panel_scales = vec![f16::ZERO; n * groups];
+                for r in 0..n {
+                    let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
+                    for (g, &s) in scales[r * groups..(r + 1) * groups].iter().enumerate() {
+                        panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
+                    }
+                }
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales: panel_scales,
+                }
+            }
+            Q4Scales::Grouped { .. } => return None,
+        };
+        // written in place: a Vec here would be copied into the aligned lines
+        let mut owned = Codes::zeroed(n * stride);
+        let codes = owned.as_mut_slice()?;
+        for r in 0..n {
+            let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
+            let panel = &mut codes[p * PANEL_ROWS * stride..(p + 1) * PANEL_ROWS * stride];
+            for (c, piece) in w.row_packed(r).chunks_exact(PIECE_COLS / 2).enumerate() {
+                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(&repair(piece.try_into().expect("4 bytes")));
+            }
+        }
+        Some(PanelsQ4 {
+            n,
+            k,
+            codes: owned,
+            scales,
+        })
+    }
+
+    /// A panel form from bytes and scales already in panel order (the
+    /// layout above), taken without a copy: N a multiple of 16 (not 0), K a
+    /// multiple of 32, `codes` `n · k / 2` bytes (any byte is two biased
+    /// nibbles), and either `n · k / 32` finite f16 grouped by 32 (of
+    /// either sign, as a natural matrix's group scales) or `n` finite f32
+    /// ≥ 0 per channel. `None` otherwise: the shapes with no panel form
+    /// ([`PanelsQ4::new`]) and the scales a natural matrix refuses. For a
+    /// caller whose bytes' values do not matter in the order they come (the
+    /// plan times kernels on such) or that stored the panel form itself
+    /// ([`PanelsQ4::into_panel_parts`]).
+    pub fn from_panel_parts(n: usize, k: usize, codes: Vec<u8>, scales: Q4Scales) -> Option<PanelsQ4> {
+        Self::from_panel_codes(n, k, Codes::owned(codes), scales)
+    }
+
+    /// [`PanelsQ4::from_panel_parts`] on codes owned or shared, moved in
+    /// without a copy.
+    pub fn from_panel_codes(n: usize, k: usize, codes: Codes<u8>, scales: Q4Scales) -> Option<PanelsQ4> {
+        let sized = Some(codes.as_slice().len()) == n.checked_mul(k / 2);
+        let scaled = match &scales {
+            Q4Scales::PerChannel(s) => s.len() == n && s.iter().all(|s| s.is_finite() && *s >= 0.0),
+            Q4Scales::Grouped { group, scales } => {
+                *group == PANEL_GROUP
+                    && Some(scales.len()) == n.checked_mul(k / PANEL_GROUP)
+                    && scales.iter().all(|s| s.is_finite())
+            }
+        };
+        (panel_shape(n, k) && sized && scaled).then_some(PanelsQ4 { n, k, codes, scales })
+    }
+
+    /// The bytes and scales in panel order, consuming the form (the bytes
+    /// copied into a vector; the inverse of [`PanelsQ4::from_panel_parts`]).
+    pub fn into_panel_parts(self) -> (Vec<u8>, Q4Scales) {
+        (self.codes.into_vec(), self.scales)
+    }
+
+    /// The bytes and scales in panel order, moved out without a copy (the
+    /// inverse of [`PanelsQ4::from_panel_codes`]).
+    pub fn into_panel_codes(self) -> (Codes<u8>, Q4Scales) {
+        (self.codes, self.scales)
+    }
+
+    /// Every panel's packed bytes, panel after panel (`n · k / 2`).
+    pub fn codes(&self) -> &[u8] {
+        self.codes.as_slice()
+    }
+
+    /// Whether the packed bytes are read in place from a shared buffer.
+    pub fn codes_shared(&self) -> bool {
+        self.codes.is_shared()
+    }
+
+    /// The same panel form (shape, scales) reading its packed bytes in place
+    /// from `buffer[start .. start + n · k / 2]`: copy [`PanelsQ4::codes`]
+    /// there first to get the same weight. `None` when the range is not
+    /// within the buffer.
+    pub fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Option<PanelsQ4> {
+        let range = start..start.saturating_add(self.codes().len());
+        Some(PanelsQ4 {
+            n: self.n,
+            k: self.k,
+            codes: Codes::shared(buffer, range).ok()?,
+            scales: self.scales.clone(),
+        })
+    }
+
+    /// The natural matrix again, byte for byte the one this was made from.
+    pub fn to_matrix(&self) -> QuantizedMatrixQ4 {
+        let stride = self.k / 2;
+        let mut packed = vec![0u8; self.n * stride];
+        for (r, row) in packed.chunks_exact_mut(stride).enumerate() {
+            row.copy_from_slice(&self.row_packed(r));
+        }
+        let scales = match &self.scales {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
+            Q4Scales::Grouped { scales, .. } => {
+                let groups = self.groups();
+                let mut natural = vec![f16::ZERO; self.n * groups];
+                for (i, &s) in scales.iter().enumerate() {
+                    // panel p, group g, row q (the layout above)
+                    let (p, g, q) = (i / (PANEL_ROWS * groups), i / PANEL_ROWS % groups, i % PANEL_ROWS);
+                    natural[(p * PANEL_ROWS + q) * groups + g] = s;
+                }
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales: natural,
+                }
+            }
+        };
+        QuantizedMatrixQ4::from_parts_biased(self.n, self.k, packed, scales)
+            .expect("a panel form holds a valid matrix's bytes")
+    }
+
+    /// Output features (rows).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features (columns).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// The grouping of the scales: by [`PANEL_GROUP`] or per channel.
+    pub fn group_size(&self) -> GroupSize {
+        match self.scales {
+            Q4Scales::PerChannel(_) => GroupSize::PerChannel,
+            Q4Scales::Grouped { .. } => GroupSize::Group(PANEL_GROUP),
+        }
+    }
+    /// The scales: grouped ones in panel order, per-channel ones in row
+    /// order (the layout above).
+    pub fn scales(&self) -> &Q4Scales {
+        &self.scales
+    }
+    /// Activation sums a row's tiles take: its groups of 32 (grouped), or
+    /// 1, the whole row's (per channel).
+    pub fn groups(&self) -> usize {
+        match self.scales {
+            Q4Scales::PerChannel(_) => 1,
+            Q4Scales::Grouped { .. } => self.k / PANEL_GROUP,
+        }
+    }
+    /// Panel `p`'s packed bytes, `16 · k / 2`.
+    pub fn panel(&self, p: usize) -> &[u8] {
+        let len = PANEL_ROWS * self.k / 2;
+        &self.codes()[p * len..(p + 1) * len]
+    }
+    /// Panel `p`'s group scales, `16 · groups`, group after group (empty
+    /// per channel).
+    pub fn panel_scales(&self, p: usize) -> &[f16] {
+        match &self.scales {
+            Q4Scales::Grouped { scales, .. } => {
+                let len = PANEL_ROWS * self.groups();
+                &scales[p * len..(p + 1) * len]
+            }
+            Q4Scales::PerChannel(_) => &[],
+        }
+    }
+    /// Panel `p`'s 16 per-channel scales, in row order (empty when grouped).
+    pub fn channel_scales(&self, p: usize) -> &[f32] {
+        match &self.scales {
+            Q4Scales::PerChannel(s) => &s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS],
+            Q4Scales::Grouped { .. } => &[],
+        }
+    }
+    /// Row `r`'s packed bytes in the natural order and pairing (gathered).
+    pub fn row_packed(&self, r: usize) -> Vec<u8> {
+        let (panel, q) = (self.panel(r / PANEL_ROWS), r % PANEL_ROWS);
+        panel
+            .chunks_exact(64)
+            .flat_map(|piece| unpair(piece[4 * q..4 * q + 4].try_into().expect("4 bytes")))
+            .collect()
+    }
+}
+
+/// The 8 nibbles of 4 naturally packed bytes (byte `j`: columns `2j`,
+/// `2j + 1`) re-paired as a panel holds them (byte `j`: columns `j`, `j +
+/// 4`; docs/NUMERICS.md §4), so that a load's low nibbles meet an
+/// activation row's first 4 codes of the 8 and its high nibbles the last 4,
+/// in the row's own order.
+pub(crate) fn repair(natural: [u8; 4]) -> [u8; 4] {
+    let nibble = |col: usize| (natural[col / 2] >> (4 * (col % 2))) & 0x0F;
+    std::array::from_fn(|j| nibble(j) | nibble(j + 4) << 4)
+}
+
+/// [`repair`]'s inverse: a panel's 4 bytes in the natural pairing.
+pub(crate) fn unpair(panel: [u8; 4]) -> [u8; 4] {
+    let nibble = |col: usize| (panel[col % 4] >> (4 * (col / 4))) & 0x0F;
+    std::array::from_fn(|j| nibble(2 * j) | nibble(2 * j + 1) << 4)
+}
+
+/// W4A8 grouped over one panel: `x` holds `xr` activation rows in their
+/// natural order, `k` codes each (of each 8 columns, the first 4 meet a
+/// panel piece's 4 low nibbles and the last 4 its high ones, §4); `sums` their `groups` sums per group of 32; `panel` and
+/// `s` one panel's bytes and scales ([`PanelsQ4::panel`],
+/// [`PanelsQ4::panel_scales`]). Writes `out[i · 16 + q] = Σ_g (acc_g as
+/// f32) · f32(s_g)` for activation row `i` and panel row `q`, `acc_g = Σ x·b
+/// − 8·sums[i][g]` exact, added in increasing g from +0 (§6.1; the frame
+/// multiplies by the activation scale).
+pub type TilePanelQ4 = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]);
+
+/// W4A8 per channel over one panel: `x` as for [`TilePanelQ4`], `sums`
+/// each row's one sum of all `k` codes, `panel` one panel's bytes. Writes
+/// `out[i · 16 + q] = acc as f32` for activation row `i` and panel row `q`,
+/// `acc = Σ x·b − 8·sums[i][0]` exact in i32 (§6.1; the frame multiplies by
+/// `x_scale · w_scale`, the two scales multiplied first).
+pub type TilePanelQ4PerChannel = fn(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]);
+
+/// The shapes a [`TilePanelQ4`] for `xr` activation rows relies on, checked
+/// before its loads: `xr` rows of `k = 32 · groups` codes and of `groups`
+/// sums, one panel's `16 · k / 2` bytes and `16 · groups` scales, `16 · xr`
+/// outputs. Returns `groups`; panics on any other shape (the frame passes
+/// these, and a SIMD tile's pointer loads stay in bounds only on them).
+#[inline]
+pub fn check_tile(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &[f32]) -> usize {
+    check_grouped(xr, 1, x, sums, panel, s, out)
+}
+
+/// [`check_tile`] for a pair tile ([`PanelFamily::pairs`]): one activation
+/// row against two consecutive panels, `2 · 16 · k / 2` bytes and `2 · 16 ·
+/// groups` scales (the two panels' one after the other, as [`PanelsQ4`]
+/// holds them), 32 outputs. Returns `groups`.
+#[inline]
+pub fn check_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &[f32]) -> usize {
+    check_grouped(1, 2, x, sums, panels, s, out)
+}
+
+/// The grouped shapes for `xr` activation rows against `np` panels.
+#[inline]
+fn check_grouped(xr: usize, np: usize, x: &[&[i8]], sums: &[&[i32]], panels: &[u8], s: &[f16], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * np * PANEL_ROWS && xr > 0);
+    let groups = sums[0].len();
+    let k = groups * PANEL_GROUP;
+    assert!(
+        x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == groups)
+            && panels.len() == np * PANEL_ROWS * k / 2
+            && s.len() == np * PANEL_ROWS * groups,
+        "panel tile shapes"
+    );
+    groups
+}
+
+/// The shapes a [`TilePanelQ4PerChannel`] for `xr` activation rows relies
+/// on, checked before its loads: `xr` rows of `k` codes (a multiple of 32)
+/// and of one sum each, one panel's `16 · k / 2` bytes, `16 · xr` outputs.
+/// Returns `k / 32`, the tile's groups of 4 loads; panics on any other shape.
+#[inline]
+pub fn check_tile_per_channel(xr: usize, x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &[f32]) -> usize {
+    check_per_channel(xr, 1, x, sums, panel, out)
+}
+
+/// [`check_tile_per_channel`] for a pair tile: one activation row against
+/// two consecutive panels' `2 · 16 · k / 2` bytes, 32 outputs. Returns
+/// `k / 32`.
+#[inline]
+pub fn check_pair_per_channel(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &[f32]) -> usize {
+    check_per_channel(1, 2, x, sums, panels, out)
+}
+
+/// The per-channel shapes for `xr` activation rows against `np` panels.
+#[inline]
+fn check_per_channel(xr: usize, np: usize, x: &[&[i8]], sums: &[&[i32]], panels: &[u8], out: &[f32]) -> usize {
+    assert!(x.len() == xr && sums.len() == xr && out.len() == xr * np * PANEL_ROWS && xr > 0);
+    let k = x[0].len();
+    assert!(
+        k.is_multiple_of(PANEL_GROUP)
+            && x.iter().all(|r| r.len() == k)
+            && sums.iter().all(|r| r.len() == 1)
+            && panels.len() == np * PANEL_ROWS * k / 2,
+        "per-channel panel tile shapes"
+    );
+    k / PANEL_GROUP
+}
+
+/// A tier's panel tiles: `(xr, tile)` by activation rows, widest first,
+/// the last of 1 row; grouped ([`TilePanelQ4`], the default) or per
+/// channel ([`TilePanelQ4PerChannel`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PanelFamily<T: 'static = TilePanelQ4> {
+    /// The tiles, widest first; the last takes 1 activation row.
+    pub tiles: &'static [(usize, T)],
+    /// A tile for one activation row against two consecutive panels at
+    /// once (`panel` and, grouped, `s` holding both panels' in turn; `out`
+    /// 32 values, `out[16h + q]` for row `q` of the pair's panel `h`), with
+    /// the bits of the 1-row tile on each: decode then reads each activation
+    /// code once for 32 weight rows. The frame gives it the pairs of panels
+    /// wholly inside a call's range, and the 1-row tile the rest. `None`:
+    /// the 1-row tile takes every panel.
+    pub pairs: Option<T>,
+}
+
+/// The entry of a tier's panel tiles: W4A8 (§6.1) on a [`PanelsQ4`] over
+/// output features `rows`, any range within the matrix (the driver's are
+/// multiples of 16; `Linear::forward_rows` passes the caller's): each panel
+/// the range touches is computed whole and its rows inside the range
+/// stored. Same bits as `gemm_w4a8_grouped` (a tier's grouped entry) or
+/// `gemm_w4a8` (its per-channel entry) on the natural matrix.
+pub type GemmQ8Panels = fn(&ActivationsQ8<'_>, &PanelsQ4, Range<usize>, &mut OutputTile<'_>);
