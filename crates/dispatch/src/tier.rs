@@ -1,3 +1,8 @@
+//! The tier registry: one line per tier naming its declaration
+//! ([`TierSpec`]), the [`Int8Tier`] enum generated from it, the CPU's
+//! features and model name as a measurement's label gives them, and the
+//! checks that every tier is registered completely.
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -146,22 +151,15 @@ impl FromStr for Int8Tier {
     }
 }
 
-/// The CPU features relevant to qlinear's tiers that this CPU reports.
-// each architecture pushes what it detects (a wasm32 build without SIMD128: nothing)
-#[allow(clippy::vec_init_then_push, unused_mut)]
+/// The CPU features the registry's tiers declare ([`TierSpec::features`])
+/// that this CPU reports (on WebAssembly, that this build has), each once,
+/// in the registry's order.
 pub fn cpu_features() -> Vec<&'static str> {
     let mut seen = Vec::new();
-    cfg_if::cfg_if! {
-        if #[cfg(target_arch = "x86_64")] {
-            macro_rules! probe { ($($f:tt),*) => { $( if std::arch::is_x86_feature_detected!($f) { seen.push($f); } )* } }
-            probe!("sse4.1", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni", "avxvnni");
-        } else if #[cfg(target_arch = "aarch64")] {
-            macro_rules! probe { ($($f:tt),*) => { $( if std::arch::is_aarch64_feature_detected!($f) { seen.push($f); } )* } }
-            probe!("neon", "dotprod", "i8mm");
-        } else if #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))] {
-            seen.push("simd128");
-            if cfg!(target_feature = "relaxed-simd") {
-                seen.push("relaxed-simd");
+    for tier in Int8Tier::ALL {
+        for f in tier.spec().features {
+            if !seen.contains(&f.name) && (f.present)() {
+                seen.push(f.name);
             }
         }
     }
@@ -219,6 +217,34 @@ mod checklist {
     use qlinear_kernels_core::KernelFamily;
 
     use super::*;
+
+    #[test]
+    fn a_tier_is_detected_exactly_when_its_declared_features_are_present() {
+        // the features are the one list: detection reads them, and
+        // cpu_features reports them
+        let here = std::env::consts::ARCH;
+        let features = cpu_features();
+        for tier in Int8Tier::ALL {
+            let spec = tier.spec();
+            if spec.arch != here && spec.arch != "any" {
+                assert!(spec.table().is_none(), "{tier} runs outside {}", spec.arch);
+                continue;
+            }
+            assert_eq!(
+                spec.table().is_some(),
+                spec.features_present(),
+                "{tier}: detected against its declared features {:?}",
+                spec.features.iter().map(|f| f.name).collect::<Vec<_>>()
+            );
+            for f in spec.features {
+                assert_eq!(features.contains(&f.name), (f.present)(), "{tier}: {}", f.name);
+            }
+        }
+        assert_eq!(Int8Tier::Scalar.spec().features.len(), 0);
+        assert!(Int8Tier::ALL
+            .iter()
+            .all(|t| t == &Int8Tier::Scalar || !t.spec().features.is_empty()));
+    }
 
     #[test]
     fn every_tier_is_registered_completely() {

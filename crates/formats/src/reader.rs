@@ -1,3 +1,9 @@
+//! The safetensors reader of docs/FORMAT.md: a file's quantized tensors
+//! (`qweight` codes, `scales`, the scheme in the metadata) checked against
+//! the contract and returned as [`QuantizedWeight`](qlinear_quant_recipe::QuantizedWeight)s, with the codes
+//! copied or read in place from the file's bytes; every refusal names the
+//! tensor and what is wrong with it.
+
 use std::collections::HashMap;
 use std::path::Path;
 

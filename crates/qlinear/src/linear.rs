@@ -1,3 +1,8 @@
+//! [`Linear`]: one quantized layer (its weight, optional bias and mode)
+//! with its kernel route resolved when it is built, so that a forward call
+//! goes straight to its tier's entry; the weight is held in the form that
+//! route reads (the panel form where its tiers have panel tiles).
+
 use std::sync::OnceLock;
 
 use qlinear_dispatch::{Int8Tier, LayerRoute, PanelsQ4, QuantLinearMode, Route};

@@ -1,3 +1,8 @@
+//! The autotuned plan: which proven tier runs each kernel family for
+//! decode (M = 1) and for batches, decided once per process by timing the
+//! candidates (`timing.rs`), or forced by `QLINEAR_INT8_TIER`; the
+//! decision, its measurements and the report that prints them.
+
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;

@@ -18,6 +18,12 @@ pub struct TierSpec {
     /// The `target_arch` the tier is built for (`x86_64`, `aarch64`,
     /// `wasm32`), or `any` (the scalar tier only).
     pub arch: &'static str,
+    /// The CPU features the tier needs, each with its run-time probe
+    /// ([`cpu_features!`](crate::cpu_features)): what its detection checks,
+    /// and what `qlinear_dispatch::cpu_features` reports (the union over
+    /// the registry, so no second list names them). Empty for the scalar
+    /// tier.
+    pub features: &'static [CpuFeature],
     /// The tier's kernel table where it is compiled in and this CPU has its
     /// features, else a sentence saying which is missing. Proven or not:
     /// the dispatch crate's selftest decides that.
@@ -58,6 +64,65 @@ impl TierSpec {
     pub fn table(&self) -> Option<&'static KernelTable> {
         (self.detect)().ok()
     }
+
+    /// Whether this CPU has every feature in [`TierSpec::features`] (true
+    /// for none): what a tier's detection asks before it hands out its
+    /// table.
+    pub fn features_present(&self) -> bool {
+        self.features.iter().all(|f| (f.present)())
+    }
+}
+
+/// A CPU feature a tier needs: its name as the architecture's detection
+/// macro spells it (`avx2`, `dotprod`, `relaxed-simd`) and the probe that
+/// asks this CPU (or, on WebAssembly, which has no run-time detection, this
+/// build). Made by [`cpu_features!`](crate::cpu_features).
+#[derive(Debug, Clone, Copy)]
+pub struct CpuFeature {
+    /// The feature's name.
+    pub name: &'static str,
+    /// Whether this CPU (build) has it; `false` on other architectures.
+    pub present: fn() -> bool,
+}
+
+/// `&[CpuFeature]` for an architecture's features by name:
+/// `cpu_features!(x86_64: "avx2", "f16c")` probes with
+/// `is_x86_feature_detected!`, `aarch64:` with
+/// `is_aarch64_feature_detected!`, `wasm32:` with the build's
+/// `target_feature`s; every probe is `false` on another architecture.
+#[macro_export]
+macro_rules! cpu_features {
+    (@probe x86_64, $f:tt) => {{
+        #[cfg(target_arch = "x86_64")]
+        fn present() -> bool {
+            ::std::arch::is_x86_feature_detected!($f)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        fn present() -> bool {
+            false
+        }
+        present
+    }};
+    (@probe aarch64, $f:tt) => {{
+        #[cfg(target_arch = "aarch64")]
+        fn present() -> bool {
+            ::std::arch::is_aarch64_feature_detected!($f)
+        }
+        #[cfg(not(target_arch = "aarch64"))]
+        fn present() -> bool {
+            false
+        }
+        present
+    }};
+    (@probe wasm32, $f:tt) => {{
+        fn present() -> bool {
+            cfg!(all(target_arch = "wasm32", target_feature = $f))
+        }
+        present
+    }};
+    ($arch:ident: $($f:tt),+ $(,)?) => {
+        &[$($crate::abi::spec::CpuFeature { name: $f, present: $crate::cpu_features!(@probe $arch, $f) }),+]
+    };
 }
 
 /// A tier declaration's `fn detect()` for a tier detected at run time on

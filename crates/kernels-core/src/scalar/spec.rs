@@ -7,6 +7,7 @@ use crate::scalar::SCALAR;
 pub const SCALAR_TIER: TierSpec = TierSpec {
     name: "scalar",
     arch: "any",
+    features: &[],
     detect: || Ok(&SCALAR),
     build_features: "",
     emulated_with: "",

@@ -7,6 +7,7 @@ use qlinear_kernels_core::TierSpec;
 pub const NEON_I8MM: TierSpec = TierSpec {
     name: "neon-i8mm",
     arch: "aarch64",
+    features: qlinear_kernels_core::cpu_features!(aarch64: "neon", "dotprod", "i8mm"),
     detect,
     build_features: "",
     emulated_with: "max",
@@ -23,10 +24,7 @@ pub const NEON_I8MM: TierSpec = TierSpec {
 /// whose entries it shares).
 #[cfg(target_arch = "aarch64")]
 pub fn i8mm_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
-    (std::arch::is_aarch64_feature_detected!("neon")
-        && std::arch::is_aarch64_feature_detected!("dotprod")
-        && std::arch::is_aarch64_feature_detected!("i8mm"))
-    .then_some(&crate::i8mm::TABLE)
+    crate::NEON_I8MM.features_present().then_some(&crate::i8mm::TABLE)
 }
 
 qlinear_kernels_core::detect_on!(

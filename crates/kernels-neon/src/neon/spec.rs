@@ -7,6 +7,7 @@ use qlinear_kernels_core::TierSpec;
 pub const NEON: TierSpec = TierSpec {
     name: "neon",
     arch: "aarch64",
+    features: qlinear_kernels_core::cpu_features!(aarch64: "neon"),
     detect,
     build_features: "",
     emulated_with: "max",
@@ -23,7 +24,7 @@ pub const NEON: TierSpec = TierSpec {
 /// The NEON table, if this CPU reports ASIMD (every aarch64 CPU does).
 #[cfg(target_arch = "aarch64")]
 pub fn neon_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
-    std::arch::is_aarch64_feature_detected!("neon").then_some(&crate::neon::TABLE)
+    crate::NEON.features_present().then_some(&crate::neon::TABLE)
 }
 
 qlinear_kernels_core::detect_on!(

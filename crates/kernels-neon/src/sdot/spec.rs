@@ -7,6 +7,7 @@ use qlinear_kernels_core::TierSpec;
 pub const NEON_SDOT: TierSpec = TierSpec {
     name: "neon-sdot",
     arch: "aarch64",
+    features: qlinear_kernels_core::cpu_features!(aarch64: "neon", "dotprod"),
     detect,
     build_features: "",
     emulated_with: "max",
@@ -25,8 +26,7 @@ pub const NEON_SDOT: TierSpec = TierSpec {
 /// The NEON SDOT table, if this CPU reports FEAT_DotProd.
 #[cfg(target_arch = "aarch64")]
 pub fn sdot_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
-    (std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod"))
-        .then_some(&crate::sdot::TABLE)
+    crate::NEON_SDOT.features_present().then_some(&crate::sdot::TABLE)
 }
 
 qlinear_kernels_core::detect_on!(

@@ -8,6 +8,7 @@ use qlinear_kernels_core::{KernelTable, TierSpec};
 pub const WASM_RELAXED_SIMD: TierSpec = TierSpec {
     name: "wasm-relaxed-simd",
     arch: "wasm32",
+    features: qlinear_kernels_core::cpu_features!(wasm32: "simd128", "relaxed-simd"),
     detect,
     build_features: "+simd128,+relaxed-simd",
     emulated_with: "",

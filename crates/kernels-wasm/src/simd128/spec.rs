@@ -7,6 +7,7 @@ use qlinear_kernels_core::{KernelTable, TierSpec};
 pub const WASM_SIMD128: TierSpec = TierSpec {
     name: "wasm-simd128",
     arch: "wasm32",
+    features: qlinear_kernels_core::cpu_features!(wasm32: "simd128"),
     detect,
     build_features: "+simd128",
     emulated_with: "",

@@ -25,8 +25,9 @@ mod frame_mutants;
 #[cfg(test)]
 mod mutants;
 
+/// Whether this CPU has the features the tier declares (AVX2, F16C).
 pub(crate) fn detected() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")
+    crate::AVX2.features_present()
 }
 
 /// SAFETY (for every entry): reachable only through `TABLE` (or the VNNI

@@ -7,6 +7,7 @@ use qlinear_kernels_core::TierSpec;
 pub const AVX2: TierSpec = TierSpec {
     name: "avx2",
     arch: "x86_64",
+    features: qlinear_kernels_core::cpu_features!(x86_64: "avx2", "f16c"),
     detect,
     build_features: "",
     emulated_with: "",

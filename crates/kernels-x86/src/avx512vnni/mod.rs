@@ -31,13 +31,10 @@ mod quantize;
 #[cfg(test)]
 mod mutants;
 
+/// Whether this CPU has the features the tier declares (AVX2 and F16C,
+/// AVX-512 F, BW, DQ, VL and VNNI).
 pub(crate) fn detected() -> bool {
-    avx2::detected()
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512dq")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vnni")
+    crate::AVX512_VNNI.features_present()
 }
 
 /// SAFETY (for every entry): reachable only through `TABLE`, which

@@ -7,6 +7,9 @@ use qlinear_kernels_core::TierSpec;
 pub const AVX512_VNNI: TierSpec = TierSpec {
     name: "avx512-vnni",
     arch: "x86_64",
+    features: qlinear_kernels_core::cpu_features!(
+        x86_64: "avx2", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni"
+    ),
     detect,
     build_features: "",
     emulated_with: "",
