@@ -6,6 +6,7 @@ pub(crate) fn test() -> Result {
     setup_test()?;
     fmt(true)?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    house()?;
     // the ISA crates that only compile their kernels on another target
     ensure_aarch64()?;
     run(cargo()
@@ -255,4 +256,55 @@ pub(crate) fn forced_tiers() -> Vec<&'static str> {
 
 pub(crate) fn names(tiers: impl IntoIterator<Item = Int8Tier>) -> Vec<&'static str> {
     tiers.into_iter().map(Int8Tier::name).collect()
+}
+
+/// The longest a hand-written Rust file may be, in lines.
+const MAX_FILE_LINES: usize = 600;
+
+/// The house's size rules (issue 60): no hand-written Rust file over
+/// [`MAX_FILE_LINES`], and no function over clippy's `too_many_lines`
+/// threshold (100 lines of code) outside tests: a test walks through a
+/// case, a library function that long does several things.
+fn house() -> Result {
+    let mut long = Vec::new();
+    for dir in ["crates", "examples", "web", "xtask", "benches", "fuzz"] {
+        rust_files(&root().join(dir), &mut long)?;
+    }
+    long.retain(|(_, lines)| *lines > MAX_FILE_LINES);
+    if !long.is_empty() {
+        let list: Vec<String> = long
+            .iter()
+            .map(|(p, n)| format!("{} ({n} lines)", p.display()))
+            .collect();
+        return Err(format!(
+            "over {MAX_FILE_LINES} lines, split by what they do: {}",
+            list.join(", ")
+        ));
+    }
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--",
+        "-D",
+        "warnings",
+        "-D",
+        "clippy::too_many_lines",
+    ]))
+}
+
+/// Every `.rs` file under `dir` (build output skipped) with its line count.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, usize)>) -> Result {
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        if path.is_dir() {
+            if !path.ends_with("target") {
+                rust_files(&path, out)?;
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let rel = path.strip_prefix(root()).unwrap_or(&path).to_path_buf();
+            out.push((rel, text.lines().count()));
+        }
+    }
+    Ok(())
 }

@@ -132,17 +132,7 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
         for d in 0..block {
             (xv[d], sv[d]) = (xs.view(1, b0 + d, 0, false), &x.row_sums(b0 + d)[..groups]);
         }
-        let (mut n_steps, mut i0) = (0, 0);
-        while i0 < block {
-            let t = tiles
-                .iter()
-                .position(|t| t.0 <= (block - i0).min(OUT))
-                .expect("a 1-row tile");
-            // i0 < RB <= 64, and a family has far fewer than 256 tiles
-            steps[n_steps] = (i0 as u8, t as u8);
-            n_steps += 1;
-            i0 += tiles[t].0;
-        }
+        let n_steps = block_steps(tiles, block, OUT, &mut steps);
         let scales = &x.scales[b0..b0 + block];
         // The panels wholly inside the range: a 1-row tile writes their
         // sums straight into the output row, which is scaled and stored in
@@ -173,20 +163,8 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                 .pairs
                 .filter(|_| in_place && (p - inner.start) % 2 == 0 && p + 1 < inner.end);
             let second = f.pairs.is_some() && in_place && (p - inner.start) % 2 == 1;
-            // what a step that stores through `out` needs, found once a
-            // panel and only then (a decode call's inner panels need none of
-            // it): per channel the panel's 16 weight scales; the panel's rows
-            // inside the range, as output columns and as columns of the
-            // panel; whether those are the whole panel (the driver's ranges
-            // are whole panels: their stores have a length the compiler sees)
-            let stored = || {
-                let channel: Option<&[f32; PANEL_ROWS]> =
-                    channel_scales.map(|s| s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS].try_into().expect("16 scales"));
-                let r0 = (p * PANEL_ROWS).max(rows.start);
-                let cols = r0 - p * PANEL_ROWS..((p + 1) * PANEL_ROWS).min(rows.end) - p * PANEL_ROWS;
-                let whole = cols == (0..PANEL_ROWS);
-                (channel, r0, cols, whole)
-            };
+            // a step that stores through `out` finds what it needs
+            // (`stored`) only then: a decode call's inner panels need none
             for &(i0, t) in &steps[..n_steps] {
                 let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
                 if xr == 1 && in_place {
@@ -202,7 +180,7 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                     }
                     continue;
                 }
-                let (channel, r0, cols, whole) = stored();
+                let (channel, r0, cols, whole) = stored(channel_scales, p, &rows);
                 let out = &mut out[..xr];
                 run(
                     tile,
@@ -212,42 +190,22 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                     panel,
                     out.as_flattened_mut(),
                 );
-                for (d, o) in out.iter_mut().enumerate() {
-                    // the whole panel row scaled, the range's part stored
-                    let xs = scales[i0 + d];
-                    match channel {
-                        None => *o = o.map(|v| v * xs),
-                        Some(ws) => *o = std::array::from_fn(|q| o[q] * (xs * ws[q])),
-                    }
-                    let i = b0 + i0 + d;
-                    if whole {
-                        y.set_run(i, r0 - rows.start, o);
-                    } else {
-                        y.set_run(i, r0 - rows.start, &o[cols.clone()]);
-                    }
-                }
+                store_panel(
+                    y,
+                    out,
+                    b0 + i0,
+                    &scales[i0..i0 + xr],
+                    channel,
+                    (r0 - rows.start, cols, whole),
+                );
             }
         }
         if let Some(i0) = single {
-            let (xv, sv) = (&xv[i0..i0 + 1], &sv[i0..i0 + 1]);
             let tile = tiles[usize::from(steps[0].1)].1;
-            let row_at = (b0 + i0) * y.ld;
-            let mut p = inner.start;
-            while p < inner.end {
-                let at = row_at + p * PANEL_ROWS - rows.start;
-                match f.pairs {
-                    Some(pair) if p + 1 < inner.end => {
-                        let both = &codes[p * panel_bytes..(p + 2) * panel_bytes];
-                        run(pair, xv, sv, p..p + 2, both, &mut y.y[at..at + 2 * PANEL_ROWS]);
-                        p += 2;
-                    }
-                    _ => {
-                        let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
-                        run(tile, xv, sv, p..p + 1, panel, &mut y.y[at..at + PANEL_ROWS]);
-                        p += 1;
-                    }
-                }
-            }
+            let at = (b0 + i0) * y.ld + inner.start * PANEL_ROWS - rows.start;
+            let out = &mut y.y[at..at + inner.len() * PANEL_ROWS];
+            let views = (&xv[i0..i0 + 1], &sv[i0..i0 + 1]);
+            run_inner(f, tile, views, (codes, panel_bytes), inner.clone(), out, &run);
         }
         for &(i0, t) in &steps[..n_steps] {
             let i0 = usize::from(i0);
@@ -255,6 +213,107 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                 let ws = channel_scales.map(|s| &s[rows.start + inner_cols.start..rows.start + inner_cols.end]);
                 finish(y, b0 + i0, inner_cols.clone(), scales[i0], ws);
             }
+        }
+    }
+}
+
+/// The inner panels of a 1-row step (decode), `out` their outputs in the
+/// activation row: the pair tile on two panels at a time where the family
+/// has one, else the 1-row tile on each.
+#[inline(always)]
+fn run_inner<T: Copy>(
+    f: &PanelFamily<T>,
+    tile: T,
+    (xv, sv): (&[&[i8]], &[&[i32]]),
+    (codes, panel_bytes): (&[u8], usize),
+    inner: Range<usize>,
+    out: &mut [f32],
+    run: &impl Fn(T, &[&[i8]], &[&[i32]], Range<usize>, &[u8], &mut [f32]),
+) {
+    let mut p = inner.start;
+    while p < inner.end {
+        let at = (p - inner.start) * PANEL_ROWS;
+        match f.pairs {
+            Some(pair) if p + 1 < inner.end => {
+                let both = &codes[p * panel_bytes..(p + 2) * panel_bytes];
+                run(pair, xv, sv, p..p + 2, both, &mut out[at..at + 2 * PANEL_ROWS]);
+                p += 2;
+            }
+            _ => {
+                let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
+                run(tile, xv, sv, p..p + 1, panel, &mut out[at..at + PANEL_ROWS]);
+                p += 1;
+            }
+        }
+    }
+}
+
+/// What a step that stores panel `p` through its own buffer needs: per
+/// channel the panel's 16 weight scales; the first output row of the range
+/// in the panel; the panel's rows inside the range, as columns of the
+/// panel; whether they are the whole panel (the driver's ranges are whole
+/// panels: their stores then have a length the compiler sees).
+#[inline(always)]
+fn stored<'s>(
+    channel_scales: Option<&'s [f32]>,
+    p: usize,
+    rows: &Range<usize>,
+) -> (Option<&'s [f32; PANEL_ROWS]>, usize, Range<usize>, bool) {
+    let channel = channel_scales.map(|s| s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS].try_into().expect("16 scales"));
+    let r0 = (p * PANEL_ROWS).max(rows.start);
+    let cols = r0 - p * PANEL_ROWS..((p + 1) * PANEL_ROWS).min(rows.end) - p * PANEL_ROWS;
+    let whole = cols == (0..PANEL_ROWS);
+    (channel, r0, cols, whole)
+}
+
+/// A block's steps: from its first row, the widest tile that fits the rows
+/// left (and `out_rows`), as `(first row, tile index)` into `steps`;
+/// returns how many.
+#[inline(always)]
+fn block_steps<T, const RB: usize>(
+    tiles: &[(usize, T)],
+    block: usize,
+    out_rows: usize,
+    steps: &mut [(u8, u8); RB],
+) -> usize {
+    let (mut n_steps, mut i0) = (0, 0);
+    while i0 < block {
+        let t = tiles
+            .iter()
+            .position(|t| t.0 <= (block - i0).min(out_rows))
+            .expect("a 1-row tile");
+        // i0 < RB <= 64, and a family has far fewer than 256 tiles
+        steps[n_steps] = (i0 as u8, t as u8);
+        n_steps += 1;
+        i0 += tiles[t].0;
+    }
+    n_steps
+}
+
+/// Stores a step's panel sums `out` (one array of 16 per activation row,
+/// from row `i0`): each whole panel row scaled (grouped: by the row's
+/// activation scale; per channel: by `x_scale · w_scale`, the scales
+/// multiplied first), the range's part stored at output column `at`
+/// (`cols` of the panel; `whole` when they are all 16).
+#[inline(always)]
+fn store_panel(
+    y: &mut OutputTile<'_>,
+    out: &mut [[f32; PANEL_ROWS]],
+    i0: usize,
+    scales: &[f32],
+    channel: Option<&[f32; PANEL_ROWS]>,
+    (at, cols, whole): (usize, Range<usize>, bool),
+) {
+    for (d, o) in out.iter_mut().enumerate() {
+        let xs = scales[d];
+        match channel {
+            None => *o = o.map(|v| v * xs),
+            Some(ws) => *o = std::array::from_fn(|q| o[q] * (xs * ws[q])),
+        }
+        if whole {
+            y.set_run(i0 + d, at, o);
+        } else {
+            y.set_run(i0 + d, at, &o[cols.clone()]);
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::scalar::SCALAR;
 mod inputs;
 pub mod mutants;
 mod prover;
+mod random;
 mod rng;
 
 pub use inputs::release_shared_inputs;

@@ -24,6 +24,8 @@ pub(crate) mod quantize;
 mod frame_mutants;
 #[cfg(test)]
 mod mutants;
+#[cfg(test)]
+mod panel_mutants;
 
 /// Whether this CPU has the features the tier declares (AVX2, F16C).
 pub(crate) fn detected() -> bool {

@@ -30,6 +30,8 @@ mod quantize;
 // the plausible mistakes of this tier, which the proof must fail
 #[cfg(test)]
 mod mutants;
+#[cfg(test)]
+mod panel_mutants;
 
 /// Whether this CPU has the features the tier declares (AVX2 and F16C,
 /// AVX-512 F, BW, DQ, VL and VNNI).

@@ -21,7 +21,7 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
         "src/avx512vnni/mutants.rs::the_w4a8_grouped_tiles_fail_the_proof_on_their_slips",
         "src/avx512vnni/mutants.rs::the_w4a16_tiles_fail_the_proof_on_their_slip",
         "src/avx512vnni/mutants.rs::the_w4a16_grouped_tiles_fail_the_proof_on_their_slip",
-        "src/avx512vnni/mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
+        "src/avx512vnni/panel_mutants.rs::the_panel_tiles_fail_the_proof_on_their_slips",
         "src/avx512vnni/mutants.rs::the_quantizer_fails_the_proof_on_its_slips",
     ],
 };

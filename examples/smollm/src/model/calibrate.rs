@@ -2,6 +2,7 @@
 //! the f32 model written back.
 
 use super::*;
+use crate::rotate::{HADAMARD, ROTATION_KEY};
 
 /// What a layer's input columns held over the calibration rows: `Σ x²`
 /// (the activation-aware recipe's importance), `max |x|` (smoothing's, as

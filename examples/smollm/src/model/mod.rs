@@ -8,7 +8,6 @@ use rayon::prelude::*;
 
 use crate::attend::dot;
 use crate::profile::{counters, take, Clock, Counters, Phase, StepTimes};
-use crate::rotate::{Hadamard, HADAMARD, ROTATION_KEY};
 use crate::team::{share, share_items, AbortUnlessDone, Exchange};
 use crate::{Error, Meta, Modes, Result};
 
@@ -16,7 +15,10 @@ mod cache;
 mod calibrate;
 mod dense;
 mod load;
+mod rotation;
 mod step;
+
+use rotation::{Rotation, Width};
 
 pub use cache::KvCache;
 use cache::*;
@@ -174,44 +176,6 @@ pub struct Model {
     split: DecodeSplit,
     /// A rotated model's input rotations ([`crate::rotate`]), or none.
     rotation: Option<Rotation>,
-}
-
-/// The Hadamard rotations of a rotated model ([`crate::rotate`]): of the
-/// inputs of width `hidden` (the attention's and the MLP's projections
-/// after their norms, the output projection's heads, the LM head) and of
-/// `ffn_down`'s input.
-struct Rotation {
-    hidden: Hadamard,
-    ffn: Hadamard,
-}
-
-/// Which of a [`Rotation`]'s matrices rotates a buffer's rows.
-#[derive(Clone, Copy)]
-enum Width {
-    Hidden,
-    Ffn,
-}
-
-impl Rotation {
-    /// The rotation `meta` declares ([`ROTATION_KEY`]), or none. Errors: a
-    /// value other than [`HADAMARD`], a width with no matrix.
-    fn from_meta(meta: &Meta, c: &Config) -> Result<Option<Rotation>> {
-        match meta.get(ROTATION_KEY) {
-            None => Ok(None),
-            Some(v) if v.as_str() == Some(HADAMARD) => Rotation::new(c).map(Some),
-            Some(v) => Err(Error::Metadata {
-                key: ROTATION_KEY.into(),
-                reason: format!("is {v}: this build rotates by {HADAMARD:?} only"),
-            }),
-        }
-    }
-
-    fn new(c: &Config) -> Result<Rotation> {
-        Ok(Rotation {
-            hidden: Hadamard::new(c.hidden, "the hidden state (llama.embedding_length)")?,
-            ffn: Hadamard::new(c.ffn, "ffn_down's input (llama.feed_forward_length)")?,
-        })
-    }
 }
 
 impl Model {
@@ -425,28 +389,6 @@ impl Model {
             r.hidden.apply_transposed(row);
         }
         Ok(())
-    }
-
-    /// On a rotated model, `x ← x H` for each row of `x` (`H` of `width`,
-    /// [`crate::rotate`]), the rows spread over the pool; nothing otherwise.
-    fn rotate_inputs(&self, x: &mut [f32], width: Width) {
-        if let Some(r) = &self.rotation {
-            let h = match width {
-                Width::Hidden => &r.hidden,
-                Width::Ffn => &r.ffn,
-            };
-            if x.len() == h.len() {
-                // one row (a decode step's, on the thread that holds it)
-                h.apply(x);
-            } else {
-                rows_of(x, h.len()).for_each(|row| h.apply(row));
-            }
-        }
-    }
-
-    /// Whether the model is rotated ([`crate::rotate`]).
-    pub fn is_rotated(&self) -> bool {
-        self.rotation.is_some()
     }
 
     /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:

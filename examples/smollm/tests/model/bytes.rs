@@ -1,0 +1,112 @@
+//! A model read from bytes in memory (the browser's way) generates the
+//! file's tokens and logits.
+
+use super::*;
+
+/// A byte-level tokenizer of `vocab` tokens (`t0`, `t1`, …) with no merges,
+/// whose end of sequence is the last token: what [`Generation`] needs of
+/// one beside a synthetic model.
+fn tokenizer(vocab: usize) -> Tokenizer {
+    let tokens: Vec<String> = (0..vocab).map(|i| format!("t{i}")).collect();
+    let pairs: HashMap<String, String> = [
+        ("tokenizer.ggml.model", "\"gpt2\"".to_string()),
+        ("tokenizer.ggml.pre", "\"smollm\"".into()),
+        ("tokenizer.ggml.tokens", serde_json::to_string(&tokens).unwrap()),
+        ("tokenizer.ggml.merges", "[]".into()),
+        ("tokenizer.ggml.eos_token_id", (vocab - 1).to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("gguf.{k}"), v))
+    .collect();
+    Tokenizer::from_meta(&Meta::from_converted(&pairs).unwrap()).unwrap()
+}
+
+/// A model read from bytes (the page's way) in every memory mode emits,
+/// through a [`Generation`], the greedy tokens of the file's model run a
+/// forward at a time, and the digests of the very logits each was chosen
+/// from (in a cache sized to the generation, not the context); the
+/// generation's bad inputs are errors that say what is wrong.
+#[test]
+fn a_model_from_bytes_generates_the_files_tokens_and_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokenizer(70);
+    let prompt = [3u32, 61, 7];
+    let greedy = || Sampler::new(0.0, 0, 1.0, 0);
+    let record = Record {
+        digests: true,
+        prompt_logits: true,
+    };
+    for scheme in [QScheme::Q8, QScheme::Q4Grouped(32)] {
+        let file = small(dir.path(), Some(scheme), 0.75);
+        let path = dir
+            .path()
+            .join(format!("small-{:?}-0.75-false-160.safetensors", Some(scheme)));
+        let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+        let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
+        let mut cache = KvCache::new(&model.config, 32).unwrap();
+        let prompt_logits = model.forward(&mut cache, &prompt, true).unwrap().to_vec();
+        let mut logits = prompt_logits[(prompt.len() - 1) * 70..].to_vec();
+        let (mut want, mut digests) = (vec![], vec![]);
+        // until the end of sequence (token 69) or 6 tokens
+        loop {
+            digests.push(logits_digest(&logits));
+            let t = Sampler::argmax(&logits);
+            if t == 69 {
+                break;
+            }
+            want.push(t);
+            if want.len() == 6 {
+                break;
+            }
+            logits = model.forward(&mut cache, &[t], false).unwrap().to_vec();
+        }
+        for memory in [WeightMemory::InPlace, WeightMemory::Copied, WeightMemory::Packed] {
+            let bytes = std::fs::read(&path).unwrap();
+            let (m, _) = Model::from_bytes(bytes, &Modes::default(), memory).unwrap();
+            let mut g = Generation::start(&m, &prompt, 32, 6, greedy(), record).unwrap();
+            assert_eq!(g.prompt_len(), 3);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(g.prompt_logits().unwrap()),
+                bits(&prompt_logits),
+                "{scheme} {memory:?}"
+            );
+            let mut got = vec![];
+            while let Some(t) = g.step(&m, &tokens).unwrap() {
+                assert_eq!(t.text, format!("t{}", t.id), "{scheme} {memory:?}");
+                got.push(t.id);
+            }
+            assert!(g.is_done() && g.step(&m, &tokens).unwrap().is_none());
+            assert_eq!(got, want, "{scheme} {memory:?}: tokens");
+            assert_eq!(g.generated(), &want[..]);
+            // a digest per logits row a token was chosen from (the last
+            // token of 6 is never run)
+            assert_eq!(g.digests().unwrap(), &digests[..], "{scheme} {memory:?}");
+        }
+    }
+    // bad inputs
+    let file = small(dir.path(), Some(QScheme::Q8), 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
+    let e = Generation::start(&model, &[], 32, 4, greedy(), Record::default())
+        .err()
+        .unwrap();
+    assert_eq!(e.to_string(), "prompt: the prompt is empty (no tokens)");
+    let e = Generation::start(&model, &prompt, 64, 30, greedy(), Record::default())
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.to_string(),
+        "prompt: 3 prompt tokens and 30 to generate exceed the context of 32 (at most the model's 32)"
+    );
+    let e = Generation::start(&model, &[70], 32, 1, greedy(), Record::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("token id 70 is past the vocabulary (70)"), "{e}");
+    let mut g = Generation::start(&model, &prompt, 32, 0, greedy(), Record::default()).unwrap();
+    assert!(g.step(&model, &tokens).unwrap().is_none() && g.digests().is_none());
+    let e = Model::from_bytes(b"not a model".to_vec(), &Modes::default(), WeightMemory::InPlace)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("safetensors"), "{e}");
+}
