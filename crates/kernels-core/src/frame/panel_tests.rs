@@ -171,6 +171,11 @@ fn the_scalar_panel_entry_has_the_natural_entrys_bits() {
     for (m, n, k, rows) in [
         (1, 16, 32, 0..16),
         (3, 48, 96, 8..40),
+        // decode over a range inside one panel (no whole panel: no inner
+        // panels to write in place) and over ranges ending mid-panel
+        (1, 48, 64, 35..40),
+        (1, 48, 64, 3..13),
+        (1, 48, 64, 5..40),
         (5, 32, 576, 16..32),
         (2, 64, 64, 0..64),
         // the entry's row blocks of ROW_BLOCK: one whole, one row past,

@@ -200,7 +200,7 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                 );
             }
         }
-        if let Some(i0) = single {
+        if let Some(i0) = single.filter(|_| !inner.is_empty()) {
             let tile = tiles[usize::from(steps[0].1)].1;
             let at = (b0 + i0) * y.ld + inner.start * PANEL_ROWS - rows.start;
             let out = &mut y.y[at..at + inner.len() * PANEL_ROWS];
