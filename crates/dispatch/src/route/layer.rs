@@ -4,20 +4,53 @@
 use super::*;
 
 /// One layer's kernels, resolved once: the kernel family that its mode and
-/// weight need, and the route for decode (M ≤ 1) and for batches (M > 1).
-/// A `qlinear::Linear` builds one when it is built, so that a forward call
-/// goes straight to its tier's entry: the plan, the selftest report and the
-/// tier registry are consulted here and never again.
+/// weight need, and for decode (M ≤ 1) and for batches (M > 1) the route
+/// with the typed kernel entries it runs (the family's entry of the
+/// route's tier, and its panel entry where the tier has one). A
+/// `qlinear::Linear` builds one when it is built, so that a forward call
+/// goes straight to its tier's entry: the plan, the selftest report, the
+/// tier registry and the kernel table are consulted here and never again.
 ///
 /// The routes are fixed facts of the process (the plan is decided once), so
 /// resolving again would give the same routes; the bits are those of the
 /// same call through [`quant_linear`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct LayerRoute {
     mode: QuantLinearMode,
     family: KernelFamily,
-    decode: Route,
-    batch: Route,
+    decode: Resolved,
+    batch: Resolved,
+}
+
+/// Two layer routes are equal when they run the same mode and family on the
+/// same routes (the entries are the routes' tables', for the family).
+impl PartialEq for LayerRoute {
+    fn eq(&self, other: &LayerRoute) -> bool {
+        self.mode == other.mode
+            && self.family == other.family
+            && self.decode.route == other.decode.route
+            && self.batch.route == other.batch.route
+    }
+}
+
+/// A route with the entries it runs for one layer's family, taken from its
+/// tier's table when the layer is built.
+#[derive(Debug, Clone, Copy)]
+struct Resolved {
+    route: Route,
+    gemm: Gemm,
+    /// The panel entry (W4A8, grouped or per channel), where the tier has one.
+    panels: Option<GemmQ8Panels>,
+}
+
+impl Resolved {
+    fn new(route: Route, mode: QuantLinearMode, family: KernelFamily) -> Result<Resolved, DispatchError> {
+        Ok(Resolved {
+            gemm: route.entry(mode, family)?,
+            panels: route.table.panels(family),
+            route,
+        })
+    }
 }
 
 impl LayerRoute {
@@ -36,8 +69,8 @@ impl LayerRoute {
         Ok(LayerRoute {
             mode,
             family,
-            decode: Route::planned(family, 1)?,
-            batch: Route::planned(family, 16)?,
+            decode: Resolved::new(Route::planned(family, 1)?, mode, family)?,
+            batch: Resolved::new(Route::planned(family, 16)?, mode, family)?,
         })
     }
 
@@ -55,11 +88,12 @@ impl LayerRoute {
     pub fn on_for(route: Route, mode: QuantLinearMode, scheme: QScheme) -> Result<Self, DispatchError> {
         let family = mode.family_for(scheme)?;
         route.proven(family)?;
+        let resolved = Resolved::new(route, mode, family)?;
         Ok(LayerRoute {
             mode,
             family,
-            decode: route,
-            batch: route,
+            decode: resolved,
+            batch: resolved,
         })
     }
 
@@ -69,9 +103,13 @@ impl LayerRoute {
     /// a `y` of `[m, rows.len()]`, on the calling thread, with the bits of a
     /// whole call's; the bias stays `[n]`.
     pub fn over_rows(self, rows: std::ops::Range<usize>) -> Self {
+        let over = |r: Resolved, rows| Resolved {
+            route: r.route.over_rows(rows),
+            ..r
+        };
         LayerRoute {
-            decode: self.decode.over_rows(rows.clone()),
-            batch: self.batch.over_rows(rows),
+            decode: over(self.decode, rows.clone()),
+            batch: over(self.batch, rows),
             ..self
         }
     }
@@ -91,7 +129,7 @@ impl LayerRoute {
     /// or per channel, with both regimes' tiers having panel tiles for the
     /// family.
     pub fn runs_panels(&self) -> bool {
-        self.mode == QuantLinearMode::W4A8 && self.decode.has_panels(self.family) && self.batch.has_panels(self.family)
+        self.decode.panels.is_some() && self.batch.panels.is_some()
     }
 
     /// [`LayerRoute::forward`] on the panel form of a W4A8 weight (grouped
@@ -107,12 +145,16 @@ impl LayerRoute {
         bias: Option<&[f32]>,
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
-        if !self.runs_panels() {
-            return Err(DispatchError::NoPanelTiles {
-                tier: self.route(m).tier(),
-                family: self.family,
-            });
-        }
+        let resolved = self.resolved(m);
+        let f = match (self.runs_panels(), resolved.panels) {
+            (true, Some(f)) => f,
+            _ => {
+                return Err(DispatchError::NoPanelTiles {
+                    tier: resolved.route.tier(),
+                    family: self.family,
+                })
+            }
+        };
         let got = panel_family(w);
         if got != self.family {
             return Err(DispatchError::RouteWeightMismatch {
@@ -123,16 +165,21 @@ impl LayerRoute {
         if let Some(b) = bias {
             check_len("bias [n]", w.n(), b.len())?;
         }
-        self.route(m).q4_panels(x, m, w, bias.unwrap_or(&[]), y)
+        resolved.route.q4_panels(f, x, m, w, bias.unwrap_or(&[]), y)
     }
 
-    /// The route a call of `m` activation rows takes.
-    pub fn route(&self, m: usize) -> &Route {
+    /// The route and entries a call of `m` activation rows takes.
+    fn resolved(&self, m: usize) -> &Resolved {
         if m <= 1 {
             &self.decode
         } else {
             &self.batch
         }
+    }
+
+    /// The route a call of `m` activation rows takes.
+    pub fn route(&self, m: usize) -> &Route {
+        &self.resolved(m).route
     }
 
     /// `y = x · Wᵀ + b` for `m` rows of `x` (`[m, k]`) into `y` (`[m, n]`) on
@@ -162,8 +209,8 @@ impl LayerRoute {
         if let Some(b) = bias {
             check_len("bias [n]", w.n(), b.len())?;
         }
-        let bias = bias.unwrap_or(&[]);
-        self.route(m).quant_linear_biased(self.mode, x, m, w, bias, y)
+        let resolved = self.resolved(m);
+        resolved.route.run_gemm(resolved.gemm, x, m, w, bias.unwrap_or(&[]), y)
     }
 }
 

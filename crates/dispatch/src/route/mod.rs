@@ -6,7 +6,8 @@ use std::cell::RefCell;
 
 use qlinear_kernels_core::abi::panel::PANEL_GROUP;
 use qlinear_kernels_core::{
-    activation_group_sums_with, ActivationsF32, ActivationsQ8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
+    activation_group_sums_with, ActivationsF32, ActivationsQ8, Gemm, GemmF32Q4, GemmF32Q8, GemmQ8Panels, GemmQ8Q4,
+    GemmQ8Q8, KernelTable, LayoutCache, OutputTile, PanelsQ4,
 };
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QScheme, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeightRef};
 
@@ -282,15 +283,29 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         let w = w.into();
-        self.proven(mode.family_for(w.scheme())?)?;
-        self.quant_linear_biased(mode, x, m, w, &[], y)
+        let family = family_of(mode, w)?;
+        self.proven(family)?;
+        self.run_gemm(self.entry(mode, family)?, x, m, w, &[], y)
     }
 
-    /// [`Route::quant_linear`], adding `bias` (`[n]`, or empty for none) to
-    /// each output as it is stored.
-    fn quant_linear_biased(
+    /// The table's entry for a matrix `family` (as `mode` resolves it).
+    pub(super) fn entry(&self, mode: QuantLinearMode, family: KernelFamily) -> Result<Gemm, DispatchError> {
+        // `family_for` gives matrix families only, which every table has
+        self.table.gemm(family).ok_or(DispatchError::ModeWeightMismatch {
+            mode,
+            needs: mode.weight_kind(),
+            got: "a matrix family",
+        })
+    }
+
+    /// Runs `gemm` (an entry of this route's table, for `w`'s family) on f32
+    /// activations `x` `[m, k]` (W8A8 and W4A8 quantize each row first),
+    /// adding `bias` (`[n]`, or empty for none) to each output as it is
+    /// stored. An entry of the other weight kind is
+    /// [`DispatchError::ModeWeightMismatch`].
+    pub(super) fn run_gemm(
         &self,
-        mode: QuantLinearMode,
+        gemm: Gemm,
         x: &[f32],
         m: usize,
         w: QuantizedWeightRef<'_>,
@@ -298,12 +313,21 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         use QuantizedWeightRef as W;
-        family_of(mode, w)?;
-        match (mode, w) {
-            (QuantLinearMode::W8A8, W::Q8(w)) => self.q8_dynamic(x, m, w, bias, y),
-            (_, W::Q8(w)) => self.w8a16(x, m, w, bias, y),
-            (QuantLinearMode::W4A8, W::Q4(w)) => self.q4_dynamic(x, m, w, bias, y),
-            (_, W::Q4(w)) => self.w4a16(x, m, w, bias, y),
+        match (gemm, w) {
+            (Gemm::Q8Q8(f), W::Q8(w)) => self.q8_dynamic(f, x, m, w, bias, y),
+            (Gemm::F32Q8(f), W::Q8(w)) => self.w8a16(f, x, m, w, bias, y),
+            (Gemm::Q8Q4(f), W::Q4(w)) => self.q4_dynamic(f, x, m, w, bias, y),
+            (Gemm::F32Q4(f), W::Q4(w)) => self.w4a16(f, x, m, w, bias, y),
+            (gemm, w) => Err(DispatchError::ModeWeightMismatch {
+                mode: match gemm {
+                    Gemm::Q8Q8(_) => QuantLinearMode::W8A8,
+                    Gemm::Q8Q4(_) => QuantLinearMode::W4A8,
+                    Gemm::F32Q8(_) => QuantLinearMode::W8A16,
+                    Gemm::F32Q4(_) => QuantLinearMode::W4A16,
+                },
+                needs: if matches!(w, W::Q8(_)) { "Q4" } else { "Q8" },
+                got: if matches!(w, W::Q8(_)) { "Q8" } else { "Q4" },
+            }),
         }
     }
 
@@ -326,14 +350,15 @@ impl Route {
         check_k(KernelFamily::W8A8, k)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        with_scratch(|s| self.run_w8a8(x_codes, x_scales, m, w, &[], y, &mut s.spare))
+        let f = self.table.gemm_w8a8;
+        with_scratch(|s| self.run_w8a8(f, (x_codes, x_scales), m, w, &[], y, &mut s.spare))
     }
 
     #[allow(clippy::too_many_arguments)]
     fn run_w8a8(
         &self,
-        x_codes: &[i8],
-        x_scales: &[f32],
+        f: GemmQ8Q8,
+        (x_codes, x_scales): (&[i8], &[f32]),
         m: usize,
         w: &QuantizedMatrix,
         bias: &[f32],
@@ -347,7 +372,6 @@ impl Route {
         // one layout for every task of the call (docs/ARCHITECTURE.md)
         Spare::with_layouts(spare.parts().1, |layouts| {
             let act = ActivationsQ8::new(m, k, x_codes, x_scales, &[], k)?.with_layouts(layouts);
-            let f = self.table.gemm_w8a8;
             self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
             Ok(())
         })
@@ -363,11 +387,12 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         self.proven(KernelFamily::W8A8)?;
-        self.q8_dynamic(x, m, w, &[], y)
+        self.q8_dynamic(self.table.gemm_w8a8, x, m, w, &[], y)
     }
 
     fn q8_dynamic(
         &self,
+        f: GemmQ8Q8,
         x: &[f32],
         m: usize,
         w: &QuantizedMatrix,
@@ -379,8 +404,8 @@ impl Route {
         self.check_y(m, n, y)?;
         check_k(KernelFamily::W8A8, k)?;
         with_scratch(|s| {
-            let (codes, scales) = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales)?;
-            self.run_w8a8(codes, scales, m, w, bias, y, &mut s.spare)
+            let codes = self.quantize_into(x, m, k, &mut s.codes, &mut s.scales)?;
+            self.run_w8a8(f, codes, m, w, bias, y, &mut s.spare)
         })
     }
 
@@ -404,7 +429,8 @@ impl Route {
         Self::check_k_q4(w)?;
         check_codes(x_codes, k)?;
         check_scales(x_scales)?;
-        with_scratch(|s| self.run_w4a8_with((x_codes, x_scales), m, w, &[], y, &mut s.spare))
+        let f = self.w4a8_entry(w);
+        with_scratch(|s| self.run_w4a8_with(f, (x_codes, x_scales), m, w, &[], y, &mut s.spare))
     }
 
     fn check_k_q4(w: &QuantizedMatrixQ4) -> Result<(), DispatchError> {
@@ -414,10 +440,21 @@ impl Route {
         }
     }
 
-    /// W4A8 on quantized rows `(codes, scales)`, their group sums and
-    /// layout written into `spare`.
+    /// The table's W4A8 entry for `w`: per channel or grouped.
+    fn w4a8_entry(&self, w: &QuantizedMatrixQ4) -> GemmQ8Q4 {
+        match w.group_size() {
+            GroupSize::PerChannel => self.table.gemm_w4a8,
+            GroupSize::Group(_) => self.table.gemm_w4a8_grouped,
+        }
+    }
+
+    /// W4A8 entry `f` on quantized rows `(codes, scales)`, their group sums
+    /// (per `w`'s group, or the row for per channel) and layout written into
+    /// `spare`.
+    #[allow(clippy::too_many_arguments)]
     fn run_w4a8_with(
         &self,
+        f: GemmQ8Q4,
         (x_codes, x_scales): (&[i8], &[f32]),
         m: usize,
         w: &QuantizedMatrixQ4,
@@ -429,9 +466,9 @@ impl Route {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let (sum_group, f) = match w.scales() {
-            Q4Scales::PerChannel(_) => (k, self.table.gemm_w4a8),
-            Q4Scales::Grouped { group, .. } => (*group, self.table.gemm_w4a8_grouped),
+        let sum_group = match w.scales() {
+            Q4Scales::PerChannel(_) => k,
+            Q4Scales::Grouped { group, .. } => *group,
         };
         let (sums, layout) = spare.parts();
         activation_group_sums_with(self.table.group_sums, x_codes, m, k, sum_group, sums);
@@ -451,11 +488,12 @@ impl Route {
         y: &mut [f32],
     ) -> Result<(), DispatchError> {
         self.proven(q4_family(w, KernelFamily::W4A8, KernelFamily::W4A8Grouped))?;
-        self.q4_dynamic(x, m, w, &[], y)
+        self.q4_dynamic(self.w4a8_entry(w), x, m, w, &[], y)
     }
 
     fn q4_dynamic(
         &self,
+        f: GemmQ8Q4,
         x: &[f32],
         m: usize,
         w: &QuantizedMatrixQ4,
@@ -464,7 +502,7 @@ impl Route {
     ) -> Result<(), DispatchError> {
         Self::check_k_q4(w)?;
         self.quantized(x, m, w.n(), w.k(), y, |codes, y, spare| {
-            self.run_w4a8_with(codes, m, w, bias, y, spare)
+            self.run_w4a8_with(f, codes, m, w, bias, y, spare)
         })
     }
 
@@ -495,8 +533,13 @@ impl Route {
     /// past the family's bound, and [`DispatchError::NoPanelTiles`] on a
     /// tier without panel tiles for the weight's family.
     pub fn linear_q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, y: &mut [f32]) -> Result<(), DispatchError> {
-        self.proven(panel_family(w))?;
-        self.q4_panels(x, m, w, &[], y)
+        let family = panel_family(w);
+        self.proven(family)?;
+        let f = self.table.panels(family).ok_or(DispatchError::NoPanelTiles {
+            tier: self.tier,
+            family,
+        })?;
+        self.q4_panels(f, x, m, w, &[], y)
     }
 
     /// Whether this route's tier has panel tiles ([`PanelsQ4`]) for
@@ -505,21 +548,27 @@ impl Route {
         self.table.panels(family).is_some()
     }
 
-    fn q4_panels(&self, x: &[f32], m: usize, w: &PanelsQ4, bias: &[f32], y: &mut [f32]) -> Result<(), DispatchError> {
-        let family = panel_family(w);
-        let f = self.table.panels(family).ok_or(DispatchError::NoPanelTiles {
-            tier: self.tier,
-            family,
-        })?;
+    /// Panel entry `f` on `w` (the entry of `w`'s family: grouped or per
+    /// channel), with its bias.
+    pub(super) fn q4_panels(
+        &self,
+        f: GemmQ8Panels,
+        x: &[f32],
+        m: usize,
+        w: &PanelsQ4,
+        bias: &[f32],
+        y: &mut [f32],
+    ) -> Result<(), DispatchError> {
         let (n, k) = (w.n(), w.k());
         // per channel one exact sum spans the row, so K is bounded (a
         // group's 32 columns always fit), and the bias is cancelled by the
         // row's one activation sum
-        let sum_group = if family == KernelFamily::W4A8 {
-            check_k(family, k)?;
-            k
-        } else {
-            PANEL_GROUP
+        let sum_group = match w.group_size() {
+            GroupSize::PerChannel => {
+                check_k(KernelFamily::W4A8, k)?;
+                k
+            }
+            GroupSize::Group(_) => PANEL_GROUP,
         };
         self.quantized(x, m, n, k, y, |(x_codes, x_scales), y, spare| {
             if m == 0 || n == 0 {
@@ -540,11 +589,12 @@ impl Route {
     /// weight dequantized in registers: `y = w_scale · (8-lane Σ x·q)`.
     pub fn linear_w8a16(&self, x: &[f32], m: usize, w: &QuantizedMatrix, y: &mut [f32]) -> Result<(), DispatchError> {
         self.proven(KernelFamily::W8A16)?;
-        self.w8a16(x, m, w, &[], y)
+        self.w8a16(self.table.gemm_w8a16, x, m, w, &[], y)
     }
 
     fn w8a16(
         &self,
+        f: GemmF32Q8,
         x: &[f32],
         m: usize,
         w: &QuantizedMatrix,
@@ -560,7 +610,6 @@ impl Route {
         }
         let layouts = LayoutCache::default();
         let act = ActivationsF32::new(m, k, x)?.with_layouts(&layouts);
-        let f = self.table.gemm_w8a16;
         self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
@@ -568,12 +617,17 @@ impl Route {
     /// W4A16: f32 activations `x` `[m, k]` times a [`QuantizedMatrixQ4`] (per
     /// channel or grouped): `y = Σ_g s_g · (8-lane Σ_{k∈g} x·q)`.
     pub fn linear_w4a16(&self, x: &[f32], m: usize, w: &QuantizedMatrixQ4, y: &mut [f32]) -> Result<(), DispatchError> {
+        let f = match w.group_size() {
+            GroupSize::PerChannel => self.table.gemm_w4a16,
+            GroupSize::Group(_) => self.table.gemm_w4a16_grouped,
+        };
         self.proven(q4_family(w, KernelFamily::W4A16, KernelFamily::W4A16Grouped))?;
-        self.w4a16(x, m, w, &[], y)
+        self.w4a16(f, x, m, w, &[], y)
     }
 
     fn w4a16(
         &self,
+        f: GemmF32Q4,
         x: &[f32],
         m: usize,
         w: &QuantizedMatrixQ4,
@@ -589,10 +643,6 @@ impl Route {
         }
         let layouts = LayoutCache::default();
         let act = ActivationsF32::new(m, k, x)?.with_layouts(&layouts);
-        let f = match w.group_size() {
-            GroupSize::PerChannel => self.table.gemm_w4a16,
-            GroupSize::Group(_) => self.table.gemm_w4a16_grouped,
-        };
         self.drive((m, n, k), bias, y, |rows, t| f(&act, w, rows, t));
         Ok(())
     }
