@@ -206,17 +206,17 @@ macro_rules! panel_tile {
     };
 }
 
-/// A tier's `PANELS` (its `entry::panel_x4` and `entry::panel_x1`, the
+/// A tier's `PANELS` (its `entry::panel_16x4` and `entry::panel_16x1`, the
 /// safe entries of its `tile_panel::<4>` and `tile_panel::<1>`) and its
 /// `gemm_w4a8_grouped_panels`, the frame's sweep over them; likewise
-/// `PANELS_PER_CHANNEL` (`entry::panel_pc_x4`, `entry::panel_pc_x1`) and
+/// `PANELS_PER_CHANNEL` (`entry::panel_pc_16x4`, `entry::panel_pc_16x1`) and
 /// `gemm_w4a8_panels`.
 macro_rules! panel_family {
     () => {
         /// W4A8 grouped's panel tiles (`panels`): 4 activation rows (each
         /// unpacked load serves 4), then 1.
         const PANELS: qlinear_kernels_core::abi::panel::PanelFamily = qlinear_kernels_core::abi::panel::PanelFamily {
-            tiles: &[(4, entry::panel_x4), (1, entry::panel_x1)],
+            tiles: &[(4, entry::panel_16x4), (1, entry::panel_16x1)],
             pairs: None,
         };
 
@@ -229,7 +229,7 @@ macro_rules! panel_family {
         const PANELS_PER_CHANNEL: qlinear_kernels_core::abi::panel::PanelFamily<
             qlinear_kernels_core::abi::panel::TilePanelQ4PerChannel,
         > = qlinear_kernels_core::abi::panel::PanelFamily {
-            tiles: &[(4, entry::panel_pc_x4), (1, entry::panel_pc_x1)],
+            tiles: &[(4, entry::panel_pc_16x4), (1, entry::panel_pc_16x1)],
             pairs: None,
         };
 

@@ -26,10 +26,10 @@ mod entry {
     qlinear_kernels_core::safe_entries! {
         quantize_row_q8 => quantize::quantize_row_q8: quantize,
         group_sums => quantize::group_sums: group_sums,
-        panel_x4 => panels::tile_panel::<4>: tile_panel,
-        panel_x1 => panels::tile_panel::<1>: tile_panel,
-        panel_pc_x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
-        panel_pc_x1 => panels::tile_panel_per_channel::<1>: tile_panel_per_channel,
+        panel_16x4 => panels::tile_panel::<4>: tile_panel,
+        panel_16x1 => panels::tile_panel::<1>: tile_panel,
+        panel_pc_16x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
+        panel_pc_16x1 => panels::tile_panel_per_channel::<1>: tile_panel_per_channel,
     }
 }
 

@@ -140,10 +140,10 @@ panel_tiles!(
 );
 panel_tiles!(
     panels_right,
-    crate::neon::entry::panel_x4,
-    crate::neon::entry::panel_x1,
-    crate::neon::entry::panel_pc_x4,
-    crate::neon::entry::panel_pc_x1
+    crate::neon::entry::panel_16x4,
+    crate::neon::entry::panel_16x1,
+    crate::neon::entry::panel_pc_16x4,
+    crate::neon::entry::panel_pc_16x1
 );
 
 #[test]

@@ -19,10 +19,10 @@ mod entry {
     use super::*;
     int_entries!();
     qlinear_kernels_core::safe_entries! {
-        panel_x4 => panels::tile_panel::<4>: tile_panel,
-        panel_x1 => panels::tile_panel::<1>: tile_panel,
-        panel_pc_x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
-        panel_pc_x1 => panels::tile_panel_per_channel::<1>: tile_panel_per_channel,
+        panel_16x4 => panels::tile_panel::<4>: tile_panel,
+        panel_16x1 => panels::tile_panel::<1>: tile_panel,
+        panel_pc_16x4 => panels::tile_panel_per_channel::<4>: tile_panel_per_channel,
+        panel_pc_16x1 => panels::tile_panel_per_channel::<1>: tile_panel_per_channel,
     }
 }
 

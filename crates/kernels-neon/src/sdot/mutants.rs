@@ -264,8 +264,8 @@ fn panel_codes_swapped(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f1
     let swapped = halves_swapped(x);
     let views: Vec<&[i8]> = swapped.iter().map(Vec::as_slice).collect();
     match x.len() {
-        4 => super::entry::panel_x4(&views, sums, panel, s, out),
-        _ => super::entry::panel_x1(&views, sums, panel, s, out),
+        4 => super::entry::panel_16x4(&views, sums, panel, s, out),
+        _ => super::entry::panel_16x1(&views, sums, panel, s, out),
     }
 }
 
@@ -274,8 +274,8 @@ fn panel_pc_codes_swapped(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut 
     let swapped = halves_swapped(x);
     let views: Vec<&[i8]> = swapped.iter().map(Vec::as_slice).collect();
     match x.len() {
-        4 => super::entry::panel_pc_x4(&views, sums, panel, out),
-        _ => super::entry::panel_pc_x1(&views, sums, panel, out),
+        4 => super::entry::panel_pc_16x4(&views, sums, panel, out),
+        _ => super::entry::panel_pc_16x1(&views, sums, panel, out),
     }
 }
 
@@ -299,10 +299,10 @@ panel_tiles!(
 );
 panel_tiles!(
     panels_right,
-    crate::sdot::entry::panel_x4,
-    crate::sdot::entry::panel_x1,
-    crate::sdot::entry::panel_pc_x4,
-    crate::sdot::entry::panel_pc_x1
+    crate::sdot::entry::panel_16x4,
+    crate::sdot::entry::panel_16x1,
+    crate::sdot::entry::panel_pc_16x4,
+    crate::sdot::entry::panel_pc_16x1
 );
 
 #[test]

@@ -112,7 +112,7 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
 /// The panel tiles: 4 activation rows (each unpacked load serves 4; 4
 /// accumulators and 4 totals beside the loads in the 16 registers), then 1.
 pub(super) const PANELS: PanelFamily = PanelFamily {
-    tiles: &[(4, super::entry::panel_x4), (1, super::entry::panel_x1)],
+    tiles: &[(4, super::entry::panel_16x4), (1, super::entry::panel_16x1)],
     pairs: None,
 };
 
@@ -173,7 +173,7 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
 
 /// The per-channel panel tiles: 4 activation rows, then 1.
 pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
-    tiles: &[(4, super::entry::panel_pc_x4), (1, super::entry::panel_pc_x1)],
+    tiles: &[(4, super::entry::panel_pc_16x4), (1, super::entry::panel_pc_16x1)],
     pairs: None,
 };
 

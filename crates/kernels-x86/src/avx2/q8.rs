@@ -100,26 +100,26 @@ pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut 
     }
 }
 
-/// W8A8 micro-kernel (frame tile `4B` × `XR`): `B` blocks of 4 weight rows,
+/// W8A8 micro-kernel (frame tile `4·QUADS` × `XR`): `QUADS` blocks of 4 weight rows,
 /// each block sharing every load of one activation row, run over the `XR`
-/// activation rows while the block is in L1 (`B = 0`: one weight row). The
+/// activation rows while the block is in L1 (`QUADS = 0`: one weight row). The
 /// loops over blocks and rows are here, not in the frame, so that the
-/// frame's per-tile work is paid once per `4B · XR` outputs: the M = 1
+/// frame's per-tile work is paid once per `4·QUADS · XR` outputs: the M = 1
 /// stream is bound by load latency, and per-call gaps between 4-row tiles
 /// cost a fifth of its speed.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(crate) fn tile_w8a8<const B: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
-    let wr = if B == 0 { 1 } else { 4 * B };
+pub(crate) fn tile_w8a8<const QUADS: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    let wr = if QUADS == 0 { 1 } else { 4 * QUADS };
     assert!(x.len() == XR && w.len() == wr && acc.len() == wr * XR);
     assert!(x.iter().all(|r| r.len() == x[0].len()) && w.iter().all(|r| r.len() == x[0].len()));
-    if B == 0 {
+    if QUADS == 0 {
         for (i, xi) in x.iter().enumerate() {
             acc[i] = dot_row(xi, w[0]);
         }
         return;
     }
-    for b in 0..B {
+    for b in 0..QUADS {
         let rows: [&[i8]; 4] = std::array::from_fn(|q| w[4 * b + q]);
         for (i, xi) in x.iter().enumerate() {
             acc[i * wr + 4 * b..i * wr + 4 * b + 4].copy_from_slice(&dot_rows::<4>(xi, rows));

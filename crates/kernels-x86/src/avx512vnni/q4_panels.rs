@@ -110,14 +110,14 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
 }
 
 /// [`tile_w4a8_panel`] for one activation row (decode), with the high
-/// nibbles multiplied in place as in [`tile_w4a8_panel_per_channel_x1`]: a
+/// nibbles multiplied in place as in [`tile_w4a8_panel_per_channel_16x1`]: a
 /// group's high chain is `16 · Σ b·x` over its 16 high-nibble columns (at most
 /// `240 · 127 · 16` = 487 680 in magnitude), shifted down once before the
 /// group's float step. A load then costs two `vpdpbusd`s and no shift on
 /// the port they share, and a group one shift.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w4a8_panel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+pub(crate) fn tile_w4a8_panel_16x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
     let groups = check_tile(1, x, sums, panel, s, out);
     let (xp, sp) = (x[0].as_ptr(), sums[0].as_ptr());
     let mask = _mm512_set1_epi8(0x0F);
@@ -186,7 +186,7 @@ unsafe fn pair_step(xp: *const i8, panels: &[u8], c: usize) -> (__m512i, __m512i
     }
 }
 
-/// [`tile_w4a8_panel_x1`] on two consecutive panels at once (the
+/// [`tile_w4a8_panel_16x1`] on two consecutive panels at once (the
 /// frame's pair tile, `PanelFamily::pairs`): each activation code is read
 /// once for both panels' loads, and the two panels' chains run side by
 /// side. A load of codes served 16 weight rows; the broadcasts were a third
@@ -237,9 +237,9 @@ pub(crate) fn tile_w4a8_panel_pair(x: &[&[i8]], sums: &[&[i32]], panels: &[u8], 
 /// accumulators and 8 totals in the 32 registers), then 4, then 1.
 pub(super) const PANELS: PanelFamily = PanelFamily {
     tiles: &[
-        (8, super::entry::panel_x8),
-        (4, super::entry::panel_x4),
-        (1, super::entry::panel_x1),
+        (8, super::entry::panel_16x8),
+        (4, super::entry::panel_16x4),
+        (1, super::entry::panel_16x1),
     ],
     pairs: Some(super::entry::panel_pair),
 };
@@ -253,7 +253,7 @@ qlinear_kernels_core::panel_entry!(
 /// `TilePanelQ4PerChannel` contract): the grouped tile's loads and
 /// `vpdpbusd`s with no float step, each row's low sums starting at its
 /// `−8·Σx` and its exact i32 sums converted once at the end. Writes
-/// `out[i · 16 + q] = acc as f32`. For one row, [`tile_w4a8_panel_per_channel_x1`].
+/// `out[i · 16 + q] = acc as f32`. For one row, [`tile_w4a8_panel_per_channel_16x1`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
@@ -305,7 +305,7 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
 /// 3.7 to 3.5 µs, at 1536 × 576 from 9.6 to 8.9.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w4a8_panel_per_channel_x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+pub(crate) fn tile_w4a8_panel_per_channel_16x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
     let groups = check_tile_per_channel(1, x, sums, panel, out);
     let xp = x[0].as_ptr();
     let mask = _mm512_set1_epi8(0x0F);
@@ -340,7 +340,7 @@ pub(crate) fn tile_w4a8_panel_per_channel_x1(x: &[&[i8]], sums: &[&[i32]], panel
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtepi32_ps(acc)) };
 }
 
-/// [`tile_w4a8_panel_per_channel_x1`] on two consecutive panels at once
+/// [`tile_w4a8_panel_per_channel_16x1`] on two consecutive panels at once
 /// (the frame's pair tile): each activation code is read once for both
 /// panels' loads, 16 chains; each panel's stream prefetched into L2 as the
 /// one-row tile's is ([`pair_step`]).
@@ -400,9 +400,9 @@ const FOLD_GROUPS: usize = 1024;
 /// The per-channel panel tiles: 8 activation rows, then 4, then 1.
 pub(super) const PANELS_PER_CHANNEL: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
     tiles: &[
-        (8, super::entry::panel_pc_x8),
-        (4, super::entry::panel_pc_x4),
-        (1, super::entry::panel_pc_x1),
+        (8, super::entry::panel_pc_16x8),
+        (4, super::entry::panel_pc_16x4),
+        (1, super::entry::panel_pc_16x1),
     ],
     pairs: Some(super::entry::panel_pc_pair),
 };

@@ -156,20 +156,20 @@ fn bias_sum(x: &[i8]) -> i32 {
     hsum_epi32(acc).wrapping_mul(128)
 }
 
-/// W8A8 batch micro-kernel (frame tile `4B` × `XR`): `B` blocks of 4 weight
+/// W8A8 batch micro-kernel (frame tile `4·QUADS` × `XR`): `QUADS` blocks of 4 weight
 /// rows, each run over the `XR` activation rows (64-byte aligned by the
 /// frame's layout) while it is in L1; `128·Σx` once per activation row per
-/// call, so its cost is shared by the `4B` weight rows. The loop over
+/// call, so its cost is shared by the `4·QUADS` weight rows. The loop over
 /// blocks is here, not in the frame, so that the frame's per-tile work is
-/// paid once per `4B · XR` outputs.
+/// paid once per `4·QUADS · XR` outputs.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w8a8_batch<const B: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
-    let wr = 4 * B;
+pub(crate) fn tile_w8a8_batch<const QUADS: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    let wr = 4 * QUADS;
     assert!(x.len() == XR && w.len() == wr && acc.len() == wr * XR);
     let xs: [&[i8]; XR] = std::array::from_fn(|i| x[i]);
     let bias: [i32; XR] = std::array::from_fn(|i| bias_sum(xs[i]));
-    for b in 0..B {
+    for b in 0..QUADS {
         let sums = dot_tile_biased::<XR>(xs, std::array::from_fn(|q| w[4 * b + q]));
         for i in 0..XR {
             for q in 0..4 {
