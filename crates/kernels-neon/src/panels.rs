@@ -1,5 +1,5 @@
 //! W4A8 tiles, grouped and per channel, on the panel form of a weight
-//! (`qlinear_kernels_core::panels`), for every aarch64 tier, generated
+//! (`qlinear_kernels_core::abi::panel`), for every aarch64 tier, generated
 //! from one body over the tier's way of adding a load's products into its
 //! 4 rows' lanes (`panel_tile!`): `smull` pairs added in i16 and widened
 //! per group for NEON, `sdot` straight into i32 for NEON SDOT (and I8MM,

@@ -1,5 +1,5 @@
 //! W4A8 tiles, grouped and per channel, on the panel form of a weight
-//! (`qlinear_kernels_core::panels`), for both WebAssembly tiers: one
+//! (`qlinear_kernels_core::abi::panel`), for both WebAssembly tiers: one
 //! 16-byte load is the same 8 columns of 4 weight rows, 4 packed bytes a
 //! row, so the products of its low (high) nibbles with an activation row's
 //! first (last) 4 codes of those columns, broadcast, stay apart by row and

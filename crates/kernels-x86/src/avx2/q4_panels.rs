@@ -1,5 +1,5 @@
 //! AVX2 W4A8 grouped tiles on the panel form of a weight
-//! (`qlinear_kernels_core::panels`): a 256-bit load at `64c + 32h` is the
+//! (`qlinear_kernels_core::abi::panel`): a 256-bit load at `64c + 32h` is the
 //! same 8 columns of the panel's rows `8h .. 8h + 8`, 4 packed bytes a row,
 //! so `maddubs` of its low (high) nibbles against an activation row's
 //! first (last) 4 codes of those columns, broadcast, leaves each weight row's

@@ -1,5 +1,5 @@
 //! AVX-512 VNNI W4A8 grouped tiles on the panel form of a weight
-//! (`qlinear_kernels_core::panels`): one 512-bit load is the same 8
+//! (`qlinear_kernels_core::abi::panel`): one 512-bit load is the same 8
 //! columns of 16 weight rows, 4 packed bytes a row, so `vpdpbusd` of its low
 //! (high) nibbles against an activation row's first (last) 4 codes of those
 //! columns, broadcast, leaves each weight row's partial sum in its own lane.
