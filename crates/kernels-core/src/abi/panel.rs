@@ -69,44 +69,27 @@ impl PanelsQ4 {
     /// included). Copies the bytes once.
     pub fn new(w: &QuantizedMatrixQ4) -> Option<PanelsQ4> {
         let (n, k) = (w.n(), w.k());
-        if !panel_shape(n, k) {
-            return None;
-        }
-        let stride = k / 2;
-        let scales = match w.scales() {
-            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
-            Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP => {
-                let groups = k / PANEL_GROUP;
-                let mut panel_scales = vec![f16::ZERO; n * groups];
-                for r in 0..n {
-                    let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
-                    for (g, &s) in scales[r * groups..(r + 1) * groups].iter().enumerate() {
-                        panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
-                    }
-                }
-                Q4Scales::Grouped {
-                    group: PANEL_GROUP,
-                    scales: panel_scales,
-                }
-            }
-            Q4Scales::Grouped { .. } => return None,
-        };
+        let scales = panel_order(n, k, w.scales())?;
         // written in place: a Vec here would be copied into the aligned lines
-        let mut owned = Codes::zeroed(n * stride);
+        let mut owned = Codes::zeroed(n * (k / 2));
         let codes = owned.as_mut_slice()?;
-        for r in 0..n {
-            let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
-            let panel = &mut codes[p * PANEL_ROWS * stride..(p + 1) * PANEL_ROWS * stride];
-            for (c, piece) in w.row_packed(r).chunks_exact(PIECE_COLS / 2).enumerate() {
-                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(&repair(piece.try_into().expect("4 bytes")));
-            }
-        }
-        Some(PanelsQ4 {
+        codes.copy_from_slice(w.packed());
+        arrange_in_place(n, k, codes).then_some(PanelsQ4 {
             n,
             k,
             codes: owned,
             scales,
         })
+    }
+
+    /// The panel form of a natural weight whose packed bytes `codes` were
+    /// already put in panel order by [`arrange_in_place`] (codes read in
+    /// place from a file, say), and whose scales `natural_scales` are still
+    /// the natural matrix's (`n · k / 32` grouped by 32 in row order, or `n`
+    /// per channel); the scales are put in panel order (a copy), the codes
+    /// moved in. `None` as for [`PanelsQ4::from_panel_codes`].
+    pub fn from_arranged(n: usize, k: usize, codes: Codes<u8>, natural_scales: &Q4Scales) -> Option<PanelsQ4> {
+        Self::from_panel_codes(n, k, codes, panel_order(n, k, natural_scales)?)
     }
 
     /// A panel form from bytes and scales already in panel order (the
@@ -201,6 +184,37 @@ impl PanelsQ4 {
             .expect("a panel form holds a valid matrix's bytes")
     }
 
+    /// Row `r` alone, as a one-row natural matrix (its bytes gathered, its
+    /// scales in row order): what a row of [`PanelsQ4::to_matrix`] holds,
+    /// without rebuilding the rest (an embedding table read one row at a
+    /// time). `None` when `r >= n`.
+    pub fn row(&self, r: usize) -> Option<QuantizedMatrixQ4> {
+        if r >= self.n {
+            return None;
+        }
+        let scales = match &self.scales {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(vec![s[r]]),
+            Q4Scales::Grouped { .. } => {
+                let q = r % PANEL_ROWS;
+                let scales = self
+                    .panel_scales(r / PANEL_ROWS)
+                    .iter()
+                    .skip(q)
+                    .step_by(PANEL_ROWS)
+                    .copied()
+                    .collect();
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales,
+                }
+            }
+        };
+        Some(
+            QuantizedMatrixQ4::from_parts_biased(1, self.k, self.row_packed(r), scales)
+                .expect("a panel form holds a valid matrix's bytes"),
+        )
+    }
+
     /// Output features (rows).
     pub fn n(&self) -> usize {
         self.n
@@ -276,6 +290,60 @@ pub(crate) fn repair(natural: [u8; 4]) -> [u8; 4] {
 pub(crate) fn unpair(panel: [u8; 4]) -> [u8; 4] {
     let nibble = |col: usize| (panel[col % 4] >> (4 * (col / 4))) & 0x0F;
     std::array::from_fn(|j| nibble(2 * j) | nibble(2 * j + 1) << 4)
+}
+
+/// Rearranges `codes`, the packed biased bytes of a natural Q4 weight of
+/// `n` rows and `k` columns (`k / 2` bytes a row, docs/NUMERICS.md §4),
+/// into the panel order [`PanelsQ4`] holds, in place: panel by panel (its
+/// 16 rows are the same `16 · k / 2` bytes in either order), through one
+/// panel's worth of scratch. So a weight read in place from a file's bytes
+/// can take the panel form without a second copy of its codes. `false`,
+/// and `codes` untouched, when `n × k` has no panel form (N a multiple of
+/// 16, not 0; K a multiple of 32) or `codes` is not `n · k / 2` bytes.
+pub fn arrange_in_place(n: usize, k: usize, codes: &mut [u8]) -> bool {
+    if !panel_shape(n, k) || Some(codes.len()) != n.checked_mul(k / 2) {
+        return false;
+    }
+    let stride = k / 2;
+    let mut natural = vec![0u8; PANEL_ROWS * stride];
+    for panel in codes.chunks_exact_mut(PANEL_ROWS * stride) {
+        natural.copy_from_slice(panel);
+        for (q, row) in natural.chunks_exact(stride).enumerate() {
+            for (c, piece) in row.chunks_exact(PIECE_COLS / 2).enumerate() {
+                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(&repair(piece.try_into().expect("4 bytes")));
+            }
+        }
+    }
+    true
+}
+
+/// A natural weight's scales in the order its panel form holds them:
+/// grouped by 32, group after group within each panel (row `16p + q`'s
+/// group `g` at `p · 16 · groups + 16g + q`); per channel, unchanged.
+/// `None` when `n × k` has no panel form, the group is not 32, or there are
+/// not `n · k / 32` (grouped) or `n` (per channel) scales.
+fn panel_order(n: usize, k: usize, natural: &Q4Scales) -> Option<Q4Scales> {
+    if !panel_shape(n, k) {
+        return None;
+    }
+    match natural {
+        Q4Scales::PerChannel(s) => (s.len() == n).then(|| Q4Scales::PerChannel(s.clone())),
+        Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP && scales.len() == n * (k / PANEL_GROUP) => {
+            let groups = k / PANEL_GROUP;
+            let mut panel_scales = vec![f16::ZERO; n * groups];
+            for (r, row) in scales.chunks_exact(groups).enumerate() {
+                let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
+                for (g, &s) in row.iter().enumerate() {
+                    panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
+                }
+            }
+            Some(Q4Scales::Grouped {
+                group: PANEL_GROUP,
+                scales: panel_scales,
+            })
+        }
+        Q4Scales::Grouped { .. } => None,
+    }
 }
 
 /// W4A8 grouped over one panel: `x` holds `xr` activation rows in their

@@ -53,6 +53,54 @@ fn a_panel_interleaves_16_rows_4_bytes_at_a_time() {
 }
 
 #[test]
+fn arranging_in_place_gives_the_panel_form_that_new_copies() {
+    use qlinear_quant_recipe::Codes;
+    for w in [matrix(48, 96, 3), per_channel_matrix(32, 64, 4)] {
+        let made = PanelsQ4::new(&w).unwrap();
+        let mut bytes = w.packed().to_vec();
+        assert!(crate::abi::panel::arrange_in_place(w.n(), w.k(), &mut bytes));
+        assert_eq!(bytes, made.codes());
+        let arranged = PanelsQ4::from_arranged(w.n(), w.k(), Codes::owned(bytes), w.scales()).unwrap();
+        assert_eq!(arranged, made);
+        // the natural scales are checked against the shape
+        assert!(PanelsQ4::from_arranged(w.n() - 16, w.k(), Codes::owned(vec![0; 1]), w.scales()).is_none());
+    }
+}
+
+#[test]
+fn arranging_refuses_a_shape_without_a_panel_form_and_leaves_the_bytes() {
+    use crate::abi::panel::arrange_in_place;
+    let original: Vec<u8> = (0..=255u8).cycle().take(24 * 16).collect();
+    for (n, k, len) in [
+        (24, 32, 24 * 16),
+        (16, 48, 16 * 24),
+        (0, 32, 0),
+        (16, 32, 16 * 16 - 1),
+        (16, 32, 16 * 16 + 1),
+    ] {
+        let mut bytes = original[..len.min(original.len())].to_vec();
+        bytes.resize(len, 7);
+        let before = bytes.clone();
+        assert!(!arrange_in_place(n, k, &mut bytes), "{n} x {k}, {len} bytes");
+        assert_eq!(bytes, before);
+    }
+}
+
+#[test]
+fn a_row_of_the_panel_form_is_the_natural_row() {
+    for w in [matrix(32, 64, 6), per_channel_matrix(32, 64, 7)] {
+        let p = PanelsQ4::new(&w).unwrap();
+        let natural = w.dequantize();
+        for r in 0..w.n() {
+            let row = p.row(r).unwrap();
+            assert_eq!(row.row_packed(0), w.row_packed(r), "row {r}");
+            assert_eq!(row.dequantize(), &natural[r * w.k()..(r + 1) * w.k()], "row {r}");
+        }
+        assert!(p.row(w.n()).is_none());
+    }
+}
+
+#[test]
 fn a_panel_pairs_column_j_with_column_j_plus_4() {
     // natural: byte j holds columns 2j (low) and 2j + 1 (high)
     let natural = [0x10, 0x32, 0x54, 0x76];
