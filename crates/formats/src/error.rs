@@ -88,6 +88,20 @@ pub enum FormatError {
         /// The tensor asked for.
         tensor: String,
     },
+    /// [`crate::QuantizedFile::load`] was asked for a tensor whose codes
+    /// were rearranged when the file was opened.
+    #[error("{tensor}: its codes were rearranged when the file was opened in place; read it with load_arranged")]
+    Arranged {
+        /// The tensor asked for (its `qweight`).
+        tensor: String,
+    },
+    /// [`crate::QuantizedFile::load_arranged`] was asked for a tensor whose
+    /// codes are in the natural order.
+    #[error("{tensor}: its codes were not rearranged when the file was opened; read it with load")]
+    NotArranged {
+        /// The tensor asked for (its `qweight`).
+        tensor: String,
+    },
     /// The tensor does not exist.
     #[error("{tensor}: no such tensor")]
     MissingTensor {

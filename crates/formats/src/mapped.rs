@@ -38,13 +38,6 @@ pub(crate) enum PrivateBytes {
 }
 
 impl PrivateBytes {
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            PrivateBytes::Mapped(m) => m,
-            PrivateBytes::Owned(v) => v,
-        }
-    }
-
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         match self {
             PrivateBytes::Mapped(m) => m,

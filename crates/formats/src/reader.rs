@@ -4,13 +4,13 @@
 //! copied or read in place from the file's bytes; every refusal names the
 //! tensor and what is wrong with it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use half::f16;
 use std::sync::Arc;
 
-use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError, SharedBuffer};
+use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
 use safetensors::tensor::Metadata;
 use safetensors::{Dtype, SafeTensors};
 
@@ -63,10 +63,13 @@ impl QuantizedTensorInfo {
 /// is a hash look-up: `load` and `validate` take time linear in the file's
 /// tensor count, not quadratic.
 pub struct QuantizedFile {
-    bytes: Arc<Bytes>,
+    pub(crate) bytes: Arc<Bytes>,
     /// Opened by [`QuantizedFile::open_in_place`]: Q4 nibbles already
     /// biased, and `load` reads codes in place.
-    in_place: bool,
+    pub(crate) in_place: bool,
+    /// The Q4 prefixes a caller rearranged when the file was opened in
+    /// place (`in_place.rs`): read with `load_arranged`, not `load`.
+    pub(crate) arranged: HashSet<String>,
     header_len: usize,
     metadata: Metadata,
     meta: HashMap<String, String>,
@@ -105,86 +108,7 @@ impl QuantizedFile {
         Self::from_bytes_inner(Bytes::Owned(bytes))
     }
 
-    /// Opens `path` so that [`QuantizedFile::load`] hands out weights whose
-    /// codes are read **in place** from the file's memory: no copy of them,
-    /// and no second resident copy (a weight keeps the memory alive, so it
-    /// may outlive this value; its codes report
-    /// `codes_shared()`/`packed_shared()`). The file is mapped privately
-    /// (copy-on-write): Q8 codes are read straight from the page cache; the
-    /// packed Q4 tensors' nibbles, stored in two's complement
-    /// (`docs/FORMAT.md`), are rewritten once to the biased form the kernels
-    /// read, in the process's own copies of those pages, so every weight
-    /// byte is resident once. The file itself is never written. Scales are
-    /// copied (a sixteenth of a q4g32 weight's bytes).
-    ///
-    /// **SIGBUS**: a page of Q8 codes (or of a header or scale) is the
-    /// file's for as long as a weight reads it; if another process truncates
-    /// the file meanwhile, touching the lost page raises SIGBUS and ends the
-    /// process (`docs/FORMAT.md`). With [`QuantizedFile::open`] the exposure
-    /// ends when loading does. On WASI the file is read into memory.
-    ///
-    /// Errors: as [`QuantizedFile::open`].
-    pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        let path = path.as_ref();
-        let mut bytes = crate::mapped::open_private(path)?;
-        for range in Self::q4_qweight_ranges(bytes.as_slice())? {
-            qlinear_quant_recipe::twos_complement_to_biased(&mut bytes.as_mut_slice()[range]);
-        }
-        let mut file = Self::from_bytes_inner(bytes.freeze(path)?)?;
-        file.in_place = true;
-        Ok(file)
-    }
-
-    /// [`QuantizedFile::open_in_place`] on a file held in memory: weights
-    /// read their codes from `bytes`, which they keep alive.
-    pub fn from_bytes_in_place(mut bytes: Vec<u8>) -> Result<Self, FormatError> {
-        for range in Self::q4_qweight_ranges(&bytes)? {
-            qlinear_quant_recipe::twos_complement_to_biased(&mut bytes[range]);
-        }
-        let mut file = Self::from_bytes_inner(Bytes::Owned(bytes))?;
-        file.in_place = true;
-        Ok(file)
-    }
-
-    /// Where the packed Q4 codes are in a file's bytes: the `P.qweight`
-    /// tensors of dtype U8 whose `P.qscheme` names a Q4 scheme. The header's
-    /// tensors are contiguous and do not overlap (the `safetensors` crate
-    /// checks it), so each byte is rewritten at most once.
-    fn q4_qweight_ranges(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, FormatError> {
-        let (header_len, metadata) = read_header(bytes)?;
-        let base = 8 + header_len;
-        let meta = metadata.metadata().clone().unwrap_or_default();
-        let mut ranges = vec![];
-        for (key, value) in &meta {
-            let Some(prefix) = key.strip_suffix(".qscheme") else {
-                continue;
-            };
-            if !matches!(value.parse(), Ok(QScheme::Q4 | QScheme::Q4Grouped(_))) {
-                continue;
-            }
-            if let Some(info) = metadata.info(&format!("{prefix}.qweight")) {
-                if info.dtype == Dtype::U8 {
-                    let (s, e) = info.data_offsets;
-                    ranges.push(base + s..base + e);
-                }
-            }
-        }
-        Ok(ranges)
-    }
-
-    /// `data`, a tensor's bytes in this file, as codes read in place.
-    fn shared<T: qlinear_quant_recipe::Byte>(&self, tensor: &str, data: &[u8]) -> Result<Codes<T>, FormatError> {
-        // `data` is a slice of this file's bytes; were it not, the wrapped
-        // offset would lie outside them and `Codes::shared` refuse it
-        let start = (data.as_ptr() as usize).wrapping_sub(self.bytes.as_slice().as_ptr() as usize);
-        let buffer: SharedBuffer = self.bytes.clone();
-        Codes::shared(buffer, start..start + data.len()).map_err(|source| FormatError::Invalid {
-            tensor: tensor.to_string(),
-            source,
-        })
-    }
-
-    fn from_bytes_inner(bytes: Bytes) -> Result<Self, FormatError> {
+    pub(crate) fn from_bytes_inner(bytes: Bytes) -> Result<Self, FormatError> {
         let (header_len, metadata) = read_header(bytes.as_slice())?;
         // serde keeps the last of two equal keys: refuse them instead
         if let Some(header) = bytes.as_slice().get(8..8 + header_len) {
@@ -211,6 +135,7 @@ impl QuantizedFile {
         Ok(Self {
             bytes: Arc::new(bytes),
             in_place: false,
+            arranged: HashSet::new(),
             header_len,
             metadata,
             meta,
@@ -267,7 +192,22 @@ impl QuantizedFile {
     /// them, scales finite and `>= 0` (q4g scales of either sign in a
     /// version 2 file), Q8 codes never -128, the odd-K pad nibble 0.
     /// Two's-complement nibbles become biased ones.
+    ///
+    /// Errors also: [`FormatError::Arranged`] for a tensor whose codes were
+    /// rearranged when the file was opened
+    /// ([`QuantizedFile::load_arranged`] reads it).
     pub fn load(&self, prefix: &str) -> Result<QuantizedWeight, FormatError> {
+        if self.is_arranged(prefix) {
+            return Err(FormatError::Arranged {
+                tensor: format!("{prefix}.qweight"),
+            });
+        }
+        self.load_checked(prefix)
+    }
+
+    /// [`QuantizedFile::load`] whatever the order of the codes (the checks
+    /// do not depend on it for an even K, the only one arranged).
+    pub(crate) fn load_checked(&self, prefix: &str) -> Result<QuantizedWeight, FormatError> {
         let meta = &self.meta;
         let tensor = format!("{prefix}.qweight");
         if !meta.contains_key(FORMAT_KEY) {
@@ -406,7 +346,7 @@ impl QuantizedFile {
             .iter()
             .map(|prefix| {
                 let prefix = prefix.clone();
-                let r = self.load(&prefix).map(|t| {
+                let r = self.load_checked(&prefix).map(|t| {
                     let (n, k) = t.shape();
                     let bytes = [".qweight", ".scales"]
                         .iter()
@@ -431,7 +371,7 @@ impl QuantizedFile {
 /// such: its magic read as a header length is over 1.1 GB, which the
 /// `safetensors` crate refuses as "header too large" (no valid file starts
 /// so), a message that says nothing of what the file is.
-fn read_header(bytes: &[u8]) -> Result<(usize, Metadata), FormatError> {
+pub(crate) fn read_header(bytes: &[u8]) -> Result<(usize, Metadata), FormatError> {
     if crate::gguf::is_gguf(bytes) {
         return Err(FormatError::GgufNotSafetensors);
     }

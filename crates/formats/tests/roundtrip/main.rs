@@ -10,6 +10,7 @@ use qlinear_formats::*;
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, RecipeError};
 use safetensors::tensor::TensorView;
 
+mod arranged;
 mod outputs;
 
 fn weights(n: usize, k: usize, seed: u32) -> Vec<f32> {
@@ -377,9 +378,21 @@ fn assert_refused(cases: Vec<(Vec<u8>, &str)>) {
             Ok(f) => f.load("w").unwrap_err(),
         }
         .to_string();
+        // and so does the arranging one, whether it arranged the tensor
+        // (the checks do not depend on the codes' order) or not
+        let arranged = match QuantizedFile::from_bytes_in_place_arranged(bytes.clone(), &mut |t| {
+            t.codes.reverse();
+            true
+        }) {
+            Err(e) => e,
+            Ok(f) if f.is_arranged("w") => f.load_arranged("w").unwrap_err(),
+            Ok(f) => f.load("w").unwrap_err(),
+        }
+        .to_string();
         let msg = load_err(bytes).to_string();
         assert!(msg.contains(want), "{msg:?} should contain {want:?}");
         assert_eq!(in_place, msg, "in place");
+        assert_eq!(arranged, msg, "in place, arranged");
     }
 }
 

@@ -1,0 +1,241 @@
+//! Reading a file's codes **in place** (`docs/FORMAT.md`, "Reading codes in
+//! place"): the file's bytes held once, privately, with the packed Q4
+//! nibbles made biased there, and optionally rearranged by the caller into
+//! the layout its kernels read (a permutation of the same bytes, so no
+//! second copy of them is ever made).
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::path::Path;
+
+use qlinear_quant_recipe::{Codes, GroupSize, Q4Scales, QScheme, QuantizedWeight, SharedBuffer};
+use safetensors::Dtype;
+
+use crate::mapped::Bytes;
+use crate::reader::{read_header, QuantizedFile};
+use crate::{in_features_key, qscheme_key, FormatError};
+
+/// A packed Q4 tensor of a file being opened in place, offered to the
+/// caller's arrangement ([`QuantizedFile::open_in_place_arranged`]) before
+/// any weight reads it. Offered only when the header describes it
+/// consistently: its `P.qscheme` a Q4 scheme whose group divides K, its
+/// `P.in_features` K even (every byte two columns of one row, no pad),
+/// `P.qweight` U8 `[n, k / 2]`.
+#[derive(Debug)]
+pub struct Q4InPlace<'a> {
+    /// The tensor's prefix `P` (its codes are `P.qweight`).
+    pub prefix: &'a str,
+    /// Rows (output features).
+    pub n: usize,
+    /// Columns (input features), even.
+    pub k: usize,
+    /// The scheme's grouping: per channel (`q4`) or by G (`q4g<G>`).
+    pub group: GroupSize,
+    /// The `n · k / 2` packed bytes, already biased (`docs/NUMERICS.md` §4)
+    /// and in the natural order (row after row): the arrangement may
+    /// permute them in place.
+    pub codes: &'a mut [u8],
+}
+
+/// A Q4 tensor whose codes its caller rearranged when the file was opened
+/// ([`QuantizedFile::load_arranged`]): checked as [`QuantizedFile::load`]
+/// checks it, its codes in the caller's order and read in place from the
+/// file's bytes, its scales in the natural row order (copied).
+#[derive(Debug)]
+pub struct ArrangedQ4 {
+    /// Rows (output features).
+    pub n: usize,
+    /// Columns (input features).
+    pub k: usize,
+    /// The `n · k / 2` code bytes as the arrangement left them, shared.
+    pub codes: Codes<u8>,
+    /// The scales, per channel or grouped, in row order.
+    pub scales: Q4Scales,
+}
+
+/// A caller's arrangement: rearranges a tensor's codes in place and says
+/// so (`true`), or leaves them in the natural order (`false`).
+pub type Arrange<'a> = &'a mut dyn FnMut(Q4InPlace<'_>) -> bool;
+
+/// A packed Q4 tensor's bytes in the file, and its shape when the header
+/// describes it consistently enough to offer it to an arrangement.
+struct Q4Tensor {
+    prefix: String,
+    range: Range<usize>,
+    shape: Option<(usize, usize, GroupSize)>,
+}
+
+impl QuantizedFile {
+    /// Opens `path` so that [`QuantizedFile::load`] hands out weights whose
+    /// codes are read **in place** from the file's memory: no copy of them,
+    /// and no second resident copy (a weight keeps the memory alive, so it
+    /// may outlive this value; its codes report
+    /// `codes_shared()`/`packed_shared()`). The file is mapped privately
+    /// (copy-on-write): Q8 codes are read straight from the page cache; the
+    /// packed Q4 tensors' nibbles, stored in two's complement
+    /// (`docs/FORMAT.md`), are rewritten once to the biased form the kernels
+    /// read, in the process's own copies of those pages, so every weight
+    /// byte is resident once. The file itself is never written. Scales are
+    /// copied (a sixteenth of a q4g32 weight's bytes).
+    ///
+    /// **SIGBUS**: a page of Q8 codes (or of a header or scale) is the
+    /// file's for as long as a weight reads it; if another process truncates
+    /// the file meanwhile, touching the lost page raises SIGBUS and ends the
+    /// process (`docs/FORMAT.md`). With [`QuantizedFile::open`] the exposure
+    /// ends when loading does. On WASI the file is read into memory.
+    ///
+    /// Errors: as [`QuantizedFile::open`].
+    pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        Self::open_in_place_arranged(path, &mut |_| false)
+    }
+
+    /// [`QuantizedFile::open_in_place`], offering each packed Q4 tensor
+    /// ([`Q4InPlace`]) to `arrange` once its nibbles are biased: a tensor
+    /// it rearranges (returning `true`) is then read with
+    /// [`QuantizedFile::load_arranged`], the others with
+    /// [`QuantizedFile::load`]. For a runtime whose kernels read a
+    /// permutation of the natural layout (`qlinear::ModelFile`'s panel
+    /// form): the codes then take it without a second copy. Errors: as
+    /// [`QuantizedFile::open`].
+    pub fn open_in_place_arranged(path: impl AsRef<Path>, arrange: Arrange<'_>) -> Result<Self, FormatError> {
+        let path = path.as_ref();
+        let mut bytes = crate::mapped::open_private(path)?;
+        let arranged = rewrite(bytes.as_mut_slice(), arrange)?;
+        Self::in_place(bytes.freeze(path)?, arranged)
+    }
+
+    /// [`QuantizedFile::open_in_place`] on a file held in memory: weights
+    /// read their codes from `bytes`, which they keep alive.
+    pub fn from_bytes_in_place(bytes: Vec<u8>) -> Result<Self, FormatError> {
+        Self::from_bytes_in_place_arranged(bytes, &mut |_| false)
+    }
+
+    /// [`QuantizedFile::open_in_place_arranged`] on a file held in memory.
+    pub fn from_bytes_in_place_arranged(mut bytes: Vec<u8>, arrange: Arrange<'_>) -> Result<Self, FormatError> {
+        let arranged = rewrite(&mut bytes, arrange)?;
+        Self::in_place(Bytes::Owned(bytes), arranged)
+    }
+
+    fn in_place(bytes: Bytes, arranged: HashSet<String>) -> Result<Self, FormatError> {
+        let mut file = Self::from_bytes_inner(bytes)?;
+        file.in_place = true;
+        file.arranged = arranged;
+        Ok(file)
+    }
+
+    /// Whether the quantized tensor `prefix` had its codes rearranged when
+    /// the file was opened ([`QuantizedFile::open_in_place_arranged`]).
+    pub fn is_arranged(&self, prefix: &str) -> bool {
+        self.arranged.contains(prefix)
+    }
+
+    /// The rearranged Q4 tensor `prefix`, checked as
+    /// [`QuantizedFile::load`] checks a tensor (the same errors, word for
+    /// word). Errors also: [`FormatError::NotArranged`] for a tensor whose
+    /// codes are in the natural order ([`QuantizedFile::load`] reads it).
+    pub fn load_arranged(&self, prefix: &str) -> Result<ArrangedQ4, FormatError> {
+        if !self.is_arranged(prefix) {
+            return Err(FormatError::NotArranged {
+                tensor: format!("{prefix}.qweight"),
+            });
+        }
+        match self.load_checked(prefix)? {
+            QuantizedWeight::Q4(w) => {
+                let (n, k) = (w.n(), w.k());
+                let (codes, scales) = w.into_codes();
+                Ok(ArrangedQ4 { n, k, codes, scales })
+            }
+            QuantizedWeight::Q8(_) => unreachable!("only Q4 tensors are arranged"),
+        }
+    }
+
+    /// `data`, a tensor's bytes in this file, as codes read in place.
+    pub(crate) fn shared<T: qlinear_quant_recipe::Byte>(
+        &self,
+        tensor: &str,
+        data: &[u8],
+    ) -> Result<Codes<T>, FormatError> {
+        // `data` is a slice of this file's bytes; were it not, the wrapped
+        // offset would lie outside them and `Codes::shared` refuse it
+        let start = (data.as_ptr() as usize).wrapping_sub(self.bytes.as_slice().as_ptr() as usize);
+        let buffer: SharedBuffer = self.bytes.clone();
+        Codes::shared(buffer, start..start + data.len()).map_err(|source| FormatError::Invalid {
+            tensor: tensor.to_string(),
+            source,
+        })
+    }
+}
+
+/// Makes every packed Q4 tensor's nibbles biased in `bytes`, then offers
+/// those with a consistent header to `arrange`; returns the prefixes it
+/// rearranged.
+fn rewrite(bytes: &mut [u8], arrange: Arrange<'_>) -> Result<HashSet<String>, FormatError> {
+    let mut arranged = HashSet::new();
+    for t in q4_tensors(bytes)? {
+        let codes = &mut bytes[t.range];
+        qlinear_quant_recipe::twos_complement_to_biased(codes);
+        if let Some((n, k, group)) = t.shape {
+            if arrange(Q4InPlace {
+                prefix: &t.prefix,
+                n,
+                k,
+                group,
+                codes,
+            }) {
+                arranged.insert(t.prefix);
+            }
+        }
+    }
+    Ok(arranged)
+}
+
+/// Where the packed Q4 codes are in a file's bytes: the `P.qweight` tensors
+/// of dtype U8 whose `P.qscheme` names a Q4 scheme. The header's tensors
+/// are contiguous and do not overlap (the `safetensors` crate checks it),
+/// so each byte is rewritten at most once.
+fn q4_tensors(bytes: &[u8]) -> Result<Vec<Q4Tensor>, FormatError> {
+    let (header_len, metadata) = read_header(bytes)?;
+    let base = 8 + header_len;
+    let meta = metadata.metadata().clone().unwrap_or_default();
+    let mut tensors = vec![];
+    for (key, value) in &meta {
+        let Some(prefix) = key.strip_suffix(".qscheme") else {
+            continue;
+        };
+        let group = match value.parse() {
+            Ok(QScheme::Q4) => GroupSize::PerChannel,
+            Ok(QScheme::Q4Grouped(g)) => GroupSize::Group(g),
+            _ => continue,
+        };
+        let Some(info) = metadata.info(&format!("{prefix}.qweight")) else {
+            continue;
+        };
+        if info.dtype != Dtype::U8 {
+            continue;
+        }
+        let (s, e) = info.data_offsets;
+        // K as `load` reads it (digits only); a shape the header does not
+        // describe consistently is only made biased, and `load` reports it
+        let k = meta
+            .get(&in_features_key(prefix))
+            .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<usize>().ok());
+        let shape = match (k, info.shape.as_slice()) {
+            (Some(k), &[n, half]) if k.is_multiple_of(2) && half == k / 2 && Some(e - s) == n.checked_mul(half) => {
+                let divides = match group {
+                    GroupSize::Group(g) => g > 0 && k.is_multiple_of(g),
+                    GroupSize::PerChannel => true,
+                };
+                divides.then_some((n, k, group))
+            }
+            _ => None,
+        };
+        debug_assert_eq!(qscheme_key(prefix), *key);
+        tensors.push(Q4Tensor {
+            prefix: prefix.to_string(),
+            range: base + s..base + e,
+            shape,
+        });
+    }
+    Ok(tensors)
+}

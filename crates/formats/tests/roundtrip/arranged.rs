@@ -1,0 +1,95 @@
+//! Opening in place with an arrangement: which Q4 tensors are offered, what
+//! `load_arranged` hands back, and that `load` and `load_arranged` refuse
+//! each other's tensors.
+
+use super::*;
+
+/// The arrangement of these tests: each offered tensor's bytes reversed
+/// (any permutation will do; the reader must not care which).
+fn reversing(offered: &mut Vec<(String, usize, usize, GroupSize)>) -> impl FnMut(Q4InPlace<'_>) -> bool + '_ {
+    move |t| {
+        assert_eq!(t.codes.len(), t.n * t.k / 2, "{}", t.prefix);
+        offered.push((t.prefix.to_string(), t.n, t.k, t.group));
+        t.codes.reverse();
+        true
+    }
+}
+
+#[test]
+fn an_arranged_q4_tensor_keeps_its_checks_and_reads_its_codes_as_arranged() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, k) in [(3, 8), (5, 7), (2, 64), (0, 4)] {
+        let tensors = tensors_for(n, k);
+        let path = write(dir.path(), &format!("ar_{n}_{k}.safetensors"), &tensors);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut offered = vec![];
+        let mapped = QuantizedFile::open_in_place_arranged(&path, &mut reversing(&mut offered)).unwrap();
+        let mut offered_again = vec![];
+        let in_memory =
+            QuantizedFile::from_bytes_in_place_arranged(bytes.clone(), &mut reversing(&mut offered_again)).unwrap();
+        offered.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut want: Vec<_> = tensors
+            .iter()
+            .filter_map(|(p, t)| match t {
+                // an odd K has a pad nibble: not offered
+                QuantizedWeight::Q4(q) if k % 2 == 0 => Some((p.clone(), n, k, q.group_size())),
+                _ => None,
+            })
+            .collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(offered, want, "[{n}, {k}]");
+        offered_again.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(offered_again, want, "[{n}, {k}] in memory");
+        for file in [&mapped, &in_memory] {
+            for (prefix, t) in &tensors {
+                let arranged = want.iter().any(|w| &w.0 == prefix);
+                assert_eq!(file.is_arranged(prefix), arranged, "{prefix}");
+                let qweight = format!("{prefix}.qweight");
+                if !arranged {
+                    assert_eq!(&file.load(prefix).unwrap(), t, "{prefix}");
+                    let e = file.load_arranged(prefix).unwrap_err();
+                    assert!(
+                        matches!(&e, FormatError::NotArranged { tensor } if *tensor == qweight),
+                        "{e:?}"
+                    );
+                    continue;
+                }
+                let QuantizedWeight::Q4(q) = t else { unreachable!() };
+                let a = file.load_arranged(prefix).unwrap();
+                assert_eq!((a.n, a.k), (n, k));
+                assert_eq!(&a.scales, q.scales(), "{prefix}: natural scales");
+                let mut reversed = q.packed().to_vec();
+                reversed.reverse();
+                assert_eq!(a.codes.as_slice(), reversed, "{prefix}: the codes as arranged");
+                assert!(
+                    a.codes.is_shared() || a.codes.as_slice().is_empty(),
+                    "{prefix}: read in place"
+                );
+                let e = file.load(prefix).unwrap_err();
+                assert!(
+                    matches!(&e, FormatError::Arranged { tensor } if *tensor == qweight),
+                    "{e:?}"
+                );
+                assert!(e.to_string().starts_with(&qweight), "{e}");
+            }
+            // inspect's validation covers arranged tensors too
+            assert!(file.validate().iter().all(|(_, r)| r.is_ok()));
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file is never written");
+    }
+}
+
+/// A tensor the arrangement declines stays natural, read with `load`.
+#[test]
+fn a_declined_tensor_is_read_as_before() {
+    let tensors = tensors_for(4, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "declined.safetensors", &tensors);
+    let file = QuantizedFile::open_in_place_arranged(&path, &mut |t| t.prefix == "m.q4").unwrap();
+    assert!(file.is_arranged("m.q4") && !file.is_arranged("m.q4g4"));
+    for (prefix, t) in &tensors {
+        if prefix != "m.q4" {
+            assert_eq!(&file.load(prefix).unwrap(), t);
+        }
+    }
+}
