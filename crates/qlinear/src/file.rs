@@ -1,7 +1,8 @@
 use std::path::Path;
 
-use qlinear_dispatch::{Census, KernelFamily, QuantLinearMode};
-use qlinear_formats::{qscheme_key, FormatError, QScheme, QuantizedFile, QuantizedWeight};
+use qlinear_dispatch::{arrange_in_place, Census, KernelFamily, LayerRoute, PanelsQ4, QuantLinearMode};
+use qlinear_formats::{qscheme_key, FormatError, Q4InPlace, QScheme, QuantizedFile, QuantizedWeight};
+use qlinear_quant_recipe::GroupSize;
 
 use crate::{Error, Linear, Result};
 
@@ -42,15 +43,22 @@ impl ModelFile {
     }
 
     /// Opens `path` so that its layers read their codes in place
-    /// ([`QuantizedFile::open_in_place`]: a private copy-on-write map in
-    /// which the Q4 nibbles are made biased once, the file never written).
-    /// Every layer and quantized [`Embedding`] this value hands out then
-    /// holds a share of the map (`Linear::weight().codes_shared()` says
-    /// so); plain tensors and scales are still copied. Errors: as
+    /// ([`QuantizedFile::open_in_place_arranged`]: a private copy-on-write
+    /// map in which the Q4 nibbles are made biased once, the file never
+    /// written). Every layer and quantized [`Embedding`] this value hands
+    /// out then holds a share of the map ([`Linear::codes_shared`]); plain tensors and scales are
+    /// still copied. A Q4 weight that a [`Linear`] would hold in the panel
+    /// form (its default mode W4A8 on tiers with panel tiles, grouped by 32
+    /// or per channel, N a multiple of 16, K of 32) is put in that form
+    /// where it lies, when the file is opened: a permutation of the same
+    /// bytes ([`crate::tiers::arrange_in_place`]), so its layer reads its
+    /// codes in place *and* runs the panel tiles ([`Linear::holds_panels`],
+    /// [`Linear::codes_shared`]). Opening therefore runs the selftest
+    /// and the plan, as building the first layer would. Errors: as
     /// [`ModelFile::open`].
     pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self> {
         Ok(ModelFile {
-            file: QuantizedFile::open_in_place(path)?,
+            file: QuantizedFile::open_in_place_arranged(path, &mut arrange_for_panels)?,
         })
     }
 
@@ -68,9 +76,11 @@ impl ModelFile {
     /// the layers): a file held once, where [`ModelFile::from_bytes`] would
     /// copy every layer's codes out of it. For platforms that cannot map a
     /// file (a browser page). Errors: as [`ModelFile::from_bytes`].
+    /// The panel-form weights are arranged in `bytes` as
+    /// [`ModelFile::open_in_place`] arranges them in its map.
     pub fn from_bytes_in_place(bytes: Vec<u8>) -> Result<Self> {
         Ok(ModelFile {
-            file: QuantizedFile::from_bytes_in_place(bytes)?,
+            file: QuantizedFile::from_bytes_in_place_arranged(bytes, &mut arrange_for_panels)?,
         })
     }
 
@@ -78,13 +88,30 @@ impl ModelFile {
     /// validated), with `prefix.bias` when the file has one (F32, F16 or
     /// BF16, widened exactly), in the default mode (see [`Linear::new`]).
     pub fn linear(&self, prefix: &str) -> Result<Linear> {
-        let weight = self.file.load(prefix)?;
         let bias_name = format!("{prefix}.bias");
         let bias = match self.file.raw(&bias_name) {
             Some(_) => Some(self.file.tensor_f32(&bias_name)?),
             None => None,
         };
-        Linear::new(prefix, weight, bias)
+        if self.file.is_arranged(prefix) {
+            return Linear::from_panels(prefix, self.panels(prefix)?, bias);
+        }
+        Linear::new(prefix, self.file.load(prefix)?, bias)
+    }
+
+    /// The panel form of `prefix`, arranged in place when the file was
+    /// opened.
+    fn panels(&self, prefix: &str) -> Result<PanelsQ4> {
+        let a = self.file.load_arranged(prefix)?;
+        PanelsQ4::from_arranged(a.n, a.k, a.codes, &a.scales).ok_or_else(|| {
+            // the file was arranged only for a panel shape, and loading
+            // checked the scales as the panel form does
+            FormatError::Unsupported {
+                tensor: format!("{prefix}.qweight"),
+                reason: format!("[{}, {}] arranged in place has no panel form", a.n, a.k),
+            }
+            .into()
+        })
     }
 
     /// The lookup table `name` (e.g. `token_embd.weight`, or its prefix
@@ -96,9 +123,14 @@ impl ModelFile {
     pub fn embedding(&self, name: &str) -> Result<Embedding> {
         let prefix = name.strip_suffix(".weight").unwrap_or(name);
         if self.file.quantized_prefixes().iter().any(|p| p == prefix) {
+            let table = if self.file.is_arranged(prefix) {
+                Table::Panels(Box::new(self.panels(prefix)?))
+            } else {
+                Table::Quantized(self.file.load(prefix)?)
+            };
             return Ok(Embedding {
                 name: prefix.to_string(),
-                table: Table::Quantized(self.file.load(prefix)?),
+                table,
             });
         }
         let raw = self
@@ -175,6 +207,22 @@ impl ModelFile {
     }
 }
 
+/// Whether a [`Linear`] of this Q4 tensor, in the mode a layer takes by
+/// default, holds the panel form; if so, arranges its codes into it where
+/// they lie. Nothing is arranged when the mode or the plan cannot be
+/// resolved: building the layer reports that.
+fn arrange_for_panels(t: Q4InPlace<'_>) -> bool {
+    let scheme = match t.group {
+        GroupSize::PerChannel => QScheme::Q4,
+        GroupSize::Group(g) => QScheme::Q4Grouped(g),
+    };
+    let runs_panels = QuantLinearMode::for_new_layer(scheme)
+        .ok()
+        .and_then(|mode| LayerRoute::planned_for(mode, scheme).ok())
+        .is_some_and(|route| route.runs_panels());
+    runs_panels && arrange_in_place(t.n, t.k, t.codes)
+}
+
 /// A lookup table read one row at a time (a token embedding): float, or
 /// quantized with any scheme and dequantized per row, so a q8 table that
 /// doubles as the LM head (loaded as a [`Linear`] from the same prefix)
@@ -187,8 +235,15 @@ pub struct Embedding {
 
 #[derive(Debug, Clone)]
 enum Table {
-    Float { rows: usize, dim: usize, values: Vec<f32> },
+    Float {
+        rows: usize,
+        dim: usize,
+        values: Vec<f32>,
+    },
     Quantized(QuantizedWeight),
+    /// A Q4 table arranged in place in the panel form (it doubles as a
+    /// layer that holds that form).
+    Panels(Box<PanelsQ4>),
 }
 
 impl Embedding {
@@ -197,6 +252,7 @@ impl Embedding {
         match &self.table {
             Table::Float { rows, .. } => *rows,
             Table::Quantized(w) => w.n(),
+            Table::Panels(p) => p.n(),
         }
     }
 
@@ -205,6 +261,7 @@ impl Embedding {
         match &self.table {
             Table::Float { dim, .. } => *dim,
             Table::Quantized(w) => w.k(),
+            Table::Panels(p) => p.k(),
         }
     }
 
@@ -238,6 +295,15 @@ impl Embedding {
                 Ok(())
             }
             Table::Quantized(w) => w.dequantize_row(row, out).map_err(at),
+            // the one row gathered into a natural matrix: the same checks
+            // and the same values as the natural table's
+            Table::Panels(p) => match p.row(row) {
+                Some(one) => QuantizedWeight::Q4(one).dequantize_row(0, out).map_err(at),
+                None => Err(at(qlinear_quant_recipe::RecipeError::RowOutOfRange {
+                    row,
+                    rows: p.n(),
+                })),
+            },
         }
     }
 }

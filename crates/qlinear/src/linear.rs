@@ -101,6 +101,15 @@ impl Held {
         }
     }
 
+    /// Whether the code bytes the route reads are a shared buffer's.
+    fn codes_shared(&self) -> bool {
+        match self {
+            Held::Natural(QuantizedWeight::Q8(w)) => w.codes_shared(),
+            Held::Natural(QuantizedWeight::Q4(w)) => w.packed_shared(),
+            Held::Panels { panels, .. } => panels.codes_shared(),
+        }
+    }
+
     /// The same holding, reading its code bytes in place from `buffer` at
     /// `start` (where [`Held::code_bytes`] were copied).
     fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Result<Held> {
@@ -121,6 +130,16 @@ impl Held {
                 }
             }
         })
+    }
+
+    fn scheme(&self) -> QScheme {
+        match self {
+            Held::Natural(w) => w.scheme(),
+            Held::Panels { panels, .. } => match panels.group_size() {
+                GroupSize::PerChannel => QScheme::Q4,
+                GroupSize::Group(g) => QScheme::Q4Grouped(g),
+            },
+        }
     }
 
     fn n_k(&self) -> (usize, usize) {
@@ -157,6 +176,31 @@ impl Linear {
         Ok(Linear {
             name,
             weight: Held::Natural(weight).settled(&route),
+            bias,
+            route,
+        })
+    }
+
+    /// A layer of a weight already in the panel form (arranged in place
+    /// from a file by [`crate::ModelFile::open_in_place`]), as
+    /// [`Linear::new`] builds one of its natural form: held as it is when
+    /// the layer's route runs the panel tiles, rebuilt in the natural form
+    /// otherwise.
+    pub(crate) fn from_panels(name: impl Into<String>, panels: PanelsQ4, bias: Option<Vec<f32>>) -> Result<Self> {
+        let name = name.into();
+        if let Some(b) = &bias {
+            check_bias(&name, panels.n(), b)?;
+        }
+        let weight = Held::Panels {
+            panels: Box::new(panels),
+            natural: OnceLock::new(),
+        };
+        let scheme = weight.scheme();
+        let mode = QuantLinearMode::for_new_layer(scheme)?;
+        let route = resolve(&name, mode, scheme, None)?;
+        Ok(Linear {
+            name,
+            weight: weight.settled(&route),
             bias,
             route,
         })
@@ -289,18 +333,19 @@ impl Linear {
     }
     /// The weight's scheme (without building the natural form).
     pub fn scheme(&self) -> QScheme {
-        match &self.weight {
-            Held::Natural(w) => w.scheme(),
-            Held::Panels { panels, .. } => match panels.group_size() {
-                GroupSize::PerChannel => QScheme::Q4,
-                GroupSize::Group(g) => QScheme::Q4Grouped(g),
-            },
-        }
+        self.weight.scheme()
     }
     /// Whether the layer holds its weight in the panel form
     /// ([`crate::tiers::PanelsQ4`]) its route's tiles read.
     pub fn holds_panels(&self) -> bool {
         matches!(self.weight, Held::Panels { .. })
+    }
+    /// Whether the code bytes [`Linear::forward`] reads are read in place
+    /// from a shared buffer (a file opened by
+    /// [`crate::ModelFile::open_in_place`], or the region of
+    /// [`crate::pack_weights`]) rather than owned by the layer.
+    pub fn codes_shared(&self) -> bool {
+        self.weight.codes_shared()
     }
     /// The bias, if any.
     pub fn bias(&self) -> Option<&[f32]> {

@@ -88,26 +88,30 @@ fn a_file_layer_loads_in_one_line() {
 /// working after the `ModelFile` is dropped.
 #[test]
 fn a_model_opened_in_place_shares_its_codes_and_outlives_the_file_value() {
-    let (n, k) = (40, 96);
-    let w = weights(n, k, 21);
-    let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
-    let dir = tempfile::tempdir_in(base).unwrap();
-    let path = dir.path().join("m.safetensors");
-    let schemes = [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)];
-    let tensors = schemes
-        .iter()
-        .map(|&s| OutputTensor::Quantized {
-            prefix: format!("l.{s}"),
-            tensor: QuantizedWeight::quantize(s, n, k, &w).unwrap(),
-        })
-        .collect();
-    write_file(&path, &HashMap::new(), tensors).unwrap();
-    // the file's map, and its bytes held in memory (as the browser page
-    // holds them)
-    let mapped = ModelFile::open_in_place(&path).unwrap();
-    let held = ModelFile::from_bytes_in_place(std::fs::read(&path).unwrap()).unwrap();
-    for in_place in [mapped, held] {
-        check_in_place(&path, in_place, &schemes, n, k);
+    // 48 rows have a panel form (whole panels of 16), 40 do not
+    for (n, k) in [(40, 96), (48, 96)] {
+        let w = weights(n, k, 21);
+        let base = std::env::var_os("TMPDIR").map_or_else(|| std::path::PathBuf::from("/tmp"), Into::into);
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let path = dir.path().join("m.safetensors");
+        let schemes = [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)];
+        let tensors = schemes
+            .iter()
+            .map(|&s| OutputTensor::Quantized {
+                prefix: format!("l.{s}"),
+                tensor: QuantizedWeight::quantize(s, n, k, &w).unwrap(),
+            })
+            .collect();
+        write_file(&path, &HashMap::new(), tensors).unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        // the file's map, and its bytes held in memory (as the browser page
+        // holds them)
+        let mapped = ModelFile::open_in_place(&path).unwrap();
+        let held = ModelFile::from_bytes_in_place(on_disk.clone()).unwrap();
+        for in_place in [mapped, held] {
+            check_in_place(&path, in_place, &schemes, n, k);
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), on_disk, "the file is never written");
     }
 }
 
@@ -119,13 +123,26 @@ fn check_in_place(path: &std::path::Path, in_place: ModelFile, schemes: &[QSchem
         let name = format!("l.{s}");
         let want = copying.linear(&name).unwrap();
         let got = in_place.linear(&name).unwrap();
-        assert!(got.weight().codes_shared() && !want.weight().codes_shared(), "{s}");
+        assert!(got.codes_shared() && !want.codes_shared(), "{s} [{n}, {k}]");
+        // a weight with a panel form takes it in place as a copying load
+        // takes it in a buffer of its own (the page's and the frugal load's
+        // speed are the copied layer's)
+        assert_eq!(got.holds_panels(), want.holds_panels(), "{s} [{n}, {k}]");
+        assert_eq!(in_place.file().is_arranged(&name), got.holds_panels(), "{s} [{n}, {k}]");
         assert_eq!(got.weight(), want.weight(), "{s}");
-        let e = in_place.embedding(&name).unwrap();
-        let (mut a, mut b) = (vec![0f32; k], vec![0f32; k]);
-        e.row(n - 1, &mut a).unwrap();
-        copying.embedding(&name).unwrap().row(n - 1, &mut b).unwrap();
-        assert_eq!(bits(&a), bits(&b), "{s}: embedding row");
+        let (e, copied) = (in_place.embedding(&name).unwrap(), copying.embedding(&name).unwrap());
+        assert_eq!((e.rows(), e.dim()), (n, k));
+        for r in [0, 17, n - 1] {
+            let (mut a, mut b) = (vec![0f32; k], vec![0f32; k]);
+            e.row(r, &mut a).unwrap();
+            copied.row(r, &mut b).unwrap();
+            assert_eq!(bits(&a), bits(&b), "{s}: embedding row {r}");
+        }
+        // the same refusals, word for word
+        let (mut short, mut other) = (vec![0f32; k - 1], vec![0f32; k - 1]);
+        let errors = |e: &Embedding, row, out: &mut [f32]| e.row(row, out).unwrap_err().to_string();
+        assert_eq!(errors(&e, n, &mut short), errors(&copied, n, &mut other), "{s}");
+        assert_eq!(errors(&e, 0, &mut short), errors(&copied, 0, &mut other), "{s}");
         kept.push((got, want));
     }
     drop((copying, in_place));

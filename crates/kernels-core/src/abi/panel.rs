@@ -305,6 +305,9 @@ pub fn arrange_in_place(n: usize, k: usize, codes: &mut [u8]) -> bool {
         return false;
     }
     let stride = k / 2;
+    if stride == 0 {
+        return true; // K = 0: no bytes to move
+    }
     let mut natural = vec![0u8; PANEL_ROWS * stride];
     for panel in codes.chunks_exact_mut(PANEL_ROWS * stride) {
         natural.copy_from_slice(panel);
@@ -331,7 +334,8 @@ fn panel_order(n: usize, k: usize, natural: &Q4Scales) -> Option<Q4Scales> {
         Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP && scales.len() == n * (k / PANEL_GROUP) => {
             let groups = k / PANEL_GROUP;
             let mut panel_scales = vec![f16::ZERO; n * groups];
-            for (r, row) in scales.chunks_exact(groups).enumerate() {
+            // K = 0: no groups, nothing to move
+            for (r, row) in scales.chunks_exact(groups.max(1)).enumerate() {
                 let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
                 for (g, &s) in row.iter().enumerate() {
                     panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;

@@ -55,7 +55,7 @@ fn a_panel_interleaves_16_rows_4_bytes_at_a_time() {
 #[test]
 fn arranging_in_place_gives_the_panel_form_that_new_copies() {
     use qlinear_quant_recipe::Codes;
-    for w in [matrix(48, 96, 3), per_channel_matrix(32, 64, 4)] {
+    for w in [matrix(48, 96, 3), per_channel_matrix(32, 64, 4), matrix(16, 0, 1)] {
         let made = PanelsQ4::new(&w).unwrap();
         let mut bytes = w.packed().to_vec();
         assert!(crate::abi::panel::arrange_in_place(w.n(), w.k(), &mut bytes));
