@@ -11,13 +11,12 @@ use qlinear_smollm::{
 /// buffers and code), 3.5 GiB.
 pub const MAX_FILE_BYTES: f64 = 3.5 * 1024.0 * 1024.0 * 1024.0;
 
-/// Where the page holds a converted file's codes unless told: copied out of
-/// the file into the layers' own form (the panel form of W4A8 q4g32), the
-/// file's bytes dropped. Read in place, the W4A8 layers would keep the
-/// natural form, which decoded SmolLM2 2.78× slower under Node.js
-/// (docs/BENCHMARKS.md, "In the browser"); copying
-/// costs about the file again in wasm memory, which never shrinks.
-pub const PAGE_WEIGHTS: WeightMemory = WeightMemory::Copied;
+/// Where the page holds a converted file's codes unless told: in place, in
+/// the file's bytes that the page streamed into wasm memory, the W4A8
+/// weights arranged there in their panel form (`ModelFile::from_bytes_in_place`).
+/// The file is held once: copying the codes out would cost about the file
+/// again in wasm memory, which never shrinks.
+pub const PAGE_WEIGHTS: WeightMemory = WeightMemory::InPlace;
 
 /// A model file streamed in, the model loaded from it, and a generation.
 #[derive(Default)]

@@ -73,6 +73,17 @@ pub enum FormatError {
         /// The file's length.
         found: u64,
     },
+    /// The file ended before the length it had when it was opened: another
+    /// process truncated it while it was read.
+    #[error("{}: the file shrank while it was read: it ended after {found} of its {expected} bytes", path.display())]
+    ShrankWhileRead {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its length when it was opened.
+        expected: u64,
+        /// The bytes read before it ended.
+        found: u64,
+    },
     /// The `safetensors` crate refused the header or the layout.
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),

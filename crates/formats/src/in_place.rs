@@ -1,6 +1,6 @@
 //! Reading a file's codes **in place** (`docs/FORMAT.md`, "Reading codes in
-//! place"): the file's bytes held once, privately, with the packed Q4
-//! nibbles made biased there, and optionally rearranged by the caller into
+//! place"): the file's bytes read once into the process's own memory, with
+//! the packed Q4 nibbles made biased there, and optionally rearranged by the caller into
 //! the layout its kernels read (a permutation of the same bytes, so no
 //! second copy of them is ever made).
 
@@ -67,24 +67,22 @@ struct Q4Tensor {
 
 impl QuantizedFile {
     /// Opens `path` so that [`QuantizedFile::load`] hands out weights whose
-    /// codes are read **in place** from the file's memory: no copy of them,
-    /// and no second resident copy (a weight keeps the memory alive, so it
-    /// may outlive this value; its codes report
-    /// `codes_shared()`/`packed_shared()`). The file is mapped privately
-    /// (copy-on-write): Q8 codes are read straight from the page cache; the
-    /// packed Q4 tensors' nibbles, stored in two's complement
-    /// (`docs/FORMAT.md`), are rewritten once to the biased form the kernels
-    /// read, in the process's own copies of those pages, so every weight
-    /// byte is resident once. The file itself is never written. Scales are
+    /// codes are read **in place** from the file's bytes, held once in
+    /// this process's memory: no copy of them per weight (a weight keeps
+    /// the memory alive, so it may outlive this value; its codes report
+    /// `codes_shared()`/`packed_shared()`). The file is **read** whole,
+    /// once, into anonymous memory advised for transparent huge pages
+    /// (Linux), not mapped: every weight byte is resident once, a decode
+    /// step reads its weights over 2 MiB pages, and nothing done to the file
+    /// afterwards (truncated, rewritten) reaches the weights, so there is no
+    /// SIGBUS to fear. The packed Q4 tensors' nibbles, stored in two's
+    /// complement (`docs/FORMAT.md`), are rewritten there once to the biased
+    /// form the kernels read. The file itself is never written. Scales are
     /// copied (a sixteenth of a q4g32 weight's bytes).
     ///
-    /// **SIGBUS**: a page of Q8 codes (or of a header or scale) is the
-    /// file's for as long as a weight reads it; if another process truncates
-    /// the file meanwhile, touching the lost page raises SIGBUS and ends the
-    /// process (`docs/FORMAT.md`). With [`QuantizedFile::open`] the exposure
-    /// ends when loading does. On WASI the file is read into memory.
-    ///
-    /// Errors: as [`QuantizedFile::open`].
+    /// Errors: as [`QuantizedFile::open`], and
+    /// [`FormatError::ShrankWhileRead`] when the file ends before the length
+    /// it had when it was opened.
     pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         Self::open_in_place_arranged(path, &mut |_| false)
     }
@@ -99,7 +97,7 @@ impl QuantizedFile {
     /// [`QuantizedFile::open`].
     pub fn open_in_place_arranged(path: impl AsRef<Path>, arrange: Arrange<'_>) -> Result<Self, FormatError> {
         let path = path.as_ref();
-        let mut bytes = crate::mapped::open_private(path)?;
+        let mut bytes = crate::mapped::read_private(path)?;
         let arranged = rewrite(bytes.as_mut_slice(), arrange)?;
         Self::in_place(bytes.freeze(path)?, arranged)
     }

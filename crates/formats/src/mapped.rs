@@ -1,15 +1,19 @@
 //! Input files opened for reading: a read-only memory map of a regular
 //! file (read into memory on WASI, which cannot map files), shared by the
-//! safetensors and the GGUF readers.
+//! safetensors and the GGUF readers; and a file read whole into the
+//! process's own memory, for the in-place reader.
 
 use std::path::Path;
 
 use crate::FormatError;
 
-/// A file's bytes: mapped, or owned.
+/// A file's bytes: mapped (shared with the page cache), read into
+/// anonymous memory, or owned.
 pub(crate) enum Bytes {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    /// A file read into anonymous memory: the map's first `.1` bytes.
+    Read(memmap2::Mmap, usize),
 }
 
 impl Bytes {
@@ -17,6 +21,7 @@ impl Bytes {
         match self {
             Bytes::Mapped(m) => m,
             Bytes::Owned(v) => v,
+            Bytes::Read(m, len) => &m[..*len],
         }
     }
 }
@@ -28,19 +33,19 @@ impl AsRef<[u8]> for Bytes {
     }
 }
 
-/// A file's bytes open for writing in this process only: a private
-/// copy-on-write map (a page written becomes the process's own copy; the
-/// file never changes), or owned bytes. The in-place reader rewrites the
-/// packed Q4 tensors' nibbles here, then freezes it.
+/// A file's bytes read into this process's own memory, open for writing:
+/// anonymous memory (the map's first `.1` bytes), or a vector. The
+/// in-place reader rewrites the packed Q4 tensors' codes here, then
+/// freezes it.
 pub(crate) enum PrivateBytes {
-    Mapped(memmap2::MmapMut),
+    Read(memmap2::MmapMut, usize),
     Owned(Vec<u8>),
 }
 
 impl PrivateBytes {
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         match self {
-            PrivateBytes::Mapped(m) => m,
+            PrivateBytes::Read(m, len) => &mut m[..*len],
             PrivateBytes::Owned(v) => v,
         }
     }
@@ -48,7 +53,10 @@ impl PrivateBytes {
     /// The bytes made read-only (the map's pages protected against writes).
     pub(crate) fn freeze(self, path: &Path) -> Result<Bytes, FormatError> {
         match self {
-            PrivateBytes::Mapped(m) => Ok(Bytes::Mapped(m.make_read_only().map_err(|e| FormatError::io(path, e))?)),
+            PrivateBytes::Read(m, len) => Ok(Bytes::Read(
+                m.make_read_only().map_err(|e| FormatError::io(path, e))?,
+                len,
+            )),
             PrivateBytes::Owned(v) => Ok(Bytes::Owned(v)),
         }
     }
@@ -75,22 +83,53 @@ pub(crate) fn open(path: &Path) -> Result<Bytes, FormatError> {
     Ok(Bytes::Mapped(map))
 }
 
-/// Opens `path` as [`open`] does, mapped *privately* and writable
-/// (MAP_PRIVATE): writes make the process's own copy of a page and never
-/// reach the file; unwritten pages are still the file's, read from the page
-/// cache (read into memory on WASI).
-pub(crate) fn open_private(path: &Path) -> Result<PrivateBytes, FormatError> {
+/// Reads `path` whole into anonymous memory of its own, on transparent
+/// huge pages where the OS has them (Linux): the process's private copy,
+/// read once. No page of it is the file's, so nothing the file's owner
+/// does later (truncating it, say) can reach it; a file that shrinks while
+/// it is read is [`FormatError::ShrankWhileRead`]. Read into a vector on WASI.
+pub(crate) fn read_private(path: &Path) -> Result<PrivateBytes, FormatError> {
+    const HUGE_PAGE: usize = 2 << 20;
     let io = |e| FormatError::io(path, e);
     let file = open_regular(path)?;
     if cfg!(target_family = "wasm") {
         return Ok(PrivateBytes::Owned(read_all(&file, path)?));
     }
-    // A private map's `&mut` writes only this process's copies of the
-    // pages, never the file; a page not yet copied is still the file's, so
-    // the SIGBUS contract of `open` holds for it.
-    // SAFETY: a private map of a regular file, the only reference to it until `freeze`; SIGBUS as above.
-    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io)?;
-    Ok(PrivateBytes::Mapped(map))
+    let len = usize::try_from(file.metadata().map_err(io)?.len()).map_err(|_| FormatError::TooLarge {
+        tensor: path.display().to_string(),
+        what: "the file's length".into(),
+    })?;
+    let mut map = memmap2::MmapOptions::new()
+        .len(len.next_multiple_of(HUGE_PAGE).max(HUGE_PAGE))
+        .map_anon()
+        .map_err(io)?;
+    // advised before the first write, so that the first touch of each 2 MiB
+    // faults in a huge page rather than 512 small ones
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    fill(&mut &file, &mut map[..len], path)?;
+    Ok(PrivateBytes::Read(map, len))
+}
+
+/// Fills `buf` from `reader`: [`FormatError::ShrankWhileRead`] if it ends
+/// first.
+fn fill(reader: &mut impl std::io::Read, buf: &mut [u8], path: &Path) -> Result<(), FormatError> {
+    let mut read = 0;
+    while read < buf.len() {
+        match reader.read(&mut buf[read..]) {
+            Ok(0) => {
+                return Err(FormatError::ShrankWhileRead {
+                    path: path.to_path_buf(),
+                    expected: buf.len() as u64,
+                    found: read as u64,
+                })
+            }
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FormatError::io(path, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The whole file read into memory (WASI cannot map files).
@@ -155,5 +194,74 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
         }
         #[cfg(not(unix))]
         "not a regular file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out its bytes a few at a time, is interrupted
+    /// once, and fails or ends where told.
+    struct Trickle {
+        bytes: Vec<u8>,
+        at: usize,
+        interrupted: bool,
+        fail_at_end: bool,
+    }
+
+    impl std::io::Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if !self.interrupted {
+                self.interrupted = true;
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            if self.at == self.bytes.len() && self.fail_at_end {
+                return Err(std::io::Error::other("disk gone"));
+            }
+            let n = buf.len().min(3).min(self.bytes.len() - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    fn trickle(len: usize, fail_at_end: bool) -> Trickle {
+        Trickle {
+            bytes: (0..len as u8).collect(),
+            at: 0,
+            interrupted: false,
+            fail_at_end,
+        }
+    }
+
+    #[test]
+    fn a_file_is_read_whole_through_short_reads_and_interruptions() {
+        let mut buf = [0u8; 10];
+        fill(&mut trickle(10, false), &mut buf, Path::new("f")).unwrap();
+        assert_eq!(buf, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn a_file_that_ends_early_is_a_typed_error_naming_it() {
+        let mut buf = [0u8; 10];
+        let e = fill(&mut trickle(7, false), &mut buf, Path::new("m.safetensors")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FormatError::ShrankWhileRead {
+                    expected: 10,
+                    found: 7,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "m.safetensors: the file shrank while it was read: it ended after 7 of its 10 bytes"
+        );
+        let e = fill(&mut trickle(7, true), &mut buf, Path::new("m.safetensors")).unwrap_err();
+        assert!(matches!(e, FormatError::Io { .. }), "{e:?}");
     }
 }

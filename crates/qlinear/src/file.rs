@@ -6,20 +6,21 @@ use qlinear_quant_recipe::GroupSize;
 
 use crate::{Error, Linear, Result};
 
-/// A quantized safetensors model opened for a runtime: one memory map, from
-/// which layers and plain tensors are loaded by name.
+/// A quantized safetensors model opened for a runtime, from which layers
+/// and plain tensors are loaded by name.
 ///
 /// Two ways to open it:
-/// - [`ModelFile::open`]: loading **copies** what it returns (a [`Linear`]
-///   or a `Vec<f32>` owns its data), so the map matters only while
-///   loading: if another process truncates the file meanwhile, the process
-///   receives SIGBUS (`docs/FORMAT.md`). Drop the `ModelFile` once the
-///   layers are loaded.
-/// - [`ModelFile::open_in_place`]: layers and quantized embeddings read
-///   their codes **in place** from the file's memory (no copy, each weight
-///   byte resident once), and keep that memory alive themselves: the
-///   `ModelFile` may be dropped. The SIGBUS exposure then lasts as long as
-///   such a layer does.
+/// - [`ModelFile::open_in_place`] (what a runtime wants): the file is read
+///   once into the process's own memory, on transparent huge pages where
+///   the OS has them, and layers and quantized embeddings read their codes
+///   **in place** there (each weight byte resident once, panel-form weights
+///   arranged where they lie), keeping that memory alive themselves: the
+///   `ModelFile` may be dropped. No file stays mapped, so no SIGBUS.
+/// - [`ModelFile::open`]: one memory map, and loading **copies** what it
+///   returns (a [`Linear`] or a `Vec<f32>` owns its data), so the map
+///   matters only while loading: if another process truncates the file
+///   meanwhile, the process receives SIGBUS (`docs/FORMAT.md`). Drop the
+///   `ModelFile` once the layers are loaded.
 #[derive(Debug)]
 pub struct ModelFile {
     file: QuantizedFile,
@@ -35,7 +36,8 @@ impl From<QuantizedFile> for ModelFile {
 }
 
 impl ModelFile {
-    /// Opens and checks the header of a safetensors file (memory-mapped).
+    /// Opens and checks the header of a safetensors file (memory-mapped;
+    /// every load copies).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Ok(ModelFile {
             file: QuantizedFile::open(path)?,
@@ -43,10 +45,10 @@ impl ModelFile {
     }
 
     /// Opens `path` so that its layers read their codes in place
-    /// ([`QuantizedFile::open_in_place_arranged`]: a private copy-on-write
-    /// map in which the Q4 nibbles are made biased once, the file never
-    /// written). Every layer and quantized [`Embedding`] this value hands
-    /// out then holds a share of the map ([`Linear::codes_shared`]); plain tensors and scales are
+    /// ([`QuantizedFile::open_in_place_arranged`]: the file read once into
+    /// anonymous memory on transparent huge pages, the Q4 nibbles made
+    /// biased there, the file never written). Every layer and quantized [`Embedding`] this value hands
+    /// out then holds a share of that memory ([`Linear::codes_shared`]); plain tensors and scales are
     /// still copied. A Q4 weight that a [`Linear`] would hold in the panel
     /// form (its default mode W4A8 on tiers with panel tiles, grouped by 32
     /// or per channel, N a multiple of 16, K of 32) is put in that form
@@ -70,14 +72,13 @@ impl ModelFile {
     }
 
     /// Parses a file held in memory whose layers read their codes **in
-    /// place** from `bytes`, as [`ModelFile::open_in_place`] reads a file's
-    /// map ([`QuantizedFile::from_bytes_in_place`]: the packed Q4 nibbles
-    /// rewritten once to the kernels' biased form, the bytes kept alive by
+    /// place** from `bytes`, as [`ModelFile::open_in_place`] reads the
+    /// file it read ([`QuantizedFile::from_bytes_in_place_arranged`]: the
+    /// packed Q4 nibbles rewritten once to the kernels' biased form, the
+    /// panel-form weights arranged where they lie, the bytes kept alive by
     /// the layers): a file held once, where [`ModelFile::from_bytes`] would
-    /// copy every layer's codes out of it. For platforms that cannot map a
-    /// file (a browser page). Errors: as [`ModelFile::from_bytes`].
-    /// The panel-form weights are arranged in `bytes` as
-    /// [`ModelFile::open_in_place`] arranges them in its map.
+    /// copy every layer's codes out of it. For a runtime that has the bytes
+    /// already (a browser page). Errors: as [`ModelFile::from_bytes`].
     pub fn from_bytes_in_place(bytes: Vec<u8>) -> Result<Self> {
         Ok(ModelFile {
             file: QuantizedFile::from_bytes_in_place_arranged(bytes, &mut arrange_for_panels)?,

@@ -26,8 +26,11 @@ use crate::{Error, Result};
 /// those tiers read a prepared layout, the layer holds its weight in it: a
 /// W4A8 layer grouped by 32 or per channel (N a multiple of 16, K of 32) on
 /// tiers with panel tiles for its family keeps the panel form
-/// ([`crate::tiers::PanelsQ4`], the same bytes permuted), unless its codes
-/// are read in place from a file's map.
+/// ([`crate::tiers::PanelsQ4`], the same bytes permuted): made by a copy
+/// from a natural weight that owns its codes, or arranged where the codes
+/// lie by [`crate::ModelFile::open_in_place`]. A natural weight whose codes
+/// are shared (read in place) keeps the natural form, since the panel form
+/// would be a second copy.
 /// The bits are the natural layout's; [`Linear::weight`] rebuilds the
 /// natural form the first time it is asked for.
 ///
@@ -64,8 +67,9 @@ enum Held {
 
 impl Held {
     /// The weight in the form `route` reads: the panel form where the route
-    /// runs it and the codes are owned (a weight read in place from a
-    /// file's map stays there), else the natural one.
+    /// runs it and the codes are owned (a natural weight read in place
+    /// stays there: its panel form would be a second copy), else the
+    /// natural one.
     fn settled(self, route: &LayerRoute) -> Held {
         match self {
             Held::Natural(QuantizedWeight::Q4(w)) if route.runs_panels() && !w.packed_shared() => {

@@ -50,20 +50,19 @@ pub struct Packed {
 /// region is an anonymous memory map advised for transparent huge pages
 /// ([`Packed::huge_pages_advised`]), or a heap buffer for less than 2 MiB
 /// of codes or where no map can be made. Each layer then reads its codes in
-/// place from the region (`Linear::weight().codes_shared()` is true), which
+/// place from the region ([`Linear::codes_shared`] is true), which
 /// its clones share and which lives as long as any of them.
 ///
 /// The layers compute the same bits as before, on the same route and in the
 /// same layout (a layer holding the panel form keeps it). Their former code
 /// buffers are freed once every layer has moved, unless something else
-/// holds them (a clone made before, or a file's map for layers read in
-/// place, which are copied out of it): for that moment both copies are
+/// holds them (a clone made before, or a file's bytes for layers read in
+/// place, which are copied out of them): for that moment both copies are
 /// resident. Set the layers' modes first: a layer whose codes are shared
 /// does not take the panel form later (`Linear::with_mode`).
 ///
 /// The region is anonymous memory filled once by copying: no file stays
-/// mapped for it, so the SIGBUS exposure of `ModelFile::open_in_place` does
-/// not apply to it. Errors: none in practice (the region is made to fit
+/// mapped for it. Errors: none in practice (the region is made to fit
 /// the codes); the layers are left as they were if one occurs.
 pub fn pack_weights(layers: &mut [&mut Linear]) -> Result<Packed> {
     let mut starts = Vec::with_capacity(layers.len());

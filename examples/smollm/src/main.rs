@@ -151,12 +151,13 @@ struct Args {
     /// thread at one thread, and reads the clock 16 times a layer.
     #[arg(long, requires = "bench")]
     profile_step: bool,
-    /// Where a converted file's codes are held: `packed` (copied into one
-    /// region in the order a token reads them, on transparent huge pages
-    /// where the OS has them: `qlinear::pack_weights`), `copied` (each
-    /// layer's in a buffer of its own) or `in-place` (read from the file's
-    /// memory map: no copy, each weight byte resident once).
-    #[arg(long, value_enum, default_value_t = Weights::Packed)]
+    /// Where a converted file's codes are held: `in-place` (read from the
+    /// file's bytes, read once into memory on transparent huge pages where
+    /// the OS has them: each weight byte resident once), `packed` (copied
+    /// into one region in the order a token reads them:
+    /// `qlinear::pack_weights`) or `copied` (each layer's in a buffer of
+    /// its own).
+    #[arg(long, value_enum, default_value_t = Weights::InPlace)]
     weights: Weights,
 }
 

@@ -93,3 +93,37 @@ fn a_declined_tensor_is_read_as_before() {
         }
     }
 }
+
+/// The in-place reader reads the file, it does not map it: truncating or
+/// rewriting the file afterwards reaches no weight (a map would raise
+/// SIGBUS on the lost pages).
+#[test]
+fn a_file_truncated_after_it_was_opened_in_place_changes_nothing() {
+    let tensors = tensors_for(32, 64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "truncated.safetensors", &tensors);
+    let file = QuantizedFile::open_in_place(&path).unwrap();
+    let arranged = QuantizedFile::open_in_place_arranged(&path, &mut |t| {
+        t.codes.reverse();
+        true
+    })
+    .unwrap();
+    let loaded: Vec<_> = tensors.iter().map(|(p, _)| file.load(p).unwrap()).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    std::fs::write(&path, b"something else entirely").unwrap();
+    for ((prefix, t), got) in tensors.iter().zip(&loaded) {
+        assert_eq!(got, t, "{prefix}");
+        assert_eq!(&file.load(prefix).unwrap(), t, "{prefix}: loaded after the truncation");
+        if arranged.is_arranged(prefix) {
+            let QuantizedWeight::Q4(q) = t else { unreachable!() };
+            let mut reversed = q.packed().to_vec();
+            reversed.reverse();
+            assert_eq!(arranged.load_arranged(prefix).unwrap().codes.as_slice(), reversed);
+        }
+    }
+}

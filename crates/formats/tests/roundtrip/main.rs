@@ -94,10 +94,9 @@ fn round_trip_every_scheme_odd_k_and_k_one() {
 }
 
 /// A file opened in place loads the weights the copying reader loads, with
-/// their codes read from the file's memory (Q8 codes from the page cache,
-/// Q4 nibbles made biased in the process's private copy of their pages),
-/// and leaves the file's bytes as they were; the weights outlive the file
-/// value that made them.
+/// their codes read from the file's bytes as the process read them (Q4
+/// nibbles made biased there), and leaves the file as it was; the weights
+/// outlive the file value that made them.
 #[test]
 fn a_file_opened_in_place_reads_codes_from_its_memory_and_is_never_written() {
     let dir = tempfile::tempdir().unwrap();

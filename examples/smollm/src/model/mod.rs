@@ -48,19 +48,21 @@ pub enum DecodeSplit {
 /// Where a converted file's quantized layers keep their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightMemory {
-    /// Copied out of the file, then moved into one region in the order a
-    /// token reads them, on transparent huge pages where the OS has them
-    /// ([`qlinear::pack_weights`]): on an AMD EPYC Zen 4, q8 decoded
-    /// 1.09–1.20× as fast as [`WeightMemory::Copied`] and q4g32 0.93–1.13×
+    /// Read in place from the file's bytes, read once into memory on
+    /// transparent huge pages where the OS has them, each weight byte
+    /// resident once and the W4A8 weights arranged there in their panel
+    /// form ([`ModelFile::open_in_place`]): on an AMD EPYC Zen 4 as fast as
+    /// [`WeightMemory::Packed`] at 0.56–0.58× its peak RSS
     /// (`docs/BENCHMARKS.md`).
     #[default]
+    InPlace,
+    /// Copied out of the file, then moved into one region in the order a
+    /// token reads them, on transparent huge pages where the OS has them
+    /// ([`qlinear::pack_weights`]).
     Packed,
     /// Copied out of the file, each layer's codes in a buffer of their own
     /// ([`ModelFile::open`]).
     Copied,
-    /// Read in place from the file's memory map, each byte resident once
-    /// ([`ModelFile::open_in_place`]).
-    InPlace,
 }
 
 /// The hyper-parameters of a Llama decoder, from the `llama.*` metadata.
