@@ -44,18 +44,23 @@ fn time(calls: usize, label: &str, mut run: impl FnMut()) {
 
 /// W4A8 per channel and grouped by 32 at M = 1 on SmolLM2's layer shapes
 /// (issue 21: grouped within 1.3× of per channel on every tier), printed
-/// as families `w4a8_m1` and `w4a8_g32_m1`.
+/// as families `w4a8_m1` and `w4a8_g32_m1`; and W8A8 there and at its LM
+/// head's 49152 × 576 (`w8a8_m1`), which the page's profile found slow.
 fn small_gemvs(calls: usize) {
-    for (n, k) in [(576usize, 576usize), (1536, 576), (576, 1536)] {
+    for (n, k) in [(576usize, 576usize), (1536, 576), (576, 1536), (49152, 576)] {
         let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) * 1e-3).collect();
         let x: Vec<f32> = (0..k).map(|i| ((i * 31 % 101) as f32 - 50.0) * 0.01).collect();
         let per_channel = QuantizedMatrixQ4::quantize(n, k, GroupSize::PerChannel, &w).expect("finite weights");
         let grouped = QuantizedMatrixQ4::quantize(n, k, GroupSize::Group(32), &w).expect("finite weights");
+        let q8 = QuantizedMatrix::quantize(n, k, &w).expect("finite weights");
         let mut y = vec![0f32; n];
         for tier in selftest_report().proven_tiers() {
             let route = Route::for_tier(tier)
                 .expect("proven")
                 .with_parallel_threshold(usize::MAX);
+            time(calls, &format!("w8a8_m1 {tier} {n} {k}"), || {
+                route.linear_q8_dynamic(&x, 1, &q8, &mut y).expect("valid shapes")
+            });
             for (family, q4) in [("w4a8_m1", &per_channel), ("w4a8_g32_m1", &grouped)] {
                 time(calls, &format!("{family} {tier} {n} {k}"), || {
                     route.linear_q4_dynamic(&x, 1, q4, &mut y).expect("valid shapes")

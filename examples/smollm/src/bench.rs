@@ -119,16 +119,21 @@ fn run_rounds(args: &Args, models: &mut [Loaded], prompt: &[u32]) -> Result<Roun
     };
     for _ in 0..args.repeat.max(1) {
         for (ti, &n) in threads.iter().enumerate() {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map_err(|e| e.to_string())?;
+            // no threads on WASI: one thread there, the calling one
+            let pool = match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+                Ok(pool) => Some(pool),
+                Err(_) if cfg!(target_family = "wasm") && n == 1 => None,
+                Err(e) => return Err(e.to_string()),
+            };
             for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
                 let (spec, model, _, _) = &mut models[mi];
                 model.set_decode_split(splits[si].of());
                 let (spec, model) = (&*spec, &*model);
-                let (p, d, times) =
-                    pool.install(|| time_model(spec, model, prompt, args.bench_tokens, args.profile_step))?;
+                let time = || time_model(spec, model, prompt, args.bench_tokens, args.profile_step);
+                let (p, d, times) = match &pool {
+                    Some(pool) => pool.install(time)?,
+                    None => time()?,
+                };
                 r.runs[mi][si][ti].0.push(p);
                 r.runs[mi][si][ti].1.push(d);
                 if let Some(t) = times {
@@ -261,8 +266,12 @@ fn print_step_phases(models: &[Loaded], splits: &[Split], threads: &[usize], pha
 /// Runs this binary on `spec` alone for one generated token after
 /// `prompt`, with `threads`: its time from start to the first token
 /// (selftest, loading and prefill included) in seconds and its peak RSS in
-/// MiB, as it reports them.
+/// MiB, as it reports them. NaN for both on WASI, which runs no second
+/// process (the rest of `--bench`, `--profile-step` included, runs there).
 fn first_token(spec: &str, prompt: &[u32], threads: usize, weights: Weights) -> Result<(f64, f64), String> {
+    if cfg!(target_os = "wasi") {
+        return Ok((f64::NAN, f64::NAN));
+    }
     let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)

@@ -59,8 +59,7 @@ mod gemm {
 const INT_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(4, 4), Tile::new(1, 4)];
 /// W4A8 also takes 16 weight rows per call at M = 1, one after another:
 /// 1.19–1.21× the 4-row tile on SIMD128 under Node.js (level on relaxed
-/// SIMD, 0.95–1.02×; W8A8 level, 0.93–1.06×, so it keeps the 4-row tile),
-/// on a Zen 3 EPYC (family 25 model 1), `3b2c1bc`:
+/// SIMD, 0.95–1.02×), on a Zen 3 EPYC (family 25 model 1), `3b2c1bc`:
 /// `docs/benchmarks/history.md`.
 const DECODE_TILES: &[Tile] = &[
     Tile::ONE,
@@ -71,12 +70,21 @@ const DECODE_TILES: &[Tile] = &[
     Tile::new(1, 4),
 ];
 
+/// W8A8 takes 16 weight rows per call at M = 1 as well, one after another:
+/// level with the 4-row tile on weights in cache (0.93–1.03× at SmolLM2's
+/// shapes), but 2.88–2.89× as fast on its LM head's 49152 × 576 and
+/// 1.37–1.40× on 11008 × 4096, which stream from memory, where 4 rows read
+/// side by side ran at about 4 GB/s, below the scalar tier's 6 (Node.js,
+/// AMD EPYC Zen 4, `docs/benchmarks/history.md`, "W8A8 in wasm: rows one
+/// after another").
+const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
-        tiles: INT_TILES,
+        tiles: W8A8_TILES,
         chunk: 16,
     },
-    kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8::<4, 4>, tile_i8::<1, 4>],
+    kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8_seq::<16>, tile_i8::<4, 4>, tile_i8::<1, 4>],
     block: 16,
     layout: Layout::Natural,
     scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
@@ -229,6 +237,15 @@ fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut
         for q in 0..WR {
             acc[i * WR + q] = hsum(a[i][q]);
         }
+    }
+}
+
+/// W8A8 decode micro-kernel (`WR` × 1): `WR` weight rows one after
+/// another.
+fn tile_i8_seq<const WR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    assert!(w.len() == WR && acc.len() == WR);
+    for q in 0..WR {
+        tile_i8::<1, 1>(x, &w[q..q + 1], &mut acc[q..q + 1]);
     }
 }
 

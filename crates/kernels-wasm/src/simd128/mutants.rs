@@ -184,3 +184,67 @@ fn a_panel_tile_adding_its_pairs_across_rows_fails_the_proof() {
     );
     assert_eq!(failing(&rows_right::TABLE), vec![]);
 }
+
+/// The 16-row W8A8 decode tile (rows one after another) done wrong: the
+/// last row left at zero (a loop bound one short). Right on the 1- and
+/// 4-row tiles, so only a proof whose rows reach the 16-row tile fails it;
+/// `SKIP = false` is the same tile done right.
+fn w8a8_seq_rows<const SKIP: bool>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    for (q, a) in acc.iter_mut().enumerate() {
+        *a = if SKIP && w.len() == 16 && q == 15 {
+            0
+        } else {
+            dot_i8_i8(x[0], w[q])
+        };
+    }
+}
+
+const W8A8_SEQ_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1)];
+
+mod w8a8_seq_short {
+    use super::*;
+    const W8A8: Family<TileI8I8> = Family {
+        shapes: Shapes {
+            tiles: W8A8_SEQ_TILES,
+            chunk: 16,
+        },
+        kernels: &[w8a8_seq_rows::<true> as TileI8I8; 3],
+        block: 16,
+        layout: Layout::Natural,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
+    };
+    qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+    pub(super) static TABLE: KernelTable = KernelTable {
+        name: "simd128-w8a8-seq-short",
+        gemm_w8a8,
+        shapes: SHAPES,
+        ..SCALAR
+    };
+}
+
+mod w8a8_seq_right {
+    use super::*;
+    const W8A8: Family<TileI8I8> = Family {
+        shapes: Shapes {
+            tiles: W8A8_SEQ_TILES,
+            chunk: 16,
+        },
+        kernels: &[w8a8_seq_rows::<false> as TileI8I8; 3],
+        block: 16,
+        layout: Layout::Natural,
+        scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
+    };
+    qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+    pub(super) static TABLE: KernelTable = KernelTable {
+        name: "simd128-w8a8-seq-right",
+        gemm_w8a8,
+        shapes: SHAPES,
+        ..SCALAR
+    };
+}
+
+#[test]
+fn a_short_sequential_w8a8_decode_tile_fails_the_proof() {
+    assert_eq!(failing(&w8a8_seq_short::TABLE), vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&w8a8_seq_right::TABLE), vec![]);
+}
