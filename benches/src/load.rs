@@ -46,7 +46,8 @@ pub fn run(path: &str, in_place: bool) -> Result<(), String> {
     drop(file);
     let seconds = t.elapsed().as_secs_f64();
     let peak = status_mib("VmHWM:").ok_or("no /proc/self/status")?;
-    let shared = layers.iter().filter(|l| l.weight().codes_shared()).count();
+    // not `weight()`, which rebuilds a panel-form layer's natural form
+    let shared = layers.iter().filter(|l| l.codes_shared()).count();
     println!(
         "{path}: {size:.1} MiB, {} layers ({shared} read in place), {} float tensors; {} in {seconds:.3} s; peak RSS \
          {before:.1} MiB before, {peak:.1} after: +{:.1} MiB, {:.2}× the file",
