@@ -282,14 +282,27 @@ impl PanelsQ4 {
 /// activation row's first 4 codes of the 8 and its high nibbles the last 4,
 /// in the row's own order.
 pub(crate) fn repair(natural: [u8; 4]) -> [u8; 4] {
-    let nibble = |col: usize| (natural[col / 2] >> (4 * (col % 2))) & 0x0F;
-    std::array::from_fn(|j| nibble(j) | nibble(j + 4) << 4)
+    // As nibbles of one u32, column i sits at nibble i; the panel wants
+    // nibble 2j to hold column j and nibble 2j + 1 column j + 4: the
+    // perfect shuffle of the low and the high 16 bits, two swaps of the
+    // middle pieces (bytes 1 and 2, then nibbles 1·2 and 5·6).
+    let mut x = u32::from_le_bytes(natural);
+    let t = (x ^ (x >> 8)) & 0x0000_FF00;
+    x ^= t ^ (t << 8);
+    let t = (x ^ (x >> 4)) & 0x00F0_00F0;
+    x ^= t ^ (t << 4);
+    x.to_le_bytes()
 }
 
-/// [`repair`]'s inverse: a panel's 4 bytes in the natural pairing.
+/// [`repair`]'s inverse: a panel's 4 bytes in the natural pairing (the
+/// same two swaps in the other order).
 pub(crate) fn unpair(panel: [u8; 4]) -> [u8; 4] {
-    let nibble = |col: usize| (panel[col % 4] >> (4 * (col / 4))) & 0x0F;
-    std::array::from_fn(|j| nibble(2 * j) | nibble(2 * j + 1) << 4)
+    let mut x = u32::from_le_bytes(panel);
+    let t = (x ^ (x >> 4)) & 0x00F0_00F0;
+    x ^= t ^ (t << 4);
+    let t = (x ^ (x >> 8)) & 0x0000_FF00;
+    x ^= t ^ (t << 8);
+    x.to_le_bytes()
 }
 
 /// Rearranges `codes`, the packed biased bytes of a natural Q4 weight of
