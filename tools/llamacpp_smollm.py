@@ -13,9 +13,17 @@ rows are printed as a markdown table and appended to EVAL.json (with
     python tools/llamacpp_smollm.py --bench PROMPT_IDS GEN THREADS OUT.json MODEL.gguf [...]
 
 times one round: the prompt (comma-separated ids) as one batch, then GEN
-greedy tokens one at a time, at each thread count of THREADS (e.g. 1,2),
-rows (tok/s of this round) to OUT.json, for `cargo xtask smollm --bench`
-to alternate with qlinear's rounds.
+greedy tokens one at a time (the last logits read with
+llama_get_logits_ith), at each thread count of THREADS (e.g. 1,2), with
+flash attention off and on, each after an untimed warm-up; rows (tok/s of
+this round, the version, llama_print_system_info() and the first 16
+tokens) to OUT.json, for `cargo xtask smollm --bench` to alternate with
+qlinear's rounds.
+
+    python tools/llamacpp_smollm.py --greedy PROMPT_IDS N MODEL.gguf
+
+prints the first N greedy tokens after the prompt (to compare with
+`qlinear-smollm MODEL.gguf --ids PROMPT_IDS --max-tokens N`).
 
     python tools/llamacpp_smollm.py --merge OUT.json ROUND.json [...]
 
@@ -23,6 +31,7 @@ merges rounds (of either runner) into rows with the median, min and max.
 """
 import json
 import sys
+import time
 
 import numpy as np
 
@@ -32,36 +41,69 @@ except ImportError:  # --merge needs only json
     llama_cpp = None
 
 
+def last_logits(llm):
+    """The last evaluated token's logits, read with llama_get_logits_ith
+    (llama-cpp-python 0.3.36 fills `scores` only with logits_all=True)."""
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))
+
+
+def greedy(llm, prompt, gen):
+    """The prompt as one batch, then `gen` greedy steps: the tokens, and the
+    prefill and decode seconds."""
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(prompt)
+    prefill = time.perf_counter() - t0
+    nxt = int(np.argmax(last_logits(llm)))
+    out = [nxt]
+    t0 = time.perf_counter()
+    for _ in range(gen):
+        llm.eval([nxt])
+        nxt = int(np.argmax(last_logits(llm)))
+        out.append(nxt)
+    return out[:gen], prefill, time.perf_counter() - t0
+
+
+def system_info():
+    return llama_cpp.llama_print_system_info().decode().strip()
+
+
 def bench(ids, gen, threads, out, models):
-    import time
+    """One round: every model at every thread count, flash attention off and
+    on, each after an untimed warm-up (16 prompt tokens, 8 steps)."""
     prompt = [int(t) for t in ids.split(",")]
+    gen = int(gen)
     rows = []
     for t in [int(x) for x in threads.split(",")]:
         for path in models:
-            llm = llama_cpp.Llama(model_path=path, n_ctx=len(prompt) + int(gen) + 8, n_batch=512,
-                                  n_threads=t, n_threads_batch=t, verbose=False)
-            llm.reset()
-            t0 = time.perf_counter()
-            llm.eval(prompt)
-            prefill = len(prompt) / (time.perf_counter() - t0)
-            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            t0 = time.perf_counter()
-            for _ in range(int(gen)):
-                llm.eval([nxt])
-                nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            decode = int(gen) / (time.perf_counter() - t0)
-            rows.append({"model": path, "peer": "llama.cpp", "layers": f"llama.cpp {llama_cpp.__version__}",
-                         "threads": t, "prefill_tok_s": prefill, "decode_tok_s": decode,
-                         "prompt_tokens": len(prompt), "generated_tokens": int(gen)})
-            del llm
+            for flash in (False, True):
+                llm = llama_cpp.Llama(model_path=path, n_ctx=len(prompt) + gen + 8, n_batch=512,
+                                      n_threads=t, n_threads_batch=t, flash_attn=flash, verbose=False)
+                greedy(llm, prompt[:16], 8)
+                tokens, prefill, decode = greedy(llm, prompt, gen)
+                rows.append({"model": path, "peer": "llama.cpp",
+                             "layers": f"llama.cpp {llama_cpp.__version__} flash_attn={'on' if flash else 'off'}",
+                             "flash_attn": flash, "llama_cpp_python": llama_cpp.__version__,
+                             "system_info": system_info(), "threads": t,
+                             "prefill_tok_s": len(prompt) / prefill, "decode_tok_s": gen / decode,
+                             "prompt_tokens": len(prompt), "generated_tokens": gen, "first_tokens": tokens[:16]})
+                del llm
     json.dump(rows, open(out, "w"), indent=2)
+
+
+def greedy_ids(ids, gen, model):
+    """Prints the first `gen` greedy tokens after the prompt, comma-separated."""
+    llm = llama_cpp.Llama(model_path=model, n_ctx=len(ids.split(",")) + int(gen) + 8, verbose=False)
+    tokens, _, _ = greedy(llm, [int(t) for t in ids.split(",")], int(gen))
+    print(",".join(map(str, tokens)))
 
 
 def merge(out, rounds):
     by = {}
     for path in rounds:
         for r in json.load(open(path)):
-            key = (r["model"], r.get("split", ""), r["threads"])
+            key = (r["model"], r.get("split", ""), r["threads"], r.get("flash_attn"))
             acc = by.setdefault(key, dict(r, prefill=[], decode=[]))
             for name, field in (("prefill", "prefill_tok_s"), ("decode", "decode_tok_s")):
                 v = r[field]
@@ -86,6 +128,8 @@ def main() -> None:
         return bench(*sys.argv[2:6], sys.argv[6:])
     if sys.argv[1] == "--merge":
         return merge(sys.argv[2], sys.argv[3:])
+    if sys.argv[1] == "--greedy":
+        return greedy_ids(*sys.argv[2:5])
     side, out, *models = sys.argv[1:]
     meta = json.load(open(side))
     tokens, window, ref_top1 = meta["tokens"], meta["window"], meta["reference_top1"]

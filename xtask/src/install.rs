@@ -38,29 +38,35 @@ pub(crate) fn setup_test() -> Result {
 }
 
 /// The Python of a virtual environment under `target/` holding PyPI's
-/// `llama-cpp-python` built from source with the native CPU flags but
-/// without AMX ([`GGML_CFLAGS`]), installed on first use (the build takes
-/// minutes, so never in CI) and again when the venv was built with other
-/// flags: the flags it was built with are kept beside it.
+/// `llama-cpp-python` ([`LLAMA_CPP_PYTHON`], pinned) built from source with
+/// the native CPU flags but without AMX ([`GGML_CFLAGS`]), installed on
+/// first use (the build takes minutes, so never in CI) and again when the
+/// venv was built with another version or other flags: both are kept
+/// beside it.
 pub(crate) fn llama_cpp_python() -> Result<PathBuf> {
     let venv = root().join(GGML_VENV);
     let python = venv.join("bin/python");
     let stamp = venv.join("qlinear-cflags");
     let built_with = std::fs::read_to_string(&stamp).unwrap_or_default();
+    let wanted = format!("{LLAMA_CPP_PYTHON} {GGML_CFLAGS}");
     let probe = Command::new(&python).args(["-c", "import llama_cpp, numpy"]).status();
-    if built_with != GGML_CFLAGS || !probe.is_ok_and(|s| s.success()) {
+    if built_with != wanted || !probe.is_ok_and(|s| s.success()) {
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
         run(Command::new(&python)
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(["--force-reinstall", "--no-cache-dir", "llama-cpp-python", "numpy"])
+            .args(["--force-reinstall", "--no-cache-dir", LLAMA_CPP_PYTHON, "numpy"])
             .env("CMAKE_ARGS", "-DGGML_NATIVE=ON")
             .env("CFLAGS", GGML_CFLAGS)
             .env("CXXFLAGS", GGML_CFLAGS)
             .env("CMAKE_BUILD_PARALLEL_LEVEL", "2"))?;
-        std::fs::write(&stamp, GGML_CFLAGS).map_err(|e| format!("{}: {e}", stamp.display()))?;
+        std::fs::write(&stamp, &wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     Ok(python)
 }
+
+/// The llama.cpp peer: the one version every llama.cpp row names (its
+/// system info is printed beside it).
+pub(crate) const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";
 
 /// The compiler flags llama.cpp is built with beside `-march=native`:
 /// AMX off. On an Intel Xeon with AMX (family 6 model 167) the native

@@ -248,9 +248,12 @@ pub(crate) fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
 
 /// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
 /// prefill speed of the converted configurations (made by a previous
-/// `cargo xtask smollm`), R rounds (default 3) of qlinear's runner, each
-/// followed by one of llama.cpp's on the shipped Q4_1 and the Q4_0 / Q8_0
-/// files with `--llamacpp`; rows merged into `target/smollm-bench.json`.
+/// `cargo xtask smollm`), R rounds (default 3) of qlinear's runner and,
+/// with `--llamacpp`, one of llama.cpp's on the shipped Q4_1 and the Q4_0 /
+/// Q8_0 files in each (flash attention off and on), who goes first
+/// alternating from round to round, both sides warming up untimed; rows
+/// merged into `target/smollm-bench.json`, round files beside it in
+/// `target/smollm/`.
 pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let repeat = repeat_arg(args);
     let dir = root().join("target/smollm");
@@ -284,13 +287,23 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let mut rounds = vec![];
     for r in 0..repeat {
         let q = dir.join(format!("bench-qlinear-{r}.json"));
-        run(Command::new(&smollm)
-            .args(&configs)
-            .args(["--bench", "/usr/share/common-licenses/GPL-3", "--repeat", "1", "--json"])
-            .arg(&q))?;
-        rounds.push(q.clone());
+        let qlinear = |rounds: &mut Vec<PathBuf>| -> Result {
+            run(Command::new(&smollm)
+                .args(&configs)
+                .args(["--bench", "/usr/share/common-licenses/GPL-3", "--repeat", "1", "--json"])
+                .arg(&q))?;
+            rounds.push(q.clone());
+            Ok(())
+        };
+        // rounds alternate who goes first (A B, B A, ...); llama.cpp's
+        // round needs qlinear's prompt ids, so the first round is qlinear's
+        let llama_first = r % 2 == 1 && python.is_some();
+        if !llama_first {
+            qlinear(&mut rounds)?;
+        }
         if let Some(python) = &python {
-            let ids = std::fs::read_to_string(q.with_extension("prompt")).map_err(|e| e.to_string())?;
+            let first = dir.join("bench-qlinear-0.prompt");
+            let ids = std::fs::read_to_string(&first).map_err(|e| format!("{}: {e}", first.display()))?;
             let l = dir.join(format!("bench-llamacpp-{r}.json"));
             run(Command::new(python)
                 .args(["tools/llamacpp_smollm.py", "--bench", &ids, "128", "1,2"])
@@ -300,9 +313,81 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
                 .arg(dir.join("SmolLM2-135M-Instruct.Q8_0.gguf")))?;
             rounds.push(l);
         }
+        if llama_first {
+            qlinear(&mut rounds)?;
+        }
+    }
+    if let Some(python) = &python {
+        greedy_check(python, &smollm, &dir)?;
     }
     run(Command::new("python3")
         .args(["tools/llamacpp_smollm.py", "--merge"])
         .arg(root().join("target/smollm-bench.json"))
         .args(&rounds))
+}
+
+/// llama.cpp's first 16 greedy tokens on the Q8_0 file after the bench's
+/// prompt, beside qlinear's f32 path's on the same file (every weight
+/// dequantized): printed, and kept in `target/smollm/greedy-check.json`.
+/// Where they part, the step is named (llama.cpp multiplies Q8_0 weights
+/// by activations it rounds to 8 bits, the f32 path does not, so a close
+/// pair of logits may fall either way); a difference is reported, not
+/// refused.
+fn greedy_check(python: &Path, smollm: &Path, dir: &Path) -> Result {
+    let prompt = dir.join("bench-qlinear-0.prompt");
+    let ids = std::fs::read_to_string(&prompt).map_err(|e| format!("{}: {e}", prompt.display()))?;
+    let ids = ids.trim();
+    let q8 = dir.join("SmolLM2-135M-Instruct.Q8_0.gguf");
+    let trace = dir.join("greedy-qlinear.json");
+    run(Command::new(smollm)
+        .arg(&q8)
+        .args(["--ids", ids, "--max-tokens", "16", "--trace"])
+        .arg(&trace))?;
+    let ours: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).map_err(|e| format!("{}: {e}", trace.display()))?)
+            .map_err(|e| format!("{}: {e}", trace.display()))?;
+    let ours: Vec<u64> = ours["tokens"]
+        .as_array()
+        .ok_or("the trace has no tokens")?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    let out = Command::new(python)
+        .args(["tools/llamacpp_smollm.py", "--greedy", ids, "16"])
+        .arg(&q8)
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("llama.cpp's greedy run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "llama.cpp's greedy run failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let theirs: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(',')
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let parted = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+    match parted {
+        None if ours.len() == 16 && theirs.len() == 16 => {
+            println!("greedy check: llama.cpp's first 16 tokens on Q8_0 equal qlinear's f32 path's")
+        }
+        None => println!(
+            "greedy check: {} tokens from qlinear, {} from llama.cpp",
+            ours.len(),
+            theirs.len()
+        ),
+        Some(step) => println!(
+            "greedy check: llama.cpp's tokens on Q8_0 part from qlinear's f32 path's at step {step} \
+             ({} against {}): Q8_0's 8-bit activations against f32 ones",
+            theirs[step], ours[step]
+        ),
+    }
+    let body = serde_json::json!({
+        "file": q8, "prompt_ids": ids, "qlinear_f32": ours, "llama_cpp": theirs, "parted_at": parted,
+    });
+    let kept = dir.join("greedy-check.json");
+    std::fs::write(&kept, body.to_string()).map_err(|e| format!("{}: {e}", kept.display()))
 }

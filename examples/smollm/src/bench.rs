@@ -109,22 +109,40 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The rounds: in each, every thread count's pool runs every model on every
-/// decode split in turn ([`time_model`]).
+/// A pool of `n` threads; `None` for one thread on WASI, which has no
+/// threads (the calling thread runs the work there).
+fn pool_of(n: usize) -> Result<Option<rayon::ThreadPool>, String> {
+    match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+        Ok(pool) => Ok(Some(pool)),
+        Err(_) if cfg!(target_family = "wasm") && n == 1 => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The rounds, after an untimed warm-up: in each, every thread count's pool
+/// runs every model on every decode split in turn ([`time_model`]).
 fn run_rounds(args: &Args, models: &mut [Loaded], prompt: &[u32]) -> Result<Rounds, String> {
     let (splits, threads) = (&args.decode_split, &args.bench_threads);
     let mut r = Rounds {
         runs: vec![vec![vec![(vec![], vec![]); threads.len()]; splits.len()]; models.len()],
         phases: vec![vec![vec![None; threads.len()]; splits.len()]; models.len()],
     };
+    // an untimed warm-up of every model at every thread count first (the
+    // pages, the caches, the pool's threads), as llama.cpp's rounds have
+    let warm_prompt = &prompt[..prompt.len().min(16)];
+    for &n in threads {
+        let pool = pool_of(n)?;
+        for (spec, model, _, _) in models.iter() {
+            let warm = || time_model(spec, model, warm_prompt, 8, false);
+            match &pool {
+                Some(pool) => pool.install(warm)?,
+                None => warm()?,
+            };
+        }
+    }
     for _ in 0..args.repeat.max(1) {
         for (ti, &n) in threads.iter().enumerate() {
-            // no threads on WASI: one thread there, the calling one
-            let pool = match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
-                Ok(pool) => Some(pool),
-                Err(_) if cfg!(target_family = "wasm") && n == 1 => None,
-                Err(e) => return Err(e.to_string()),
-            };
+            let pool = pool_of(n)?;
             for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
                 let (spec, model, _, _) = &mut models[mi];
                 model.set_decode_split(splits[si].of());

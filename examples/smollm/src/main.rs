@@ -122,8 +122,9 @@ struct Args {
     smooth_alpha: f32,
     /// Time every model: prefill of --bench-prompt tokens and decode of
     /// --bench-tokens greedy tokens, at each of --bench-threads, the models
-    /// alternated in each of --repeat rounds; medians and ranges, rows to
-    /// --json. The prompt is the start of this text file.
+    /// alternated in each of --repeat rounds after an untimed warm-up of
+    /// each; medians and ranges, rows to --json. The prompt is the start of
+    /// this text file.
     #[arg(long)]
     bench: Option<PathBuf>,
     /// Prompt tokens of --bench.
