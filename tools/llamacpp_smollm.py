@@ -16,8 +16,9 @@ times one round: the prompt (comma-separated ids) as one batch, then GEN
 greedy tokens one at a time (the last logits read with
 llama_get_logits_ith), at each thread count of THREADS (e.g. 1,2), with
 flash attention off and on, each after an untimed warm-up; rows (tok/s of
-this round, the version, llama_print_system_info() and the first 16
-tokens) to OUT.json, for `cargo xtask smollm --bench` to alternate with
+this round, the load's seconds (the model mapped, its context made),
+the version, llama_print_system_info() and the first 16 tokens) to
+OUT.json, for `cargo xtask smollm --bench` to alternate with
 qlinear's rounds.
 
     python tools/llamacpp_smollm.py --greedy PROMPT_IDS N MODEL.gguf
@@ -78,14 +79,16 @@ def bench(ids, gen, threads, out, models):
     for t in [int(x) for x in threads.split(",")]:
         for path in models:
             for flash in (False, True):
+                t0 = time.perf_counter()
                 llm = llama_cpp.Llama(model_path=path, n_ctx=len(prompt) + gen + 8, n_batch=512,
                                       n_threads=t, n_threads_batch=t, flash_attn=flash, verbose=False)
+                load = time.perf_counter() - t0
                 greedy(llm, prompt[:16], 8)
                 tokens, prefill, decode = greedy(llm, prompt, gen)
                 rows.append({"model": path, "peer": "llama.cpp",
                              "layers": f"llama.cpp {llama_cpp.__version__} flash_attn={'on' if flash else 'off'}",
                              "flash_attn": flash, "llama_cpp_python": llama_cpp.__version__,
-                             "system_info": system_info(), "threads": t,
+                             "system_info": system_info(), "threads": t, "load_s": load,
                              "prefill_tok_s": len(prompt) / prefill, "decode_tok_s": gen / decode,
                              "prompt_tokens": len(prompt), "generated_tokens": gen, "first_tokens": tokens[:16]})
                 del llm

@@ -246,27 +246,44 @@ pub(crate) fn q8_0_gguf(gguf: &Path) -> Result<PathBuf> {
     Ok(q8_0)
 }
 
-/// `cargo xtask smollm --bench [--llamacpp] [--repeat R]`: decode and
-/// prefill speed of the converted configurations (made by a previous
+/// `cargo xtask smollm --bench [--big] [--llamacpp] [--repeat R]`: decode
+/// and prefill speed of the converted configurations (made by a previous
 /// `cargo xtask smollm`), R rounds (default 3) of qlinear's runner and,
 /// with `--llamacpp`, one of llama.cpp's on the shipped Q4_1 and the Q4_0 /
 /// Q8_0 files in each (flash attention off and on), who goes first
 /// alternating from round to round, both sides warming up untimed; rows
 /// merged into `target/smollm-bench.json`, round files beside it in
-/// `target/smollm/`.
+/// `target/smollm/`. `--big`: the same for a SmolLM2-1.7B-shaped model of
+/// seeded random weights ([`big_model`]), q8 W8A8 and q4g32 W4A8 against
+/// its Q8_0 and Q4_0 GGUFs, into `target/smollm-big-bench.json` and
+/// `target/big/`.
 pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let repeat = repeat_arg(args);
-    let dir = root().join("target/smollm");
-    let timed = [
-        ("q8-canonical", "W8A8"),
-        ("q8-rotated", "W8A8"),
-        ("q4-canonical", "W4A8"),
-        ("q4g32-canonical", "W4A8"),
-        ("q4g32-gptq", "W4A8"),
-        ("q4g32-canonical", "W4A16"),
-        ("q4_0-imported", "W4A8"),
-    ];
+    let big = args.iter().any(|a| a == "--big");
+    let dir = root().join(if big { "target/big" } else { "target/smollm" });
+    let timed: &[(&str, &str)] = if big {
+        &[("big.q8", "W8A8"), ("big.q4g32", "W4A8")]
+    } else {
+        &[
+            ("q8-canonical", "W8A8"),
+            ("q8-rotated", "W8A8"),
+            ("q4-canonical", "W4A8"),
+            ("q4g32-canonical", "W4A8"),
+            ("q4g32-gptq", "W4A8"),
+            ("q4g32-canonical", "W4A16"),
+            ("q4_0-imported", "W4A8"),
+        ]
+    };
     let file = |f: &str| dir.join(format!("{f}.safetensors"));
+    let peers = if big {
+        big_model()?
+    } else {
+        vec![
+            smollm2_gguf()?,
+            dir.join("SmolLM2-135M-Instruct.Q4_0.gguf"),
+            dir.join("SmolLM2-135M-Instruct.Q8_0.gguf"),
+        ]
+    };
     if let Some((missing, _)) = timed.iter().find(|(f, _)| !file(f).exists()) {
         return Err(format!(
             "{}: missing; run cargo xtask smollm first: it converts the configurations timed here",
@@ -281,7 +298,7 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
     let smollm = root().join("target/release/qlinear-smollm");
     let llama = args.iter().any(|a| a == "--llamacpp");
     let python = if llama { Some(llama_cpp_python()?) } else { None };
-    if llama {
+    if llama && !big {
         q8_0_gguf(&smollm2_gguf()?)?;
     }
     let mut rounds = vec![];
@@ -308,22 +325,60 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
             run(Command::new(python)
                 .args(["tools/llamacpp_smollm.py", "--bench", &ids, "128", "1,2"])
                 .arg(&l)
-                .arg(smollm2_gguf()?)
-                .arg(dir.join("SmolLM2-135M-Instruct.Q4_0.gguf"))
-                .arg(dir.join("SmolLM2-135M-Instruct.Q8_0.gguf")))?;
+                .args(&peers))?;
             rounds.push(l);
         }
         if llama_first {
             qlinear(&mut rounds)?;
         }
     }
-    if let Some(python) = &python {
+    if let (Some(python), false) = (&python, big) {
         greedy_check(python, &smollm, &dir)?;
     }
+    let merged = if big { "target/smollm-big-bench.json" } else { "target/smollm-bench.json" };
     run(Command::new("python3")
         .args(["tools/llamacpp_smollm.py", "--merge"])
-        .arg(root().join("target/smollm-bench.json"))
+        .arg(root().join(merged))
         .args(&rounds))
+}
+
+/// The big model of `--bench --big`, made once: SmolLM2-1.7B's shapes with
+/// seeded random weights and SmolLM2-135M's tokenizer
+/// (`tools/make_big_llama.py`, from the Q4_0 file `cargo xtask smollm`
+/// makes) as Q4_0 and Q8_0 GGUFs in `target/big/`, converted to
+/// `big.q4g32.safetensors` (the Q4_0 import, lossless; the embedding and
+/// head at q8) and `big.q8.safetensors` (q8 from Q8_0). Returns the two
+/// GGUFs, llama.cpp's files.
+fn big_model() -> Result<Vec<PathBuf>> {
+    let dir = root().join("target/big");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let src = root().join("target/smollm/SmolLM2-135M-Instruct.Q4_0.gguf");
+    if !src.exists() {
+        return Err(format!("{}: missing; run cargo xtask smollm first", src.display()));
+    }
+    ensure_python(&["numpy", "gguf"])?;
+    let (cli, _) = native_binaries()?;
+    let mut ggufs = vec![];
+    for (ty, out, scheme) in [("Q8_0", "big.q8", "q8"), ("Q4_0", "big.q4g32", "q4g32")] {
+        let gguf = dir.join(format!("big.{ty}.gguf"));
+        if !gguf.exists() {
+            run(Command::new("python3")
+                .arg("tools/make_big_llama.py")
+                .arg(&src)
+                .arg(&gguf)
+                .arg(ty))?;
+        }
+        let converted = dir.join(format!("{out}.safetensors"));
+        if !converted.exists() {
+            run(Command::new(&cli)
+                .arg("convert")
+                .arg(&gguf)
+                .arg(&converted)
+                .args(["--scheme", scheme, "--tensor-scheme", "token_embd=q8"]))?;
+        }
+        ggufs.push(gguf);
+    }
+    Ok(ggufs)
 }
 
 /// llama.cpp's first 16 greedy tokens on the Q8_0 file after the bench's
