@@ -335,7 +335,11 @@ pub(crate) fn smollm_bench(args: &[String]) -> Result {
     if let (Some(python), false) = (&python, big) {
         greedy_check(python, &smollm, &dir)?;
     }
-    let merged = if big { "target/smollm-big-bench.json" } else { "target/smollm-bench.json" };
+    let merged = if big {
+        "target/smollm-big-bench.json"
+    } else {
+        "target/smollm-bench.json"
+    };
     run(Command::new("python3")
         .args(["tools/llamacpp_smollm.py", "--merge"])
         .arg(root().join(merged))
@@ -370,11 +374,12 @@ fn big_model() -> Result<Vec<PathBuf>> {
         }
         let converted = dir.join(format!("{out}.safetensors"));
         if !converted.exists() {
-            run(Command::new(&cli)
-                .arg("convert")
-                .arg(&gguf)
-                .arg(&converted)
-                .args(["--scheme", scheme, "--tensor-scheme", "token_embd=q8"]))?;
+            run(Command::new(&cli).arg("convert").arg(&gguf).arg(&converted).args([
+                "--scheme",
+                scheme,
+                "--tensor-scheme",
+                "token_embd=q8",
+            ]))?;
         }
         ggufs.push(gguf);
     }

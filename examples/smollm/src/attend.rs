@@ -96,18 +96,91 @@ fn exp_shifted(scores: &mut [f32]) -> f32 {
     total
 }
 
+/// What the wide attention needs of a SIMD type: eight f32 lanes (one
+/// AVX2 register, or two SIMD128 ones), a product then a sum (never fused),
+/// so that every implementation gives [`dot`]'s bits.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+trait Lanes8: Copy {
+    /// Eight lanes.
+    type V: Copy;
+    fn splat(self, v: f32) -> Self::V;
+    /// Eight values from the start of `s` (at least 8 long).
+    fn load(self, s: &[f32]) -> Self::V;
+    /// `a + x·y` lane by lane.
+    fn add_mul(self, a: Self::V, x: Self::V, y: Self::V) -> Self::V;
+    fn to_array(self, a: Self::V) -> [f32; 8];
+}
+
+/// [`attend_portable`] for `hd = 8 · C`, eight lanes at a time: the
+/// query's `C` lane groups stay loaded, four positions' dot products run at
+/// once (four independent sums; each one's order is [`dot`]'s), and the
+/// output's `C` groups accumulate over the positions as the portable loop
+/// does. Returns false (nothing written) when the slices are shorter than
+/// the contract asks. Inlined into each ISA's caller, so that it is
+/// compiled with that ISA's features.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+#[inline(always)]
+fn attend_lanes<L: Lanes8, const C: usize>(
+    s: L,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    o: &mut [f32],
+    scores: &mut [f32],
+) -> bool {
+    let (hd, n) = (8 * C, scores.len());
+    if q.len() < hd || o.len() < hd || k.len() < n * hd || v.len() < n * hd {
+        return false;
+    }
+    let scale = 1.0 / (hd as f32).sqrt();
+    // `dot`'s tail: the sum of no elements
+    let tail: f32 = std::iter::empty::<f32>().sum();
+    let qv: [L::V; C] = std::array::from_fn(|c| s.load(&q[8 * c..]));
+    let zero = s.splat(0.0);
+    let mut t = 0;
+    while t + 4 <= n {
+        let rows = &k[t * hd..(t + 4) * hd];
+        let mut acc = [zero; 4];
+        for (c, &qc) in qv.iter().enumerate() {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = s.add_mul(*a, qc, s.load(&rows[j * hd + 8 * c..]));
+            }
+        }
+        for (j, a) in acc.into_iter().enumerate() {
+            scores[t + j] = lanes_sum(s.to_array(a), tail) * scale;
+        }
+        t += 4;
+    }
+    for (t, sc) in scores.iter_mut().enumerate().skip(t) {
+        let row = &k[t * hd..(t + 1) * hd];
+        let mut a = zero;
+        for (c, &qc) in qv.iter().enumerate() {
+            a = s.add_mul(a, qc, s.load(&row[8 * c..]));
+        }
+        *sc = lanes_sum(s.to_array(a), tail) * scale;
+    }
+    let total = exp_shifted(scores);
+    let mut acc = [zero; C];
+    for (t, &p) in scores.iter().enumerate() {
+        let w = s.splat(p / total);
+        let row = &v[t * hd..(t + 1) * hd];
+        for (c, a) in acc.iter_mut().enumerate() {
+            *a = s.add_mul(*a, w, s.load(&row[8 * c..]));
+        }
+    }
+    for (c, a) in acc.into_iter().enumerate() {
+        o[8 * c..8 * c + 8].copy_from_slice(&s.to_array(a));
+    }
+    true
+}
+
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use pulp::{f32x8, x86::V3, Simd, WithSimd};
 
-    use super::{exp_shifted, lanes_sum};
+    use super::{attend_lanes, Lanes8};
 
-    /// [`super::attend_portable`] for `hd = 8 · C`, eight lanes a register:
-    /// the query's `C` registers stay loaded, four positions' dot products
-    /// run at once (four independent sums; each one's order is
-    /// [`super::dot`]'s), and the output's `C` registers accumulate over the
-    /// positions as the portable loop does. Returns false (nothing written)
-    /// when the slices are shorter than the contract asks.
+    /// [`super::attend_lanes`] on AVX2, eight lanes a register.
     pub(super) fn attend<const C: usize>(
         simd: V3,
         q: &[f32],
@@ -116,10 +189,6 @@ mod wide {
         o: &mut [f32],
         scores: &mut [f32],
     ) -> bool {
-        let (hd, n) = (8 * C, scores.len());
-        if q.len() < hd || o.len() < hd || k.len() < n * hd || v.len() < n * hd {
-            return false;
-        }
         // the trait's `vectorize` (V3's own takes a closure, which is not
         // inlined into the AVX2 function)
         Simd::vectorize(
@@ -132,8 +201,7 @@ mod wide {
                 o,
                 scores,
             },
-        );
-        true
+        )
     }
 
     struct Attend<'a, const C: usize> {
@@ -145,70 +213,44 @@ mod wide {
         scores: &'a mut [f32],
     }
 
-    /// Eight values from the start of `s` (at least 8 long).
-    #[inline(always)]
-    fn load(s: &[f32]) -> f32x8 {
-        let mut a = [0f32; 8];
-        a.copy_from_slice(&s[..8]);
-        bytemuck::cast(a)
+    impl Lanes8 for V3 {
+        type V = f32x8;
+        #[inline(always)]
+        fn splat(self, v: f32) -> f32x8 {
+            self.splat_f32s(v)
+        }
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> f32x8 {
+            let mut a = [0f32; 8];
+            a.copy_from_slice(&s[..8]);
+            bytemuck::cast(a)
+        }
+        #[inline(always)]
+        fn add_mul(self, a: f32x8, x: f32x8, y: f32x8) -> f32x8 {
+            self.add_f32s(a, self.mul_f32s(x, y))
+        }
+        #[inline(always)]
+        fn to_array(self, a: f32x8) -> [f32; 8] {
+            bytemuck::cast(a)
+        }
     }
 
     impl<const C: usize> WithSimd for Attend<'_, C> {
-        type Output = ();
+        type Output = bool;
 
         // inlined into pulp's AVX2 function, so that everything here is
         // compiled with AVX2 enabled
         #[inline(always)]
-        fn with_simd<S: Simd>(self, _: S) {
+        fn with_simd<S: Simd>(self, _: S) -> bool {
             let Attend {
-                simd: s,
+                simd,
                 q,
                 k,
                 v,
                 o,
                 scores,
             } = self;
-            let hd = 8 * C;
-            let scale = 1.0 / (hd as f32).sqrt();
-            // `dot`'s tail: the sum of no elements
-            let tail: f32 = std::iter::empty::<f32>().sum();
-            let qv: [f32x8; C] = std::array::from_fn(|c| load(&q[8 * c..]));
-            let zero = s.splat_f32s(0.0);
-            let n = scores.len();
-            let mut t = 0;
-            while t + 4 <= n {
-                let rows = &k[t * hd..(t + 4) * hd];
-                let mut acc = [zero; 4];
-                for (c, &qc) in qv.iter().enumerate() {
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = s.add_f32s(*a, s.mul_f32s(qc, load(&rows[j * hd + 8 * c..])));
-                    }
-                }
-                for (j, a) in acc.into_iter().enumerate() {
-                    scores[t + j] = lanes_sum(bytemuck::cast(a), tail) * scale;
-                }
-                t += 4;
-            }
-            for (t, sc) in scores.iter_mut().enumerate().skip(t) {
-                let row = &k[t * hd..(t + 1) * hd];
-                let mut a = zero;
-                for (c, &qc) in qv.iter().enumerate() {
-                    a = s.add_f32s(a, s.mul_f32s(qc, load(&row[8 * c..])));
-                }
-                *sc = lanes_sum(bytemuck::cast(a), tail) * scale;
-            }
-            let total = exp_shifted(scores);
-            let mut acc = [zero; C];
-            for (t, &p) in scores.iter().enumerate() {
-                let w = s.splat_f32s(p / total);
-                let row = &v[t * hd..(t + 1) * hd];
-                for (c, a) in acc.iter_mut().enumerate() {
-                    *a = s.add_f32s(*a, s.mul_f32s(w, load(&row[8 * c..])));
-                }
-            }
-            for (c, a) in acc.into_iter().enumerate() {
-                o[8 * c..8 * c + 8].copy_from_slice(&bytemuck::cast::<f32x8, [f32; 8]>(a));
-            }
+            attend_lanes::<V3, C>(simd, q, k, v, o, scores)
         }
     }
 }
@@ -217,90 +259,46 @@ mod wide {
 mod wasm {
     use std::arch::wasm32::*;
 
-    use super::{exp_shifted, lanes_sum};
+    use super::{attend_lanes, Lanes8};
 
-    /// [`super::dot`]'s eight lanes in two registers: lanes 0–3 and 4–7.
+    /// SIMD128, the build's own features: eight lanes in two registers,
+    /// lanes 0–3 and 4–7.
     #[derive(Clone, Copy)]
-    struct Lanes(v128, v128);
+    struct Simd128;
 
-    /// Eight values from the start of `s` (at least 8 long).
-    #[inline(always)]
-    fn load(s: &[f32]) -> Lanes {
-        let s = &s[..8];
-        Lanes(f32x4(s[0], s[1], s[2], s[3]), f32x4(s[4], s[5], s[6], s[7]))
+    impl Lanes8 for Simd128 {
+        type V = (v128, v128);
+        #[inline(always)]
+        fn splat(self, v: f32) -> (v128, v128) {
+            (f32x4_splat(v), f32x4_splat(v))
+        }
+        #[inline(always)]
+        fn load(self, s: &[f32]) -> (v128, v128) {
+            let s = &s[..8];
+            (f32x4(s[0], s[1], s[2], s[3]), f32x4(s[4], s[5], s[6], s[7]))
+        }
+        #[inline(always)]
+        fn add_mul(self, a: (v128, v128), x: (v128, v128), y: (v128, v128)) -> (v128, v128) {
+            (f32x4_add(a.0, f32x4_mul(x.0, y.0)), f32x4_add(a.1, f32x4_mul(x.1, y.1)))
+        }
+        #[inline(always)]
+        fn to_array(self, a: (v128, v128)) -> [f32; 8] {
+            [
+                f32x4_extract_lane::<0>(a.0),
+                f32x4_extract_lane::<1>(a.0),
+                f32x4_extract_lane::<2>(a.0),
+                f32x4_extract_lane::<3>(a.0),
+                f32x4_extract_lane::<0>(a.1),
+                f32x4_extract_lane::<1>(a.1),
+                f32x4_extract_lane::<2>(a.1),
+                f32x4_extract_lane::<3>(a.1),
+            ]
+        }
     }
 
-    /// `a + x·y` lane by lane: a product, then a sum (no fused multiply-add).
-    #[inline(always)]
-    fn add_mul(a: Lanes, x: Lanes, y: Lanes) -> Lanes {
-        Lanes(f32x4_add(a.0, f32x4_mul(x.0, y.0)), f32x4_add(a.1, f32x4_mul(x.1, y.1)))
-    }
-
-    #[inline(always)]
-    fn to_array(a: Lanes) -> [f32; 8] {
-        [
-            f32x4_extract_lane::<0>(a.0),
-            f32x4_extract_lane::<1>(a.0),
-            f32x4_extract_lane::<2>(a.0),
-            f32x4_extract_lane::<3>(a.0),
-            f32x4_extract_lane::<0>(a.1),
-            f32x4_extract_lane::<1>(a.1),
-            f32x4_extract_lane::<2>(a.1),
-            f32x4_extract_lane::<3>(a.1),
-        ]
-    }
-
-    /// [`super::attend_portable`] for `hd = 8 · C`, as the x86 wide path
-    /// does it: the query's `C` lane groups stay loaded, four positions'
-    /// dot products run at once (each in [`super::dot`]'s order), and the
-    /// output accumulates over the positions as the portable loop does.
-    /// Returns false (nothing written) when the slices are shorter than the
-    /// contract asks.
+    /// [`super::attend_lanes`] on SIMD128.
     pub(super) fn attend<const C: usize>(q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], scores: &mut [f32]) -> bool {
-        let (hd, n) = (8 * C, scores.len());
-        if q.len() < hd || o.len() < hd || k.len() < n * hd || v.len() < n * hd {
-            return false;
-        }
-        let scale = 1.0 / (hd as f32).sqrt();
-        // `dot`'s tail: the sum of no elements
-        let tail: f32 = std::iter::empty::<f32>().sum();
-        let qv: [Lanes; C] = std::array::from_fn(|c| load(&q[8 * c..]));
-        let zero = Lanes(f32x4_splat(0.0), f32x4_splat(0.0));
-        let mut t = 0;
-        while t + 4 <= n {
-            let rows = &k[t * hd..(t + 4) * hd];
-            let mut acc = [zero; 4];
-            for (c, &qc) in qv.iter().enumerate() {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = add_mul(*a, qc, load(&rows[j * hd + 8 * c..]));
-                }
-            }
-            for (j, a) in acc.into_iter().enumerate() {
-                scores[t + j] = lanes_sum(to_array(a), tail) * scale;
-            }
-            t += 4;
-        }
-        for (t, sc) in scores.iter_mut().enumerate().skip(t) {
-            let row = &k[t * hd..(t + 1) * hd];
-            let mut a = zero;
-            for (c, &qc) in qv.iter().enumerate() {
-                a = add_mul(a, qc, load(&row[8 * c..]));
-            }
-            *sc = lanes_sum(to_array(a), tail) * scale;
-        }
-        let total = exp_shifted(scores);
-        let mut acc = [zero; C];
-        for (t, &p) in scores.iter().enumerate() {
-            let w = f32x4_splat(p / total);
-            let row = &v[t * hd..(t + 1) * hd];
-            for (c, a) in acc.iter_mut().enumerate() {
-                *a = add_mul(*a, Lanes(w, w), load(&row[8 * c..]));
-            }
-        }
-        for (c, a) in acc.into_iter().enumerate() {
-            o[8 * c..8 * c + 8].copy_from_slice(&to_array(a));
-        }
-        true
+        attend_lanes::<Simd128, C>(Simd128, q, k, v, o, scores)
     }
 }
 
