@@ -77,14 +77,26 @@ const DECODE_TILES: &[Tile] = &[
 /// side by side ran at about 4 GB/s, below the scalar tier's 6 (Node.js,
 /// AMD EPYC Zen 4, `docs/benchmarks/history.md`, "W8A8 in wasm: rows one
 /// after another").
-const W8A8_TILES: &[Tile] = &[Tile::ONE, Tile::new(4, 1), Tile::new(16, 1), Tile::new(4, 4), Tile::new(1, 4)];
+const W8A8_TILES: &[Tile] = &[
+    Tile::ONE,
+    Tile::new(4, 1),
+    Tile::new(16, 1),
+    Tile::new(4, 4),
+    Tile::new(1, 4),
+];
 
 const W8A8: Family<TileI8I8> = Family {
     shapes: Shapes {
         tiles: W8A8_TILES,
         chunk: 16,
     },
-    kernels: &[tile_i8::<1, 1>, tile_i8::<4, 1>, tile_i8_seq::<16>, tile_i8::<4, 4>, tile_i8::<1, 4>],
+    kernels: &[
+        tile_i8::<1, 1>,
+        tile_i8::<4, 1>,
+        tile_i8_seq::<16>,
+        tile_i8::<4, 4>,
+        tile_i8::<1, 4>,
+    ],
     block: 16,
     layout: Layout::Natural,
     scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
