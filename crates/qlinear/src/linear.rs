@@ -190,6 +190,7 @@ impl Linear {
     /// [`Linear::new`] builds one of its natural form: held as it is when
     /// the layer's route runs the panel tiles, rebuilt in the natural form
     /// otherwise.
+    #[cfg(feature = "formats")]
     pub(crate) fn from_panels(name: impl Into<String>, panels: PanelsQ4, bias: Option<Vec<f32>>) -> Result<Self> {
         let name = name.into();
         if let Some(b) = &bias {
