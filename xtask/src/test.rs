@@ -88,6 +88,7 @@ pub(crate) fn test() -> Result {
     prune("target/smollm2");
     package()?;
     msrv()?;
+    kept_ratios()?;
     run(Command::new("python3").args([
         "tools/gen_recipe_golden.py",
         "--check",
@@ -232,6 +233,11 @@ pub(crate) fn wasm_tests() -> Result {
             .env("QLINEAR_EXPECT_PROVEN", proven.join(","))
             .env("QLINEAR_EXPECT_ABSENT", names(wasm[i + 1..].iter().copied()).join(",")))?;
         if i + 1 == wasm.len() {
+            // the decoder's own SIMD128 paths (attention) and its portable
+            // exp, whose bits the page must share with native builds; its
+            // other tests start threads, which WASI has not
+            run(test(&dir, tier.build_features())
+                .args(["-p", "qlinear-smollm", "--lib", "--", "attend::", "math::"]))?;
             for forced in &wasm {
                 run(test(&dir, tier.build_features())
                     .args(["-p", "qlinear-dispatch", "-p", "qlinear"])
@@ -305,6 +311,37 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, usize)>)
             let rel = path.strip_prefix(root()).unwrap_or(&path).to_path_buf();
             out.push((rel, text.lines().count()));
         }
+    }
+    Ok(())
+}
+
+/// Every `ratios.md` kept beside round files under `docs/benchmarks/runs/`
+/// is what `tools/smollm_ratios.py` prints from them today: the ratios
+/// docs/BENCHMARKS.md quotes stay reproducible by the command it names.
+fn kept_ratios() -> Result {
+    let runs = root().join("docs/benchmarks/runs");
+    let entries = std::fs::read_dir(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
+    for dir in entries.filter_map(|e| Some(e.ok()?.path())) {
+        let kept = dir.join("ratios.md");
+        let Ok(want) = std::fs::read_to_string(&kept) else {
+            continue;
+        };
+        let out = Command::new("python3")
+            .arg("tools/smollm_ratios.py")
+            .arg(&dir)
+            .current_dir(root())
+            .output()
+            .map_err(|e| format!("tools/smollm_ratios.py: {e}"))?;
+        let got = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || got != want {
+            return Err(format!(
+                "{}: tools/smollm_ratios.py {} no longer prints it ({})",
+                kept.display(),
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        eprintln!("xtask> {} reproduced", kept.display());
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ use safetensors::Dtype;
 
 use crate::mapped::Bytes;
 use crate::reader::{read_header, QuantizedFile};
-use crate::{in_features_key, qscheme_key, FormatError};
+use crate::{in_features_key, FormatError};
 
 /// A packed Q4 tensor of a file being opened in place, offered to the
 /// caller's arrangement ([`QuantizedFile::open_in_place_arranged`]) before
@@ -143,7 +143,10 @@ impl QuantizedFile {
                 let (codes, scales) = w.into_codes();
                 Ok(ArrangedQ4 { n, k, codes, scales })
             }
-            QuantizedWeight::Q8(_) => unreachable!("only Q4 tensors are arranged"),
+            // only Q4 tensors are arranged, and the metadata said Q4 then
+            QuantizedWeight::Q8(_) => Err(FormatError::NotArranged {
+                tensor: format!("{prefix}.qweight"),
+            }),
         }
     }
 
@@ -228,7 +231,6 @@ fn q4_tensors(bytes: &[u8]) -> Result<Vec<Q4Tensor>, FormatError> {
             }
             _ => None,
         };
-        debug_assert_eq!(qscheme_key(prefix), *key);
         tensors.push(Q4Tensor {
             prefix: prefix.to_string(),
             range: base + s..base + e,
