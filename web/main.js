@@ -1,5 +1,6 @@
-// The page: talks to the decoder's worker (worker.js), shows the selftest,
-// the plan, the model, the tokens as they come and the speeds. An error is
+// The page: talks to the decoder's worker (worker.js), shows the selftest
+// and the plan (run when a model loads, for its census), the model, the
+// tokens as they come and the speeds. An error is
 // shown on the page, and the page stays usable: another file can be loaded.
 //
 // `cargo xtask browser` opens it with ?check=URL[,URL…] (model files the
@@ -50,6 +51,7 @@ const busy = (on) => {
 
 let ready = null;
 let loaded = null;
+const buildLine = () => `build: ${ready.build} (of ${ready.builds.join(", ")})\n`;
 // ms from the start of the page's load to the first token on it
 let firstTokenAt = null;
 
@@ -65,6 +67,12 @@ async function loadModel(source) {
       `${loaded.description}, decode tier ${loaded.tier}: ${mib(loaded.bytes)} MiB read in ` +
       `${loaded.read_ms.toFixed(0)} ms, loaded in ${loaded.load_ms.toFixed(0)} ms; ` +
       `wasm memory ${mib(loaded.memory_bytes)} MiB (${(loaded.memory_bytes / loaded.bytes).toFixed(2)}× the file)`;
+    const s = loaded.selftest;
+    if (s) {
+      $("selftest").textContent =
+        `${buildLine()}selftest of the file's census ${s.selftest_ms.toFixed(1)} ms, ` +
+        `plan ${s.plan_ms.toFixed(1)} ms (the page's clock; in the load time)\n${s.text}`;
+    }
   } catch (e) {
     $("model").textContent = "no model loaded";
     showError(e);
@@ -199,10 +207,9 @@ async function check(url) {
     const threads = Math.max(1, Number(params.get("threads") || 1));
     $("threads").value = String(threads);
     ready = await request({ kind: "init", build: params.get("build") || undefined, threads });
-    const s = ready.selftest;
     $("selftest").textContent =
-      `build: ${ready.build} (of ${ready.builds.join(", ")})\n` +
-      `selftest ${s.selftest_ms.toFixed(1)} ms, plan ${s.plan_ms.toFixed(1)} ms (the page's clock)\n${s.text}`;
+      `${buildLine()}cpu features: ${ready.features.join(" ")}\n` +
+      "the selftest and the plan run when a model file loads: its layers' kernel families at their K values";
     $("status").textContent =
       `${ready.build} build, ${ready.threads} thread${ready.threads > 1 ? "s" : ""}` +
       (ready.isolated ? "" : " (the page is not cross-origin isolated: one thread, and a coarser clock)") +

@@ -1,8 +1,7 @@
 // The page's decoder, in a Web Worker so that a long step never blocks the
 // page. It loads the widest build of qlinear_web.wasm this browser
 // validates (the registry's wasm tiers, in order, from builds.json; the
-// page may force one), runs the selftest with the page's clock, and then
-// answers the page's messages (main.js): load a model file, generate,
+// page may force one) and then answers the page's messages (main.js): load a model file, generate,
 // time GEMVs. Every reply is { kind, ... }; a failure is
 // { kind: "error", during, message } and leaves the worker ready for the
 // next request.
@@ -44,16 +43,14 @@ async function init(forced, threads) {
     await q.initThreadPool(threads);
   }
   decoder = new q.Decoder();
-  const t0 = now();
-  const s = q.selftest();
-  const report = { text: s.text, passed: s.passed, selftest_ms: s.selftest_ms, plan_ms: s.plan_ms };
-  s.free();
+  // no selftest yet: loading a model proves and plans its own census (its
+  // layers' families at their K values), which is far less than the
+  // whole table at the default census
   return {
     kind: "ready",
     build,
     builds: names,
-    selftest: report,
-    wall_ms: now() - t0,
+    features: q.features(),
     tiers: q.page_tiers(),
     isolated,
     threads: q.threads(),
@@ -86,9 +83,14 @@ async function load({ file, url, modes, weights }) {
   }
   const read_ms = now() - t0;
   const description = decoder.load(modes || "", weights || "");
+  // what loading proved and planned (a converted file; none for a GGUF)
+  const s = decoder.start_up();
+  const selftest = s ? { text: s.text, passed: s.passed, selftest_ms: s.selftest_ms, plan_ms: s.plan_ms } : null;
+  if (s) s.free();
   return {
     kind: "loaded",
     description,
+    selftest,
     tier: decoder.tier(),
     bytes,
     read_ms,

@@ -18,7 +18,7 @@
 
 use std::sync::Mutex;
 
-use qlinear_dispatch::{autotuned_plan, cpu_features, selftest_report, Int8Tier, Route};
+use qlinear_dispatch::{autotuned_plan, cpu_features, selftest_report, Int8Tier, KernelPlanV0, Route, SelftestReport};
 use qlinear_quant_recipe::{GroupSize, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
 use wasm_bindgen::prelude::*;
 
@@ -65,22 +65,36 @@ pub struct SelftestResult {
     pub plan_ms: f64,
 }
 
-/// Runs the selftest and the plan (once per page; later calls report the
-/// same), timed by the page's clock.
+impl SelftestResult {
+    /// A selftest report and its plan (or why there is none) for the page.
+    fn of(report: &SelftestReport, plan: Result<&KernelPlanV0, String>) -> SelftestResult {
+        let (plan, plan_ms) = match plan {
+            Ok(p) => (p.to_string(), p.elapsed.as_secs_f64() * 1e3),
+            Err(e) => (format!("plan: {e}\n"), 0.0),
+        };
+        SelftestResult {
+            text: format!("cpu features: {}\n{report}{plan}", cpu_features().join(" ")),
+            passed: report.all_present_passed(),
+            selftest_ms: report.elapsed.as_secs_f64() * 1e3,
+            plan_ms,
+        }
+    }
+}
+
+/// Runs the selftest and the plan of every kernel family at the default
+/// census (once per page; later calls report the same), timed by the
+/// page's clock. A model needs less: loading a converted file proves and
+/// plans its own census ([`Decoder::start_up`]).
 #[wasm_bindgen]
 pub fn selftest() -> SelftestResult {
     clock();
-    let report = selftest_report();
-    let (plan, plan_ms) = match autotuned_plan() {
-        Ok(p) => (p.to_string(), p.elapsed.as_secs_f64() * 1e3),
-        Err(e) => (format!("plan: {e}\n"), 0.0),
-    };
-    SelftestResult {
-        text: format!("cpu features: {}\n{report}{plan}", cpu_features().join(" ")),
-        passed: report.all_present_passed(),
-        selftest_ms: report.elapsed.as_secs_f64() * 1e3,
-        plan_ms,
-    }
+    SelftestResult::of(selftest_report(), autotuned_plan().map_err(|e| e.to_string()))
+}
+
+/// The CPU features the page's build sees (`simd128`, `relaxed-simd`).
+#[wasm_bindgen]
+pub fn features() -> Vec<String> {
+    cpu_features().into_iter().map(String::from).collect()
 }
 
 struct Gemv {
@@ -226,6 +240,15 @@ impl Decoder {
     pub fn load(&mut self, modes: &str, weights: &str) -> Result<String, JsError> {
         clock();
         self.session.load(modes, weights).map_err(error)
+    }
+
+    /// The selftest and the plan that loading the converted file ran for
+    /// its census (its layers' kernel families at their K values, timed by
+    /// the page's clock; with any family proven before in this page), or
+    /// `undefined` with no model or on a GGUF's f32 path.
+    pub fn start_up(&self) -> Option<SelftestResult> {
+        let init = self.session.start_up()?;
+        Some(SelftestResult::of(&init.selftest, Ok(&init.plan)))
     }
 
     /// The loaded model's tier for a decode step's projections (`f32` on the

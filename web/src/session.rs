@@ -95,6 +95,12 @@ impl Session {
         Ok(description)
     }
 
+    /// The selftest and plan the loaded converted file's census ran
+    /// (`Model::start_up`), if a model is loaded.
+    pub fn start_up(&self) -> Option<&qlinear_smollm::InitReport> {
+        self.loaded.as_ref()?.0.start_up()
+    }
+
     /// See `Decoder::tier`.
     pub fn tier(&self) -> String {
         self.loaded.as_ref().map_or_else(String::new, |(m, _)| m.decode_tier())

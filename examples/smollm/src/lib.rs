@@ -32,5 +32,7 @@ pub use meta::Meta;
 pub use model::{Config, DecodeSplit, KvCache, Model, WeightMemory};
 pub use modes::{Modes, ROLES};
 pub use profile::{Phase, StepTimes};
+/// What opening a converted file proved and planned ([`Model::start_up`]).
+pub use qlinear::InitReport;
 pub use sample::Sampler;
 pub use tokenizer::Tokenizer;

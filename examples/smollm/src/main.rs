@@ -456,7 +456,9 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     let start = Instant::now();
-    qlinear::init().map_err(|e| e.to_string())?;
+    // no whole-table selftest here: opening a converted file proves and
+    // plans its own census (`Model::from_converted`), a GGUF's f32 path
+    // needs none, and a layer in another mode proves its family when built
     // what the process held before the model: the peak beyond it is the model's
     let before_model = peak_rss_mib();
     if let Some(text) = &args.eval {

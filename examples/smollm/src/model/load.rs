@@ -43,7 +43,13 @@ impl Model {
     /// projection the file keeps in float runs in f32 (a mode for it is then an
     /// error: it has none); a file with nothing quantized (as
     /// [`Model::write_f32`] writes it) is the f32 path, head included.
+    ///
+    /// First proves and plans the kernel families of the file's layers at
+    /// their K values (`qlinear::init_for(&file.census())`: the start-up a
+    /// runtime pays on purpose, cheaper than proving every family at the
+    /// default census), kept as [`Model::start_up`].
     pub fn from_converted(file: &ModelFile, meta: &Meta, modes: &Modes) -> Result<Model> {
+        let start_up = qlinear::init_for(&file.census())?;
         let config = Config::from_meta(meta)?;
         let rotation = Rotation::from_meta(meta, &config)?;
         let quantized = file.linears();
@@ -76,7 +82,11 @@ impl Model {
                 "f32".into(),
                 tensor,
                 dense,
-            );
+            )
+            .map(|m| Model {
+                start_up: Some(start_up),
+                ..m
+            });
         }
         // the head: `output` where the file has it, else the token table
         let head_name = if quantized.iter().any(|p| p == "output") || file.shape("output.weight").is_some() {
@@ -133,6 +143,10 @@ impl Model {
             tensor,
             dense,
         )
+        .map(|m| Model {
+            start_up: Some(start_up),
+            ..m
+        })
     }
 
     pub(super) fn assemble(
@@ -182,6 +196,7 @@ impl Model {
             },
             split: DecodeSplit::default(),
             rotation,
+            start_up: None,
         })
     }
 }

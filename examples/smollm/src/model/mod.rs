@@ -178,6 +178,9 @@ pub struct Model {
     split: DecodeSplit,
     /// A rotated model's input rotations ([`crate::rotate`]), or none.
     rotation: Option<Rotation>,
+    /// The selftest and plan of a converted file's census, run when it was
+    /// opened ([`Model::from_converted`]); none on the f32 path.
+    start_up: Option<qlinear::InitReport>,
 }
 
 impl Model {
@@ -282,6 +285,13 @@ impl Model {
     /// ([`DecodeSplit::Team`] unless set).
     pub fn set_decode_split(&mut self, split: DecodeSplit) {
         self.split = split;
+    }
+
+    /// The selftest and plan the converted file's census ran when it was
+    /// opened (its families' proofs, and any proven before in the process),
+    /// or `None` on the f32 path.
+    pub fn start_up(&self) -> Option<&qlinear::InitReport> {
+        self.start_up.as_ref()
     }
 
     /// How decode steps spread over the threads.
@@ -502,9 +512,14 @@ fn rope_table(c: &Config) -> (Vec<f32>, Vec<f32>) {
     let half = c.head_dim / 2;
     let mut cos = Vec::with_capacity(c.context * half);
     let mut sin = Vec::with_capacity(c.context * half);
+    // each pair's frequency once: the same call every position made, so
+    // the same bits, without 2 · context · half calls of pow at load
+    let freq: Vec<f64> = (0..half)
+        .map(|i| libm::pow(f64::from(c.rope_base), -2.0 * i as f64 / c.head_dim as f64))
+        .collect();
     for p in 0..c.context {
-        for i in 0..half {
-            let theta = p as f64 * libm::pow(f64::from(c.rope_base), -2.0 * i as f64 / c.head_dim as f64);
+        for &f in &freq {
+            let theta = p as f64 * f;
             cos.push(libm::cos(theta) as f32);
             sin.push(libm::sin(theta) as f32);
         }

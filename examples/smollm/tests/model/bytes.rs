@@ -110,3 +110,34 @@ fn a_model_from_bytes_generates_the_files_tokens_and_logits() {
         .unwrap();
     assert!(e.to_string().contains("safetensors"), "{e}");
 }
+
+/// Opening a converted file proves and plans its census before any layer
+/// is built (`Model::start_up`): every family its layers run is proven on
+/// the scalar tier and held by the plan.
+#[test]
+fn a_converted_file_is_proven_and_planned_for_its_census_when_opened() {
+    use qlinear::tiers::TierStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), Some(QScheme::Q4Grouped(32)), 0.75);
+    let census = file.census();
+    assert!(!census.families.is_empty(), "{census:?}");
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
+    let init = model.start_up().expect("a converted file's start-up report");
+    let scalar = init
+        .selftest
+        .tiers
+        .iter()
+        .find(|t| t.tier == qlinear::Int8Tier::Scalar)
+        .expect("the scalar tier's line");
+    let TierStatus::Proven(proofs) = &scalar.status else {
+        panic!("the scalar tier is not proven: {:?}", scalar.status)
+    };
+    for family in &census.families {
+        assert!(
+            proofs.iter().any(|p| p.family == *family),
+            "{family} not proven: {proofs:?}"
+        );
+        assert!(init.plan.holds(*family), "{family} not planned:\n{}", init.plan);
+    }
+}
