@@ -172,14 +172,6 @@ pub(crate) fn load16<T: Copy>(v: &[T], at: usize) -> v128 {
     unsafe { v128_load(v.as_ptr().add(at).cast()) }
 }
 
-/// `acc[l] += Σ` of four exact i8·i8 products.
-#[inline]
-fn dot16(acc: v128, a: v128, b: v128) -> v128 {
-    let lo = i32x4_extadd_pairwise_i16x8(i16x8_extmul_low_i8x16(a, b));
-    let hi = i32x4_extadd_pairwise_i16x8(i16x8_extmul_high_i8x16(a, b));
-    i32x4_add(acc, i32x4_add(lo, hi))
-}
-
 #[inline]
 fn hsum(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v) + i32x4_extract_lane::<1>(v) + i32x4_extract_lane::<2>(v) + i32x4_extract_lane::<3>(v)
@@ -209,7 +201,8 @@ pub(crate) fn split_nibbles(v: v128) -> (v128, v128) {
 /// times a code (|x| <= 127) is at most 1905 in magnitude, so the block's
 /// two i16 pair vectors ([`NibbleDot::pairs`], at most 3810 a lane) add in
 /// i16 exactly (at most 7620) and widen once: with [`ExtMul`], 9 operations
-/// per block and pair of rows, where two `dot16` take 12.
+/// per block and pair of rows, where a widening multiply and a pairwise
+/// add per half of each 16 bytes would take 12.
 #[inline]
 fn q4_block<const WR: usize, const XR: usize, D: NibbleDot>(
     a: &mut [[v128; WR]; XR],
@@ -228,7 +221,23 @@ fn q4_block<const WR: usize, const XR: usize, D: NibbleDot>(
     }
 }
 
+/// 16 codes sign-extended to two i16x8 halves (bytes 0..8, then 8..16).
+#[inline(always)]
+fn widen(v: v128) -> (v128, v128) {
+    (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v))
+}
+
 /// W8A8 micro-kernel: `Σ x·w` of `WR` × `XR` rows over whole blocks of 16.
+/// Each operand is widened to i16 once a block (the weights' for all `XR`
+/// activation rows, an activation row's for all `WR` weight rows), and
+/// `i32x4.dot_i16x8_s` multiplies and adds pairs: lane j of a block adds
+/// the products at bytes 2j, 2j + 1, 2j + 8 and 2j + 9, each at most
+/// 127² in magnitude, so every lane and the final sum are exact i32 within
+/// `MAX_K_W8A8` (`docs/NUMERICS.md` §4). Two multiply-adds a pair of rows
+/// beside the shared widenings, where widening multiplies and pairwise adds
+/// of each pair took two of each: SmolLM2's q8 prefill 1.27–1.44× as fast
+/// under Node.js 20's WASI (AMD EPYC Zen 4, three ABBA rounds,
+/// `docs/benchmarks/history.md`, "W8A8 in wasm: one widening a block").
 fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     let k = x.first().map_or(0, |r| r.len());
     assert!(x.len() == XR && w.len() == WR && acc.len() == WR * XR && k.is_multiple_of(16));
@@ -236,11 +245,12 @@ fn tile_i8<const WR: usize, const XR: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut
     let mut a = [[i32x4_splat(0); WR]; XR];
     let mut c = 0;
     while c < k {
-        let wv: [v128; WR] = std::array::from_fn(|q| load16(w[q], c));
+        let wv: [(v128, v128); WR] = std::array::from_fn(|q| widen(load16(w[q], c)));
         for i in 0..XR {
-            let xv = load16(x[i], c);
+            let (xl, xh) = widen(load16(x[i], c));
             for q in 0..WR {
-                a[i][q] = dot16(a[i][q], xv, wv[q]);
+                let (wl, wh) = wv[q];
+                a[i][q] = i32x4_add(a[i][q], i32x4_add(i32x4_dot_i16x8(xl, wl), i32x4_dot_i16x8(xh, wh)));
             }
         }
         c += 16;

@@ -248,3 +248,62 @@ fn a_short_sequential_w8a8_decode_tile_fails_the_proof() {
     assert_eq!(failing(&w8a8_seq_short::TABLE), vec![KernelFamily::W8A8]);
     assert_eq!(failing(&w8a8_seq_right::TABLE), vec![]);
 }
+
+/// The W8A8 tile on i16-widened halves (`super::tile_i8`) done wrong: each
+/// activation half multiplied by the weights' other half (`xl·wh + xh·wl`,
+/// the halves' names swapped). Registered as the 4 × 4 batch tile, so only
+/// the proof's batch rows reach it; `CROSS = false` is the same tile done
+/// right.
+fn widened<const CROSS: bool>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
+    let k = x[0].len();
+    for (i, xr) in x.iter().enumerate() {
+        for (q, wr) in w.iter().enumerate() {
+            let mut a = i32x4_splat(0);
+            let mut c = 0;
+            while c + 16 <= k {
+                let (xl, xh) = super::widen(super::load16(xr, c));
+                let (wl, wh) = super::widen(super::load16(wr, c));
+                let (wl, wh) = if CROSS { (wh, wl) } else { (wl, wh) };
+                a = i32x4_add(a, i32x4_add(i32x4_dot_i16x8(xl, wl), i32x4_dot_i16x8(xh, wh)));
+                c += 16;
+            }
+            acc[i * w.len() + q] = super::hsum(a);
+        }
+    }
+}
+
+mod w8a8_widened {
+    use super::*;
+    macro_rules! table {
+        ($module:ident, $cross:literal, $name:literal) => {
+            pub(super) mod $module {
+                use super::*;
+                const W8A8: Family<TileI8I8> = Family {
+                    shapes: Shapes {
+                        tiles: TILES,
+                        chunk: 0,
+                    },
+                    kernels: &[portable, widened::<$cross>, portable],
+                    block: 16,
+                    layout: Layout::Natural,
+                    scales_to_f32: qlinear_kernels_core::reference::float::scales_to_f32,
+                };
+                qlinear_kernels_core::frame_gemms! { w8a8: W8A8; ..GemmShapes::SINGLE }
+                pub(crate) static TABLE: KernelTable = KernelTable {
+                    name: $name,
+                    gemm_w8a8,
+                    shapes: SHAPES,
+                    ..SCALAR
+                };
+            }
+        };
+    }
+    table!(crossed, true, "simd128-w8a8-widened-crossed");
+    table!(right, false, "simd128-w8a8-widened-right");
+}
+
+#[test]
+fn a_widened_w8a8_tile_crossing_its_halves_fails_the_proof() {
+    assert_eq!(failing(&w8a8_widened::crossed::TABLE), vec![KernelFamily::W8A8]);
+    assert_eq!(failing(&w8a8_widened::right::TABLE), vec![]);
+}

@@ -15,6 +15,7 @@ pub const WASM_SIMD128: TierSpec = TierSpec {
     folder: "crates/kernels-wasm/src/simd128",
     mutants: &[
         "src/simd128/mutants.rs::a_saturating_simd128_batch_tile_fails_the_proof",
+        "src/simd128/mutants.rs::a_widened_w8a8_tile_crossing_its_halves_fails_the_proof",
         "src/simd128/mutants.rs::a_repeated_row_in_the_sequential_w4a8_decode_tile_fails_the_proof",
         "src/simd128/mutants.rs::a_w4a8_16x4_tile_storing_its_quads_as_4x4_tiles_fails_the_proof",
         "src/simd128/mutants.rs::a_panel_tile_adding_its_pairs_across_rows_fails_the_proof",
