@@ -4,8 +4,10 @@
     python tools/llamacpp_smollm.py TOKENS.json EVAL.json MODEL.gguf [...]
 
 scores the models on exactly the tokens that `qlinear-smollm --eval`
-scored (the same windows and positions): the perplexity and the share of
-top-1 tokens equal to qlinear's f32 path. TOKENS.json is what
+scored (the same windows and positions), after checking that they are
+llama.cpp's own tokens of the text: the perplexity, each scored token's
+-ln p (for intervals), the bits a weight and the share of top-1 tokens
+equal to qlinear's f32 path. TOKENS.json is what
 `qlinear-smollm --eval ... --json EVAL.json` writes beside EVAL.json; the
 rows are printed as a markdown table and appended to EVAL.json (with
 "peer": "llama.cpp").
@@ -126,6 +128,28 @@ def merge(out, rounds):
               f"{p['median']:.1f} ({p['min']:.1f}–{p['max']:.1f}) | {d['median']:.1f} ({d['min']:.1f}–{d['max']:.1f}) |")
 
 
+def check_tokens(llm, meta, path):
+    """qlinear's token ids of the scored text (`meta`, the side file of
+    `qlinear-smollm --eval --json`) must be llama.cpp's own tokenization of
+    it, or the two sides score different things: exits naming the first
+    position where they part."""
+    text = meta.get("text")
+    if text is None:
+        return
+    ids = llm.tokenize(open(text, "rb").read(), add_bos=False, special=False)
+    tokens = meta["tokens"]
+    if ids[:len(tokens)] != tokens:
+        at = next((i for i, (a, b) in enumerate(zip(ids, tokens)) if a != b), min(len(ids), len(tokens)))
+        sys.exit(f"{path}: llama.cpp tokenizes {text} differently from qlinear at token {at} "
+                 f"(llama.cpp {ids[at:at + 4]}, qlinear {tokens[at:at + 4]}; {len(ids)} against {len(tokens)} tokens)")
+    print(f"{path}: llama.cpp's tokens of {text} are qlinear's ({len(tokens)} tokens)", file=sys.stderr)
+
+
+def bits_per_weight(llm):
+    """The file's tensors' bits a parameter, as llama.cpp reports it (BPW)."""
+    return 8 * llama_cpp.llama_model_size(llm.model) / llama_cpp.llama_model_n_params(llm.model)
+
+
 def main() -> None:
     if sys.argv[1] == "--bench":
         return bench(*sys.argv[2:6], sys.argv[6:])
@@ -140,7 +164,8 @@ def main() -> None:
     f32 = rows[0]["perplexity"]
     for path in models:
         llm = llama_cpp.Llama(model_path=path, n_ctx=window, n_batch=window, logits_all=True, verbose=False)
-        nll, top1 = 0.0, []
+        check_tokens(llm, meta, path)
+        nll, top1, token_nll = 0.0, [], []
         for start in range(0, len(tokens) - window + 1, window):
             chunk = tokens[start:start + window]
             llm.reset()
@@ -149,7 +174,9 @@ def main() -> None:
             for j in range(window // 2, window - 1):
                 row = logits[j]
                 m = row.max()
-                nll -= row[chunk[j + 1]] - m - np.log(np.exp(row - m).sum())
+                p = row[chunk[j + 1]] - m - np.log(np.exp(row - m).sum())
+                nll -= p
+                token_nll.append(float(-p))
                 top1.append(int(row.argmax()))
         ppl = float(np.exp(nll / len(top1)))
         agree = float(np.mean(np.array(top1) == np.array(ref_top1[:len(top1)])))
@@ -157,7 +184,9 @@ def main() -> None:
         print(f"| llama.cpp {name} | llama.cpp {llama_cpp.__version__} | {ppl:.4f} | {100 * (ppl / f32 - 1):+.2f} % | {100 * agree:.2f} % |")
         rows.append({"model": path, "peer": "llama.cpp", "layers": f"llama.cpp {llama_cpp.__version__}",
                      "perplexity": ppl, "relative_to_first": ppl / f32 - 1, "top1_agreement": agree,
-                     "tokens": len(tokens), "window": window, "scored": len(top1)})
+                     "tokens": len(tokens), "window": window, "scored": len(top1),
+                     "bits_per_weight": bits_per_weight(llm), "text": meta.get("text"),
+                     "token_nll": token_nll})
         del llm
     json.dump(rows, open(out, "w"), indent=2)
 

@@ -64,6 +64,85 @@ pub(crate) fn llama_cpp_python() -> Result<PathBuf> {
     Ok(python)
 }
 
+/// The sha256 of [`LLAMA_CPP_PYTHON`]'s source distribution on PyPI, whose
+/// vendored llama.cpp [`llama_tools`] builds.
+const LLAMA_CPP_PYTHON_SDIST_SHA256: &str = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e";
+
+/// The CMake that builds [`llama_tools`] (a PyPI wheel, into the venv).
+const CMAKE: &str = "cmake==3.31.6";
+
+/// `llama-imatrix` and `llama-quantize`, built (once) from the llama.cpp
+/// sources that [`LLAMA_CPP_PYTHON`]'s own source distribution ships
+/// (`vendor/llama.cpp`), so the importance matrix and the quantized files
+/// are the very llama.cpp the rows are run by: the sdist fetched from
+/// PyPI's simple index and checked against its pinned sha256, CMake from
+/// PyPI into the venv, the same `-march=native` and [`GGML_CFLAGS`] as the
+/// Python package. Returns the two binaries' paths.
+pub(crate) fn llama_tools() -> Result<(PathBuf, PathBuf)> {
+    let python = llama_cpp_python()?;
+    let dir = root().join("target/llama-tools");
+    let bin = dir.join("build/bin");
+    let (imatrix, quantize) = (bin.join("llama-imatrix"), bin.join("llama-quantize"));
+    let stamp = dir.join("qlinear-built");
+    let wanted = format!("{LLAMA_CPP_PYTHON} {LLAMA_CPP_PYTHON_SDIST_SHA256} {GGML_CFLAGS}");
+    if std::fs::read_to_string(&stamp).unwrap_or_default() == wanted && imatrix.exists() && quantize.exists() {
+        return Ok((imatrix, quantize));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    run(Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", CMAKE]))?;
+    // the sdist's address from the simple index (PEP 503), its bytes
+    // checked against the pinned digest before anything is unpacked
+    let version = LLAMA_CPP_PYTHON.rsplit("==").next().unwrap_or_default();
+    run(Command::new(&python)
+        .args([
+            "-c",
+            "import hashlib, re, sys, tarfile, urllib.request\n\
+             name, version, digest, dest = sys.argv[1:5]\n\
+             page = urllib.request.urlopen(f'https://pypi.org/simple/{name}/').read().decode()\n\
+             sdist = f'llama_cpp_python-{version}.tar.gz'\n\
+             url = next(u for u in re.findall(r'href=\"([^\"]+)\"', page) if u.split('#')[0].endswith('/' + sdist))\n\
+             data = urllib.request.urlopen(url.split('#')[0]).read()\n\
+             got = hashlib.sha256(data).hexdigest()\n\
+             if got != digest: sys.exit(f'{sdist}: sha256 {got}, not the pinned {digest}')\n\
+             open(f'{dest}/{sdist}', 'wb').write(data)\n\
+             tarfile.open(f'{dest}/{sdist}').extractall(dest, filter='data')",
+            "llama-cpp-python",
+            version,
+            LLAMA_CPP_PYTHON_SDIST_SHA256,
+        ])
+        .arg(&dir))?;
+    let source = dir.join(format!("llama_cpp_python-{version}/vendor/llama.cpp"));
+    let venv_bin = root().join(GGML_VENV).join("bin");
+    let path = format!("{}:{}", venv_bin.display(), std::env::var("PATH").unwrap_or_default());
+    run(Command::new(venv_bin.join("cmake"))
+        .env("PATH", &path)
+        .arg("-S")
+        .arg(&source)
+        .arg("-B")
+        .arg(dir.join("build"))
+        .args([
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DGGML_NATIVE=ON",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=OFF",
+            "-DLLAMA_BUILD_TOOLS=ON",
+            "-DBUILD_SHARED_LIBS=OFF",
+        ])
+        .arg(format!("-DCMAKE_C_FLAGS={GGML_CFLAGS}"))
+        .arg(format!("-DCMAKE_CXX_FLAGS={GGML_CFLAGS}"))
+        .stdout(std::process::Stdio::null()))?;
+    run(Command::new(venv_bin.join("cmake"))
+        .env("PATH", &path)
+        .arg("--build")
+        .arg(dir.join("build"))
+        .args(["--target", "llama-imatrix", "llama-quantize", "-j", "2"])
+        .stdout(std::process::Stdio::null()))?;
+    std::fs::write(&stamp, &wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok((imatrix, quantize))
+}
+
 /// The llama.cpp peer: the one version every llama.cpp row names (its
 /// system info is printed beside it).
 pub(crate) const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";

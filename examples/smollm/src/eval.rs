@@ -8,6 +8,9 @@ use crate::{KvCache, Model, Result, Sampler};
 pub struct Scores {
     /// `Σ −ln p(token)` over the scored tokens.
     pub nll: f64,
+    /// `−ln p(token)` of each scored token, in order (for intervals: a
+    /// bootstrap resamples these).
+    pub token_nll: Vec<f64>,
     /// The most likely token at every scored position, in order.
     pub top1: Vec<u32>,
 }
@@ -29,7 +32,11 @@ impl Scores {
 pub fn score(model: &Model, tokens: &[u32], window: usize) -> Result<Scores> {
     let mut cache = KvCache::new(&model.config, window)?;
     let vocab = model.vocab();
-    let mut scores = Scores { nll: 0.0, top1: vec![] };
+    let mut scores = Scores {
+        nll: 0.0,
+        token_nll: vec![],
+        top1: vec![],
+    };
     for chunk in tokens.chunks_exact(window) {
         cache.clear();
         let logits = model.forward(&mut cache, chunk, true)?;
@@ -39,6 +46,7 @@ pub fn score(model: &Model, tokens: &[u32], window: usize) -> Result<Scores> {
             let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
             let p = f64::from(row[chunk[j + 1] as usize] - max) - sum.ln();
             scores.nll -= p;
+            scores.token_nll.push(-p);
             scores.top1.push(Sampler::argmax(row));
         }
     }

@@ -77,7 +77,8 @@ struct Args {
     /// of positions whose top-1 token is the first model's.
     #[arg(long)]
     eval: Option<PathBuf>,
-    /// The tokens of the --eval or --calibrate text used (the first N).
+    /// The tokens of the --eval or --calibrate text used (the first N; 0:
+    /// the whole text, as many whole windows as it holds).
     #[arg(long, default_value_t = 4096)]
     eval_tokens: usize,
     /// The window of --eval.
@@ -237,6 +238,9 @@ fn load(spec: &str, weights: Weights) -> Result<(Model, qlinear_smollm::Meta), S
 fn text_tokens(tokenizer: &Tokenizer, path: &std::path::Path, n: usize) -> Result<Vec<u32>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut ids = tokenizer.encode(&text).map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Ok(ids);
+    }
     if ids.len() < n {
         return Err(format!(
             "{}: {} tokens, fewer than the {n} asked for",
@@ -295,6 +299,7 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
             "window": args.window,
             "scored": s.top1.len(),
             "text": text.display().to_string(),
+            "token_nll": s.token_nll,
         }));
     }
     if let Some(path) = &args.json {
@@ -304,7 +309,12 @@ fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
         // scored on the same positions (tools/llamacpp_smollm.py)
         let side = path.with_extension("tokens.json");
         let first = first.map(|f| f.top1).unwrap_or_default();
-        let body = serde_json::json!({ "tokens": tokens, "window": args.window, "reference_top1": first });
+        let body = serde_json::json!({
+            "tokens": tokens,
+            "window": args.window,
+            "reference_top1": first,
+            "text": text.display().to_string(),
+        });
         std::fs::write(&side, body.to_string()).map_err(|e| format!("{}: {e}", side.display()))?;
     }
     Ok(())

@@ -141,3 +141,37 @@ fn a_converted_file_is_proven_and_planned_for_its_census_when_opened() {
         assert!(init.plan.holds(*family), "{family} not planned:\n{}", init.plan);
     }
 }
+
+/// `score` keeps each scored token's `−ln p` beside the sum: as many as
+/// the top-1 tokens (each window's second half but its last position),
+/// summed in order to exactly `nll`, each equal to the log-softmax of its
+/// logits row computed here, and the perplexity is `exp` of their mean.
+#[test]
+fn scores_keep_every_scored_tokens_nll() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = small(dir.path(), Some(QScheme::Q8), 0.75);
+    let meta = Meta::from_converted(file.file().metadata_map()).unwrap();
+    let model = Model::from_converted(&file, &meta, &Modes::default()).unwrap();
+    let tokens: Vec<u32> = (0..24u32).map(|i| (i * 7 + 3) % 70).collect();
+    let window = 8;
+    let s = qlinear_smollm::score(&model, &tokens, window).unwrap();
+    // 3 windows, positions 4, 5, 6 of each
+    assert_eq!((s.token_nll.len(), s.top1.len()), (9, 9));
+    let sum = s.token_nll.iter().fold(0.0f64, |a, &v| a + v);
+    assert_eq!(sum.to_bits(), s.nll.to_bits());
+    let mean = sum / 9.0;
+    assert!((s.perplexity() - mean.exp()).abs() <= 1e-12 * mean.exp());
+    // the first window's first scored position, from its logits
+    let mut cache = KvCache::new(&model.config, window).unwrap();
+    let logits = model.forward(&mut cache, &tokens[..window], true).unwrap();
+    let row = &logits[4 * 70..5 * 70];
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln();
+    let want = -(f64::from(row[tokens[5] as usize] - max) - lse);
+    assert_eq!(s.token_nll[0].to_bits(), want.to_bits());
+    assert!(
+        s.token_nll.iter().all(|&v| v.is_finite() && v >= 0.0),
+        "{:?}",
+        s.token_nll
+    );
+}
