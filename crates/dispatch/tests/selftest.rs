@@ -189,8 +189,8 @@ fn tiers_are_as_the_harness_expects() {
     }
 }
 
-/// The plan times every proven tier at both regimes in the documented
-/// shapes (decode on K = 4096, streamed past L2; batch at M = 16), and each
+/// The plan times every proven tier (on WebAssembly, the SIMD tiers where
+/// one is proven) at both regimes in the documented shapes (decode on K = 4096, streamed past L2; batch at M = 16), and each
 /// pick is the fastest of its own timings unless a wider tier is within the
 /// regime's tie (`KernelPlanV0::tie`: 10 % at decode, 3 % for batches).
 #[test]
@@ -210,7 +210,17 @@ fn the_plan_picks_its_fastest_timing_in_each_regime() {
     for family in KernelFamily::GEMM {
         for m in [1, 16] {
             let timed: Vec<_> = plan.timings.iter().filter(|t| t.family == family && t.m == m).collect();
-            assert_eq!(timed.len(), proven.len(), "{family} M={m}: one timing per proven tier");
+            // on WebAssembly the scalar tier is timed only where no SIMD
+            // tier is proven (its code is optimized first: docs/NUMERICS.md §8)
+            let simd = proven.iter().any(|&t| t != Int8Tier::Scalar);
+            let expected: Vec<Int8Tier> = proven
+                .iter()
+                .copied()
+                .filter(|&t| !(cfg!(target_arch = "wasm32") && simd && t == Int8Tier::Scalar))
+                .collect();
+            let mut tiers: Vec<Int8Tier> = timed.iter().map(|t| t.tier).collect();
+            tiers.reverse();
+            assert_eq!(tiers, expected, "{family} M={m}: one timing per timed tier");
             for t in &timed {
                 let cannot_run = panel_form(family) && !has_panels(t.tier, family);
                 assert!(

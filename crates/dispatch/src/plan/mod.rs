@@ -96,7 +96,7 @@ impl KernelPlanV0 {
     /// cursor over it.
     fn decide(families: &[KernelFamily]) -> Vec<(KernelFamily, FamilyPlan)> {
         let tables_for = |family: KernelFamily| -> Vec<(Int8Tier, &'static KernelTable)> {
-            proven_for(family)
+            timed_tiers(proven_for(family))
                 .into_iter()
                 .rev()
                 .filter_map(|t| t.table().ok().map(|table| (t, table)))
@@ -206,6 +206,27 @@ impl FamilyPlan {
 
 /// The GEMM family whose decision `family` follows: the dot-product
 /// families follow W8A8 / W4A8, the activation quantizer W8A8.
+/// The tiers the plan times for a family, of those proven for it (in
+/// [`Int8Tier::ALL`] order): all of them, except on WebAssembly, where the
+/// scalar tier is timed only when no SIMD tier is proven for the family.
+/// *Why:* a WebAssembly engine runs a function's baseline code until the
+/// function has done enough work, then its optimized code, and at start-up
+/// the scalar tier's kernels have done the most (the selftest runs them as
+/// the proof's reference). In Chromium 156 the plan timed scalar W8A8
+/// decode at 70–75 µs against SIMD128's 95–125 and picked it, and the page
+/// decoded at half its speed; optimized, SIMD128 takes 32.5 µs there and
+/// scalar 76 (Node.js 20 with `--no-liftoff`, AMD EPYC Zen 4, family 25
+/// model 17; SIMD128's W8A8 decode call ran at 101–102 µs for ~300 calls,
+/// then 32). Between the SIMD tiers the start-up timings kept the optimized
+/// order (grouped W4A8 decode: relaxed SIMD 47–85 µs against SIMD128's
+/// 143–165, optimized 32.5 against 69.7). `docs/NUMERICS.md` §8.
+pub(crate) fn timed_tiers(mut proven: Vec<Int8Tier>) -> Vec<Int8Tier> {
+    if cfg!(target_arch = "wasm32") && proven.iter().any(|&t| t != Int8Tier::Scalar) {
+        proven.retain(|&t| t != Int8Tier::Scalar);
+    }
+    proven
+}
+
 fn plan_key(family: KernelFamily) -> KernelFamily {
     match family {
         KernelFamily::DotI8I8 | KernelFamily::QuantizeActivations => KernelFamily::W8A8,
