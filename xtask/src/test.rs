@@ -323,7 +323,11 @@ fn kept_ratios() -> Result {
     let runs = root().join("docs/benchmarks/runs");
     let entries = std::fs::read_dir(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
     for dir in entries.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_dir()) {
-        kept_output(&dir.join("ratios.md"), "tools/smollm_ratios.py", std::slice::from_ref(&dir))?;
+        kept_output(
+            &dir.join("ratios.md"),
+            "tools/smollm_ratios.py",
+            std::slice::from_ref(&dir),
+        )?;
         let mut evals: Vec<_> = std::fs::read_dir(&dir)
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .filter_map(|e| Some(e.ok()?.path()))
