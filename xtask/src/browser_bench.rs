@@ -143,7 +143,7 @@ pub(crate) fn browser_bench(args: &[String]) -> Result {
         std::fs::write(&path, serde_json::Value::from(kept).to_string())
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    report_bench(&b.rounds, &b.memory, repeat, &b.peer)
+    report_bench(&b.rounds, &b.memory, &b.peer)
 }
 
 /// A bench in progress: the server's port and results, the builds the page
@@ -270,18 +270,15 @@ impl Bench {
     }
 }
 
-/// `browser --bench`'s table and `target/browser-bench.json`.
-fn report_bench(rounds: &[Vec<Round>], memory: &[f64], repeat: usize, wllama: &str) -> Result {
+/// `browser --bench`'s rows into `target/browser-bench.json`, then their
+/// table ([`bench_table`]).
+fn report_bench(rounds: &[Vec<Round>], memory: &[f64], wllama: &str) -> Result {
     let chromium = Command::new("chromium")
         .arg("--version")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let cpu = qlinear_dispatch::cpu_model();
-    println!(
-        "{cpu}; {chromium}; {}; {repeat} rounds alternated; prompt 128 tokens of GPL-3, 128 decoded",
-        if wllama.is_empty() { "no wllama" } else { wllama }
-    );
     // each file's perplexity, where `cargo xtask smollm` scored it
     let eval = read_json(&root().join("target/smollm-eval.json")).unwrap_or_default();
     let perplexity = |f: &str, mode: &str| {
@@ -295,50 +292,103 @@ fn report_bench(rounds: &[Vec<Round>], memory: &[f64], repeat: usize, wllama: &s
             })
             .and_then(|r| r["perplexity"].as_f64())
     };
-    println!(
-        "| model (perplexity) | threads | page prefill tok/s | page decode tok/s | native decode tok/s | page ÷ native decode | \
-         wllama file | wllama prefill tok/s | wllama decode tok/s | page ÷ wllama decode | page ÷ wllama prefill | wasm memory ÷ file |"
-    );
-    println!("|---|--:|--:|--:|--:|---|---|--:|--:|---|---|--:|");
     let mut json = vec![];
-    let fmt = |s: (f64, f64, f64)| format!("{:.1} ({:.1}–{:.1})", s.0, s.1, s.2);
-    let per_round = |rs: &[Round], f: &dyn Fn(&Round) -> f64| {
-        rs.iter().map(|r| format!("{:.2}", f(r))).collect::<Vec<_>>().join(", ")
-    };
     for (c, (f, mode, gguf)) in BENCHED.iter().enumerate() {
         for (t, threads) in [1usize, 2].into_iter().enumerate() {
             let rs = &rounds[2 * c + t];
             let col = |g: &dyn Fn(&Round) -> f64| spread(rs.iter().map(g).collect());
-            let (pp, pd) = (col(&|r| r.page.0), col(&|r| r.page.1));
-            let (nd, wp, wd) = (col(&|r| r.native.1), col(&|r| r.wllama.0), col(&|r| r.wllama.1));
-            let ppl = perplexity(f, mode);
-            println!(
-                "| {f}@{mode} ({}) | {threads} | {} | {} | {} | {} | {gguf} | {} | {} | {} | {} | {:.2} |",
-                ppl.map_or("not scored".into(), |p| format!("{p:.4}")),
-                fmt(pp),
-                fmt(pd),
-                fmt(nd),
-                per_round(rs, &|r| r.page.1 / r.native.1),
-                fmt(wp),
-                fmt(wd),
-                per_round(rs, &|r| r.page.1 / r.wllama.1),
-                per_round(rs, &|r| r.page.0 / r.wllama.0),
-                memory[c]
-            );
             let round_rows: Vec<serde_json::Value> = rs
                 .iter()
                 .map(|r| serde_json::json!({"page": [r.page.0, r.page.1], "native": [r.native.0, r.native.1], "wllama": [r.wllama.0, r.wllama.1]}))
                 .collect();
             json.push(serde_json::json!({
-                "model": format!("{f}@{mode}"), "perplexity": ppl, "threads": threads, "cpu": cpu,
+                "model": format!("{f}@{mode}"), "perplexity": perplexity(f, mode), "threads": threads, "cpu": cpu,
                 "chromium": chromium, "peer": wllama, "peer_file": gguf, "rounds": round_rows,
-                "page_prefill_tok_s": pp, "page_decode_tok_s": pd, "native_decode_tok_s": nd,
-                "wllama_prefill_tok_s": wp, "wllama_decode_tok_s": wd, "wasm_memory_over_file": memory[c],
+                "page_prefill_tok_s": col(&|r| r.page.0), "page_decode_tok_s": col(&|r| r.page.1),
+                "native_decode_tok_s": col(&|r| r.native.1), "wllama_prefill_tok_s": col(&|r| r.wllama.0),
+                "wllama_decode_tok_s": col(&|r| r.wllama.1), "wasm_memory_over_file": memory[c],
             }));
         }
     }
     let path = root().join("target/browser-bench.json");
-    std::fs::write(&path, serde_json::Value::from(json).to_string()).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(&path, serde_json::Value::from(json.clone()).to_string())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    print!("{}", bench_table(&json)?);
+    Ok(())
+}
+
+/// The table `browser --bench` prints, from its rows
+/// (`target/browser-bench.json`, kept beside the round files under
+/// `docs/benchmarks/runs/`): each row's medians and ranges recomputed from
+/// its per-round tok/s, and the per-round ratios. `cargo xtask browser
+/// --table FILE` prints it for a kept file, and `cargo xtask test` checks a
+/// kept `browser-table.md` against it.
+pub(crate) fn bench_table(rows: &[serde_json::Value]) -> Result<String> {
+    let first = rows.first().ok_or("no rows")?;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let peer = text(&first["peer"]);
+    let mut out = format!(
+        "{}; {}; {}; {} rounds alternated; prompt 128 tokens of GPL-3, 128 decoded\n",
+        text(&first["cpu"]),
+        text(&first["chromium"]),
+        if peer.is_empty() { "no wllama" } else { &peer },
+        first["rounds"].as_array().map_or(0, Vec::len)
+    );
+    out += "| model (perplexity) | threads | page prefill tok/s | page decode tok/s | native decode tok/s | page ÷ native decode | \
+            wllama file | wllama prefill tok/s | wllama decode tok/s | page ÷ wllama decode | page ÷ wllama prefill | wasm memory ÷ file |\n";
+    out += "|---|--:|--:|--:|--:|---|---|--:|--:|---|---|--:|\n";
+    let fmt = |s: (f64, f64, f64)| format!("{:.1} ({:.1}–{:.1})", s.0, s.1, s.2);
+    for row in rows {
+        let rs: Vec<Round> = row["rounds"]
+            .as_array()
+            .ok_or_else(|| format!("{}: no rounds", row["model"]))?
+            .iter()
+            .map(|r| {
+                let pair = |k: &str| (r[k][0].as_f64().unwrap_or(0.0), r[k][1].as_f64().unwrap_or(0.0));
+                Round {
+                    page: pair("page"),
+                    native: pair("native"),
+                    wllama: pair("wllama"),
+                }
+            })
+            .collect();
+        let col = |g: &dyn Fn(&Round) -> f64| fmt(spread(rs.iter().map(g).collect()));
+        let per_round =
+            |f: &dyn Fn(&Round) -> f64| rs.iter().map(|r| format!("{:.2}", f(r))).collect::<Vec<_>>().join(", ");
+        out += &format!(
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+            text(&row["model"]),
+            row["perplexity"]
+                .as_f64()
+                .map_or("not scored".into(), |p| format!("{p:.4}")),
+            row["threads"],
+            col(&|r| r.page.0),
+            col(&|r| r.page.1),
+            col(&|r| r.native.1),
+            per_round(&|r| r.page.1 / r.native.1),
+            text(&row["peer_file"]),
+            col(&|r| r.wllama.0),
+            col(&|r| r.wllama.1),
+            per_round(&|r| r.page.1 / r.wllama.1),
+            per_round(&|r| r.page.0 / r.wllama.0),
+            row["wasm_memory_over_file"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(out)
+}
+
+/// `cargo xtask browser --table FILE`: [`bench_table`] of a kept
+/// `browser-bench.json`.
+pub(crate) fn browser_table(args: &[String]) -> Result {
+    let path = args
+        .first()
+        .ok_or("usage: cargo xtask browser --table FILE (a browser-bench.json)")?;
+    let rows = read_json(Path::new(path))?;
+    print!(
+        "{}",
+        bench_table(rows.as_array().ok_or_else(|| format!("{path}: not an array of rows"))?)?
+    );
+    Ok(())
 }
 
 /// The median, least and greatest of `v` (zeros when empty).

