@@ -174,14 +174,45 @@ fn prove_jobs(jobs: Vec<(Int8Tier, KernelFamily)>, ks: &[usize]) -> Vec<(Int8Tie
     // loop) one after another: waiting for the pool there, the thread would
     // take another of the loop's tasks, which would wait for the proof this
     // thread holds (see `lock_beside_pool`).
-    let proofs = if rayon::current_thread_index().is_some() {
-        jobs.into_iter().filter_map(prove).collect()
+    // A tier whose table holds the same code for a family as an earlier
+    // tier's (relaxed SIMD runs SIMD128's W8A8 and quantizer; AVX-512 VNNI
+    // AVX2's float families) takes that tier's proof: the same functions
+    // on the same rows give the same bits (`KernelTable::same_family_code`,
+    // `docs/NUMERICS.md` §8). The scalar tier, proven at fewer K, neither
+    // lends nor borrows.
+    let (own, shared): (Vec<_>, Vec<_>) = jobs.iter().partition(|&&job| prover_of(&jobs, job) == job.0);
+    let mut proofs: Vec<(Int8Tier, FamilyProof)> = if rayon::current_thread_index().is_some() {
+        own.into_iter().filter_map(prove).collect()
     } else {
-        jobs.into_par_iter().filter_map(prove).collect()
+        own.into_par_iter().filter_map(prove).collect()
     };
+    for (tier, family) in shared {
+        let by = prover_of(&jobs, (tier, family));
+        if let Some(p) = proofs.iter().find(|(t, p)| *t == by && p.family == family) {
+            let p = p.1.clone();
+            proofs.push((tier, p));
+        }
+    }
     // the shared inputs are for this run only; free them
     release_shared_inputs();
     proofs
+}
+
+/// The tier among `jobs` whose proof of `job`'s family serves `job`'s
+/// tier: the first non-scalar tier (in [`Int8Tier::ALL`] order, as `jobs`
+/// are) holding the same code for the family, which is the job's own tier
+/// when no earlier one does, and always for the scalar tier.
+fn prover_of(jobs: &[(Int8Tier, KernelFamily)], (tier, family): (Int8Tier, KernelFamily)) -> Int8Tier {
+    let Ok(table) = tier.table() else {
+        return tier;
+    };
+    if tier == Int8Tier::Scalar {
+        return tier;
+    }
+    jobs.iter()
+        .filter(|&&(t, f)| f == family && t != Int8Tier::Scalar)
+        .find_map(|&(t, _)| t.table().ok().filter(|o| o.same_family_code(table, family)).map(|_| t))
+        .unwrap_or(tier)
 }
 
 /// A report from each present tier's proofs as `proof` finds them (a
@@ -412,4 +443,67 @@ pub fn selftest_for(census: &Census) -> SelftestReport {
 pub(crate) fn prove_census(census: &Census) {
     process_ks(Some(&census.ks));
     prove_process(&census.families);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every (tier, family) job of the present tiers.
+    fn all_jobs() -> Vec<(Int8Tier, KernelFamily)> {
+        Int8Tier::ALL
+            .into_iter()
+            .filter(|t| t.table().is_ok())
+            .flat_map(|t| KernelFamily::ALL.map(|f| (t, f)))
+            .collect()
+    }
+
+    /// A job's proof comes from the first non-scalar tier holding the same
+    /// code for the family, never from one with other code or from the
+    /// scalar tier, and the scalar tier proves its own.
+    #[test]
+    fn a_proof_is_lent_only_between_tables_holding_the_same_code() {
+        let jobs = all_jobs();
+        let rank = |t: Int8Tier| Int8Tier::ALL.iter().position(|&a| a == t);
+        for &(tier, family) in &jobs {
+            let by = prover_of(&jobs, (tier, family));
+            if tier == Int8Tier::Scalar {
+                assert_eq!(by, tier);
+                continue;
+            }
+            let (table, lender) = (tier.table().unwrap(), by.table().unwrap());
+            assert!(
+                by != Int8Tier::Scalar && rank(by) <= rank(tier),
+                "{tier} {family}: from {by}"
+            );
+            assert!(lender.same_family_code(table, family), "{tier} {family}: from {by}");
+            // no earlier non-scalar tier with the same code was passed over
+            for &(t, f) in &jobs {
+                if f == family && t != Int8Tier::Scalar && rank(t) < rank(by) {
+                    assert!(!t.table().unwrap().same_family_code(table, family), "{tier} {family}");
+                }
+            }
+        }
+    }
+
+    /// A fresh selftest gives a tier that borrows a family's proof exactly
+    /// its lender's proof, and proves every other family of every present
+    /// tier (the report's rows).
+    #[test]
+    fn a_borrowed_proof_is_the_lenders_and_every_other_is_run() {
+        let report = run_selftest(&[96]);
+        let jobs = all_jobs();
+        let proof = |t: Int8Tier, f: KernelFamily| {
+            report.tiers.iter().find(|r| r.tier == t).and_then(|r| match &r.status {
+                TierStatus::Proven(p) | TierStatus::Failed(p) => p.iter().find(|p| p.family == f).cloned(),
+                TierStatus::Absent(_) => None,
+            })
+        };
+        for &(tier, family) in &jobs {
+            let got = proof(tier, family).unwrap_or_else(|| panic!("{tier} {family}: no proof"));
+            assert!(got.checks > 0, "{tier} {family}: no proof rows ran");
+            let by = prover_of(&jobs, (tier, family));
+            assert_eq!(Some(got), proof(by, family), "{tier} {family}");
+        }
+    }
 }

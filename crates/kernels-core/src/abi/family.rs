@@ -142,6 +142,29 @@ impl KernelTable {
         a != 0 && a == address(other.gemm(family))
     }
 
+    /// Whether `self` and `other` hold the same code for everything the
+    /// proof of `family` runs (`crate::proof`): the family's entries (the
+    /// matrix entry and its panel entry, the dot product, or the quantizer
+    /// and its group sums) at the same addresses, and the same declared
+    /// tiles, from which the proof's shapes come. Two such tables give the
+    /// same bits for every proof row on one CPU, so one proof serves both
+    /// (the selftest's sharing, `docs/NUMERICS.md` §8): a relaxed-SIMD
+    /// table runs SIMD128's W8A8, quantizer and float families.
+    pub fn same_family_code(&self, other: &KernelTable, family: KernelFamily) -> bool {
+        use KernelFamily as F;
+        let panels = |t: &KernelTable| t.panels(family).map_or(0, |f| f as usize);
+        let entries = |t: &KernelTable| -> [usize; 2] {
+            match family {
+                F::DotI8I8 => [t.dot_i8_i8 as usize, 0],
+                F::DotI8Q4 => [t.dot_i8_q4 as usize, 0],
+                F::QuantizeActivations => [t.quantize_row_q8 as usize, t.group_sums as usize],
+                _ => [0, panels(t)],
+            }
+        };
+        let gemm = KernelFamily::GEMM.contains(&family) && !self.same_gemm(other, family);
+        !gemm && entries(self) == entries(other) && self.shapes(family) == other.shapes(family)
+    }
+
     /// The tiles a matrix family's entry declares (what the selftest's random
     /// shapes are derived from); [`Shapes::SINGLE`] for the other families.
     pub fn shapes(&self, family: KernelFamily) -> Shapes {
