@@ -6,6 +6,8 @@
 
 // `--bench` (the binary's, not the library's)
 mod bench;
+// `--eval`: the perplexity table and its JSON
+mod score;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -252,74 +254,6 @@ fn text_tokens(tokenizer: &Tokenizer, path: &std::path::Path, n: usize) -> Resul
     Ok(ids)
 }
 
-fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (reference, meta) = load(&args.models[0], args.weights)?;
-    let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
-    if args.window < 4 || args.window > reference.config.context {
-        return Err(format!(
-            "--window {} must be 4 to the context ({})",
-            args.window, reference.config.context
-        ));
-    }
-    let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
-    let mut rows = vec![];
-    let mut first: Option<qlinear_smollm::Scores> = None;
-    println!("| model | layers | perplexity | vs first | top-1 agreement |");
-    println!("|---|---|--:|--:|--:|");
-    for spec in &args.models {
-        let model = if rows.is_empty() {
-            None
-        } else {
-            Some(load(spec, args.weights)?.0)
-        };
-        let model = model.as_ref().unwrap_or(&reference);
-        let t = Instant::now();
-        let s = qlinear_smollm::score(model, &tokens, args.window).map_err(|e| format!("{spec}: {e}"))?;
-        let base = first.get_or_insert_with(|| s.clone());
-        let (ppl, agree) = (s.perplexity(), s.agreement(base));
-        let rel = ppl / base.perplexity() - 1.0;
-        println!(
-            "| {spec} | {} | {ppl:.4} | {:+.2} % | {:.2} % |",
-            model.description,
-            rel * 100.0,
-            agree * 100.0
-        );
-        eprintln!(
-            "{spec}: scored {} positions in {:.1} s",
-            s.top1.len(),
-            t.elapsed().as_secs_f64()
-        );
-        rows.push(serde_json::json!({
-            "model": spec,
-            "layers": model.description,
-            "perplexity": ppl,
-            "relative_to_first": rel,
-            "top1_agreement": agree,
-            "tokens": tokens.len(),
-            "window": args.window,
-            "scored": s.top1.len(),
-            "text": text.display().to_string(),
-            "token_nll": s.token_nll,
-        }));
-    }
-    if let Some(path) = &args.json {
-        let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
-        std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))?;
-        // the tokens scored and the first model's top-1 tokens, for a peer
-        // scored on the same positions (tools/llamacpp_smollm.py)
-        let side = path.with_extension("tokens.json");
-        let first = first.map(|f| f.top1).unwrap_or_default();
-        let body = serde_json::json!({
-            "tokens": tokens,
-            "window": args.window,
-            "reference_top1": first,
-            "text": text.display().to_string(),
-        });
-        std::fs::write(&side, body.to_string()).map_err(|e| format!("{}: {e}", side.display()))?;
-    }
-    Ok(())
-}
-
 /// `--calibrate`'s outputs and `--smooth-alpha`, checked before anything
 /// runs: an output that is the model (or the other output) would overwrite
 /// it.
@@ -472,7 +406,7 @@ fn run(args: Args) -> Result<(), String> {
     // what the process held before the model: the peak beyond it is the model's
     let before_model = peak_rss_mib();
     if let Some(text) = &args.eval {
-        return eval(&args, text);
+        return score::eval(&args, text);
     }
     if let Some(text) = &args.bench {
         return bench::bench(&args, text);
