@@ -371,6 +371,52 @@ impl QuantizedFile {
 /// such: its magic read as a header length is over 1.1 GB, which the
 /// `safetensors` crate refuses as "header too large" (no valid file starts
 /// so), a message that says nothing of what the file is.
+/// The largest header [`QuantizedFile::header_metadata_of`] reads: the
+/// `safetensors` crate's own limit.
+const HEADER_METADATA_LIMIT: u64 = 100_000_000;
+
+impl QuantizedFile {
+    /// The `__metadata__` map of a safetensors file from its first bytes
+    /// alone (`bytes` holds at least the 8-byte length and the header; the
+    /// tensors' data need not follow): for a caller that needs the metadata
+    /// before the file is parsed whole or rewritten (`qlinear::ModelFile`
+    /// reads its census so, before it arranges codes in place). `None`
+    /// where the bytes hold no such header: parsing the file whole reports
+    /// what is wrong.
+    pub fn header_metadata(bytes: &[u8]) -> Option<HashMap<String, String>> {
+        let len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+        if len > HEADER_METADATA_LIMIT {
+            return None;
+        }
+        let header = bytes.get(8..8 + usize::try_from(len).ok()?)?;
+        let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+        match header.get("__metadata__") {
+            None => Some(HashMap::new()),
+            Some(serde_json::Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect(),
+            Some(_) => None,
+        }
+    }
+
+    /// [`QuantizedFile::header_metadata`] of the file at `path`, reading
+    /// only its header.
+    pub fn header_metadata_of(path: impl AsRef<Path>) -> Option<HashMap<String, String>> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len).ok()?;
+        let n = u64::from_le_bytes(len);
+        if n > HEADER_METADATA_LIMIT {
+            return None;
+        }
+        let mut bytes = len.to_vec();
+        file.take(n).read_to_end(&mut bytes).ok()?;
+        Self::header_metadata(&bytes)
+    }
+}
+
 pub(crate) fn read_header(bytes: &[u8]) -> Result<(usize, Metadata), FormatError> {
     if crate::gguf::is_gguf(bytes) {
         return Err(FormatError::GgufNotSafetensors);

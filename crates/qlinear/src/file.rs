@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::path::Path;
 
 use qlinear_dispatch::{arrange_in_place, Census, KernelFamily, LayerRoute, PanelsQ4, QuantLinearMode};
@@ -56,9 +57,16 @@ impl ModelFile {
     /// bytes ([`crate::tiers::arrange_in_place`]), so its layer reads its
     /// codes in place *and* runs the panel tiles ([`Linear::holds_panels`],
     /// [`Linear::codes_shared`]). Opening therefore runs the selftest
-    /// and the plan, as building the first layer would. Errors: as
+    /// and the plan, as building the first layer would: for the file's
+    /// census ([`ModelFile::census`], read from its header first and given
+    /// to [`crate::init_for`]), so that the process's proofs run at the
+    /// file's K values and not the default census's. Errors: as
     /// [`ModelFile::open`].
     pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        if let Some(meta) = QuantizedFile::header_metadata_of(path) {
+            init_before_arranging(&meta);
+        }
         Ok(ModelFile {
             file: QuantizedFile::open_in_place_arranged(path, &mut arrange_for_panels)?,
         })
@@ -78,8 +86,13 @@ impl ModelFile {
     /// panel-form weights arranged where they lie, the bytes kept alive by
     /// the layers): a file held once, where [`ModelFile::from_bytes`] would
     /// copy every layer's codes out of it. For a runtime that has the bytes
-    /// already (a browser page). Errors: as [`ModelFile::from_bytes`].
+    /// already (a browser page). Proves and plans the file's census first,
+    /// as [`ModelFile::open_in_place`] does. Errors: as
+    /// [`ModelFile::from_bytes`].
     pub fn from_bytes_in_place(bytes: Vec<u8>) -> Result<Self> {
+        if let Some(meta) = QuantizedFile::header_metadata(&bytes) {
+            init_before_arranging(&meta);
+        }
         Ok(ModelFile {
             file: QuantizedFile::from_bytes_in_place_arranged(bytes, &mut arrange_for_panels)?,
         })
@@ -180,32 +193,49 @@ impl ModelFile {
     /// out (loading that layer reports it). A layer run in another mode
     /// ([`Linear::with_mode`]) has its family proven when it is built.
     pub fn census(&self) -> Census {
-        let meta = self.file.metadata_map();
-        let mut ks: Vec<usize> = meta
-            .iter()
-            .filter(|(key, _)| key.ends_with(".in_features"))
-            .filter_map(|(_, v)| v.parse().ok())
-            .collect();
-        ks.sort_unstable();
-        ks.dedup();
-        // a layer whose mode cannot run it fails to build: no family
-        let families = self
-            .file
-            .quantized_prefixes()
-            .iter()
-            .filter_map(|p| meta.get(&qscheme_key(p))?.parse::<QScheme>().ok())
-            .filter_map(|scheme| QuantLinearMode::for_new_layer(scheme).ok()?.family_for(scheme).ok())
-            .collect::<Vec<_>>();
-        Census {
-            ks,
-            families: KernelFamily::ALL.into_iter().filter(|f| families.contains(f)).collect(),
-        }
+        census_of(self.file.metadata_map())
     }
 
     /// The underlying reader, for raw tensors and metadata.
     pub fn file(&self) -> &QuantizedFile {
         &self.file
     }
+}
+
+/// [`ModelFile::census`] from a file's metadata: its K values
+/// (`P.in_features`) and the families of its quantized layers (each `P`
+/// with a `P.qscheme`) in their default modes.
+fn census_of(meta: &HashMap<String, String>) -> Census {
+    let mut ks: Vec<usize> = meta
+        .iter()
+        .filter(|(key, _)| key.ends_with(".in_features"))
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    // a layer whose mode cannot run it fails to build: no family
+    let families = meta
+        .iter()
+        .filter(|(key, _)| key.ends_with(&qscheme_key("")))
+        .filter_map(|(_, v)| v.parse::<QScheme>().ok())
+        .filter_map(|scheme| QuantLinearMode::for_new_layer(scheme).ok()?.family_for(scheme).ok())
+        .collect::<Vec<_>>();
+    Census {
+        ks,
+        families: KernelFamily::ALL.into_iter().filter(|f| families.contains(f)).collect(),
+    }
+}
+
+/// Proves and plans the census of the file whose metadata is `meta`
+/// before its codes are arranged in place: the arrangement asks the plan
+/// where each Q4 weight runs, and the first proof of a process fixes its
+/// census K values, which would otherwise be the default census's (the
+/// page's q4g32 SmolLM2 file proved 80 K values, its q8 file, with
+/// nothing to arrange, 71). A failure here is left to building the
+/// layers, which reports it (as a plan that cannot be made leaves the
+/// codes unarranged).
+fn init_before_arranging(meta: &HashMap<String, String>) {
+    let _ = crate::init_for(&census_of(meta));
 }
 
 /// Whether a [`Linear`] of this Q4 tensor, in the mode a layer takes by

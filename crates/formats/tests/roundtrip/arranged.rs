@@ -127,3 +127,38 @@ fn a_file_truncated_after_it_was_opened_in_place_changes_nothing() {
         }
     }
 }
+
+/// The header's metadata alone, from the whole file, from its header's
+/// bytes alone, and from its path; `None` for bytes that hold no header.
+#[test]
+fn a_files_metadata_reads_from_its_header_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = tensors_for(4, 64);
+    let path = write(dir.path(), "meta.safetensors", &tensors);
+    let bytes = std::fs::read(&path).unwrap();
+    let whole = QuantizedFile::open(&path).unwrap().metadata_map().clone();
+    assert!(whole.keys().any(|k| k.ends_with(".qscheme")), "{whole:?}");
+    let header_len = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    assert_eq!(QuantizedFile::header_metadata(&bytes).as_ref(), Some(&whole));
+    assert_eq!(
+        QuantizedFile::header_metadata(&bytes[..header_len]).as_ref(),
+        Some(&whole)
+    );
+    assert_eq!(QuantizedFile::header_metadata_of(&path).as_ref(), Some(&whole));
+    // cut inside the header, no length, a length past the limit, not JSON
+    assert_eq!(QuantizedFile::header_metadata(&bytes[..header_len - 1]), None);
+    assert_eq!(QuantizedFile::header_metadata(&bytes[..5]), None);
+    assert_eq!(QuantizedFile::header_metadata(&u64::MAX.to_le_bytes()), None);
+    let mut garbage = 4u64.to_le_bytes().to_vec();
+    garbage.extend_from_slice(b"{no}");
+    assert_eq!(QuantizedFile::header_metadata(&garbage), None);
+    // a header without metadata: an empty map; metadata of a non-string: none
+    let mut plain = 2u64.to_le_bytes().to_vec();
+    plain.extend_from_slice(b"{}");
+    assert_eq!(QuantizedFile::header_metadata(&plain), Some(HashMap::new()));
+    let odd = br#"{"__metadata__":{"a":1}}"#;
+    let mut bad = (odd.len() as u64).to_le_bytes().to_vec();
+    bad.extend_from_slice(odd);
+    assert_eq!(QuantizedFile::header_metadata(&bad), None);
+    assert_eq!(QuantizedFile::header_metadata_of(dir.path().join("missing")), None);
+}
