@@ -222,10 +222,13 @@ impl Decoder {
         self.session.reserve(bytes).map_err(error)
     }
 
-    /// Appends the next chunk of the file. Refused past the size given to
-    /// [`Decoder::reserve`].
-    pub fn append(&mut self, chunk: &[u8]) -> Result<(), JsError> {
-        self.session.append(chunk).map_err(error)
+    /// Appends the next chunk of the file, copied from the JavaScript array
+    /// straight into the reserved buffer (a `&[u8]` argument would be
+    /// copied into wasm memory first, past the file, growing the memory by
+    /// a chunk). Refused past the size given to [`Decoder::reserve`].
+    pub fn append(&mut self, chunk: &js_sys::Uint8Array) -> Result<(), JsError> {
+        let len = chunk.length() as usize;
+        self.session.append_with(len, |tail| chunk.copy_to(tail)).map_err(error)
     }
 
     /// Loads the file streamed in: a converted qlinear file (its layers in

@@ -53,7 +53,18 @@ impl Session {
 
     /// See `Decoder::append`.
     pub fn append(&mut self, chunk: &[u8]) -> Result<(), String> {
-        let total = self.file.len() + chunk.len();
+        self.append_with(chunk.len(), |tail| tail.copy_from_slice(chunk))
+    }
+
+    /// Appends the file's next `len` bytes, which `fill` writes into the
+    /// reserved buffer's next `len` bytes (zeroed first): the page's chunk
+    /// goes from its JavaScript array straight there, never through a
+    /// second buffer in wasm memory (a 16 MiB chunk allocated past the
+    /// reserved file would grow the memory, which never shrinks, by as
+    /// much). Refused past the size given to [`Session::reserve`].
+    pub fn append_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), String> {
+        let start = self.file.len();
+        let total = start + len;
         if total > self.expected {
             return Err(format!(
                 "{} bytes past the file's {} (a file that grew while it was read?)",
@@ -61,7 +72,9 @@ impl Session {
                 self.expected
             ));
         }
-        self.file.extend_from_slice(chunk);
+        // within the reserved capacity: no reallocation
+        self.file.resize(total, 0);
+        fill(&mut self.file[start..]);
         Ok(())
     }
 

@@ -35,12 +35,20 @@ pub struct Q4InPlace<'a> {
     /// and in the natural order (row after row): the arrangement may
     /// permute them in place.
     pub codes: &'a mut [u8],
+    /// A grouped tensor's scales, `P.scales`' bytes (`n · k / G`
+    /// little-endian f16, row after row) when the header describes them
+    /// consistently (F16 `[n, k / G]`); `None` per channel. An arrangement
+    /// that takes the codes (returns `true`) takes these too: it permutes
+    /// them in place as well, and [`QuantizedFile::load_arranged`] hands
+    /// them out read in place, in its order ([`ArrangedScales::InPlace`]).
+    pub scales: Option<&'a mut [u8]>,
 }
 
 /// A Q4 tensor whose codes its caller rearranged when the file was opened
 /// ([`QuantizedFile::load_arranged`]): checked as [`QuantizedFile::load`]
 /// checks it, its codes in the caller's order and read in place from the
-/// file's bytes, its scales in the natural row order (copied).
+/// file's bytes; its scales too where the arrangement took them (grouped),
+/// else copied in the natural row order.
 #[derive(Debug)]
 pub struct ArrangedQ4 {
     /// Rows (output features).
@@ -49,8 +57,25 @@ pub struct ArrangedQ4 {
     pub k: usize,
     /// The `n · k / 2` code bytes as the arrangement left them, shared.
     pub codes: Codes<u8>,
-    /// The scales, per channel or grouped, in row order.
-    pub scales: Q4Scales,
+    /// The scales.
+    pub scales: ArrangedScales,
+}
+
+/// The scales of an [`ArrangedQ4`].
+#[derive(Debug)]
+pub enum ArrangedScales {
+    /// Copied, in the natural row order: per channel, or grouped scales
+    /// the arrangement was not offered ([`Q4InPlace::scales`]).
+    Natural(Q4Scales),
+    /// Grouped by `group`: `P.scales`' `n · k / group` little-endian f16
+    /// bytes as the arrangement left them, read in place from the file's
+    /// bytes (checked as [`QuantizedFile::load`] checks the scales).
+    InPlace {
+        /// Columns per scale.
+        group: usize,
+        /// The bytes, shared.
+        bytes: Codes<u8>,
+    },
 }
 
 /// A caller's arrangement: rearranges a tensor's codes in place and says
@@ -63,6 +88,9 @@ struct Q4Tensor {
     prefix: String,
     range: Range<usize>,
     shape: Option<(usize, usize, GroupSize)>,
+    /// Where a grouped tensor's scales are, when the header describes them
+    /// consistently and apart from the codes.
+    scales: Option<Range<usize>>,
 }
 
 impl QuantizedFile {
@@ -78,7 +106,8 @@ impl QuantizedFile {
     /// SIGBUS to fear. The packed Q4 tensors' nibbles, stored in two's
     /// complement (`docs/FORMAT.md`), are rewritten there once to the biased
     /// form the kernels read. The file itself is never written. Scales are
-    /// copied (a sixteenth of a q4g32 weight's bytes).
+    /// copied, unless an arrangement takes them
+    /// ([`QuantizedFile::open_in_place_arranged`], [`Q4InPlace::scales`]).
     ///
     /// Errors: as [`QuantizedFile::open`], and
     /// [`FormatError::ShrankWhileRead`] when the file ends before the length
@@ -114,10 +143,11 @@ impl QuantizedFile {
         Self::in_place(Bytes::Owned(bytes), arranged)
     }
 
-    fn in_place(bytes: Bytes, arranged: HashSet<String>) -> Result<Self, FormatError> {
+    fn in_place(bytes: Bytes, (arranged, scales): (HashSet<String>, HashSet<String>)) -> Result<Self, FormatError> {
         let mut file = Self::from_bytes_inner(bytes)?;
         file.in_place = true;
         file.arranged = arranged;
+        file.arranged_scales = scales;
         Ok(file)
     }
 
@@ -141,6 +171,18 @@ impl QuantizedFile {
             QuantizedWeight::Q4(w) => {
                 let (n, k) = (w.n(), w.k());
                 let (codes, scales) = w.into_codes();
+                let scales = match scales {
+                    // checked in the arrangement's order (each value alone)
+                    Q4Scales::Grouped { group, .. } if self.arranged_scales.contains(prefix) => {
+                        let name = format!("{prefix}.scales");
+                        let data = self.raw(&name).map(|t| t.data).unwrap_or_default();
+                        ArrangedScales::InPlace {
+                            group,
+                            bytes: self.shared(&name, data)?,
+                        }
+                    }
+                    natural => ArrangedScales::Natural(natural),
+                };
                 Ok(ArrangedQ4 { n, k, codes, scales })
             }
             // only Q4 tensors are arranged, and the metadata said Q4 then
@@ -169,25 +211,48 @@ impl QuantizedFile {
 
 /// Makes every packed Q4 tensor's nibbles biased in `bytes`, then offers
 /// those with a consistent header to `arrange`; returns the prefixes it
-/// rearranged.
-fn rewrite(bytes: &mut [u8], arrange: Arrange<'_>) -> Result<HashSet<String>, FormatError> {
-    let mut arranged = HashSet::new();
+/// rearranged, and those of them whose scales it took too.
+fn rewrite(bytes: &mut [u8], arrange: Arrange<'_>) -> Result<(HashSet<String>, HashSet<String>), FormatError> {
+    let (mut arranged, mut with_scales) = (HashSet::new(), HashSet::new());
     for t in q4_tensors(bytes)? {
-        let codes = &mut bytes[t.range];
+        let (codes, scales) = match t.scales.clone() {
+            Some(s) => {
+                let (codes, scales) = apart(bytes, t.range.clone(), s);
+                (codes, Some(scales))
+            }
+            None => (&mut bytes[t.range.clone()], None),
+        };
         qlinear_quant_recipe::twos_complement_to_biased(codes);
         if let Some((n, k, group)) = t.shape {
+            let offered = scales.is_some();
             if arrange(Q4InPlace {
                 prefix: &t.prefix,
                 n,
                 k,
                 group,
                 codes,
+                scales,
             }) {
+                if offered {
+                    with_scales.insert(t.prefix.clone());
+                }
                 arranged.insert(t.prefix);
             }
         }
     }
-    Ok(arranged)
+    Ok((arranged, with_scales))
+}
+
+/// `bytes[a]` and `bytes[b]`, two ranges that do not overlap, borrowed
+/// mutably at once.
+fn apart(bytes: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&mut [u8], &mut [u8]) {
+    if a.start <= b.start {
+        let (low, high) = bytes.split_at_mut(b.start);
+        (&mut low[a], &mut high[..b.len()])
+    } else {
+        let (low, high) = bytes.split_at_mut(a.start);
+        (&mut high[..a.len()], &mut low[b])
+    }
 }
 
 /// Where the packed Q4 codes are in a file's bytes: the `P.qweight` tensors
@@ -231,10 +296,22 @@ fn q4_tensors(bytes: &[u8]) -> Result<Vec<Q4Tensor>, FormatError> {
             }
             _ => None,
         };
+        let codes = base + s..base + e;
+        // a grouped tensor's scales, F16 [n, k / g], apart from its codes
+        let scales = match shape {
+            Some((n, k, GroupSize::Group(g))) => metadata
+                .info(&format!("{prefix}.scales"))
+                .filter(|i| i.dtype == Dtype::F16 && i.shape == [n, k / g])
+                .map(|i| base + i.data_offsets.0..base + i.data_offsets.1)
+                .filter(|r| Some(r.len()) == (n * (k / g)).checked_mul(2))
+                .filter(|r| r.end <= codes.start || codes.end <= r.start),
+            _ => None,
+        };
         tensors.push(Q4Tensor {
             prefix: prefix.to_string(),
-            range: base + s..base + e,
+            range: codes,
             shape,
+            scales,
         });
     }
     Ok(tensors)

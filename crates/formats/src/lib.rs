@@ -37,7 +37,7 @@ pub use gguf::{
     is_gguf, GgmlType, GgufFile, GgufTensorInfo, GgufValue, GgufValueType, GGML_MAX_DIMS, GGUF_ALIGNMENT_KEY,
     GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH,
 };
-pub use in_place::{Arrange, ArrangedQ4, Q4InPlace};
+pub use in_place::{Arrange, ArrangedQ4, ArrangedScales, Q4InPlace};
 pub use mapped::file_kind;
 pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};

@@ -70,6 +70,9 @@ pub struct QuantizedFile {
     /// The Q4 prefixes a caller rearranged when the file was opened in
     /// place (`in_place.rs`): read with `load_arranged`, not `load`.
     pub(crate) arranged: HashSet<String>,
+    /// Those of them whose grouped scales the caller rearranged too: read
+    /// in place by `load_arranged`.
+    pub(crate) arranged_scales: HashSet<String>,
     header_len: usize,
     metadata: Metadata,
     meta: HashMap<String, String>,
@@ -136,6 +139,7 @@ impl QuantizedFile {
             bytes: Arc::new(bytes),
             in_place: false,
             arranged: HashSet::new(),
+            arranged_scales: HashSet::new(),
             header_len,
             metadata,
             meta,

@@ -1,8 +1,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use qlinear_dispatch::{arrange_in_place, Census, KernelFamily, LayerRoute, PanelsQ4, QuantLinearMode};
-use qlinear_formats::{qscheme_key, FormatError, Q4InPlace, QScheme, QuantizedFile, QuantizedWeight};
+use qlinear_dispatch::{
+    arrange_in_place, arrange_scales_in_place, Census, KernelFamily, LayerRoute, PanelsQ4, QuantLinearMode,
+};
+use qlinear_formats::{qscheme_key, ArrangedScales, FormatError, Q4InPlace, QScheme, QuantizedFile, QuantizedWeight};
 use qlinear_quant_recipe::GroupSize;
 
 use crate::{Error, Linear, Result};
@@ -117,7 +119,11 @@ impl ModelFile {
     /// opened.
     fn panels(&self, prefix: &str) -> Result<PanelsQ4> {
         let a = self.file.load_arranged(prefix)?;
-        PanelsQ4::from_arranged(a.n, a.k, a.codes, &a.scales).ok_or_else(|| {
+        match a.scales {
+            ArrangedScales::Natural(scales) => PanelsQ4::from_arranged(a.n, a.k, a.codes, &scales),
+            ArrangedScales::InPlace { bytes, .. } => PanelsQ4::from_arranged_scales(a.n, a.k, a.codes, bytes),
+        }
+        .ok_or_else(|| {
             // the file was arranged only for a panel shape, and loading
             // checked the scales as the panel form does
             FormatError::Unsupported {
@@ -251,7 +257,19 @@ fn arrange_for_panels(t: Q4InPlace<'_>) -> bool {
         .ok()
         .and_then(|mode| LayerRoute::planned_for(mode, scheme).ok())
         .is_some_and(|route| route.runs_panels());
-    runs_panels && arrange_in_place(t.n, t.k, t.codes)
+    if !runs_panels {
+        return false;
+    }
+    // grouped scales offered: taken too, both or neither (the same shape
+    // condition, with both lengths checked first)
+    match t.scales {
+        Some(scales) => {
+            let fits = Some(scales.len()) == (t.n * (t.k / PanelsQ4::GROUP)).checked_mul(2)
+                && Some(t.codes.len()) == t.n.checked_mul(t.k / 2);
+            fits && arrange_in_place(t.n, t.k, t.codes) && arrange_scales_in_place(t.n, t.k, scales)
+        }
+        None => arrange_in_place(t.n, t.k, t.codes),
+    }
 }
 
 /// A lookup table read one row at a time (a token embedding): float, or

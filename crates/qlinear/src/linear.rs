@@ -352,6 +352,13 @@ impl Linear {
     pub fn codes_shared(&self) -> bool {
         self.weight.codes_shared()
     }
+    /// Whether the weight's group scales are read in place from a shared
+    /// buffer too: a weight grouped by 32 held in the panel form, read from
+    /// a file opened by [`crate::ModelFile::open_in_place`] (its scales
+    /// arranged there with its codes). Elsewhere scales are the layer's own.
+    pub fn scales_shared(&self) -> bool {
+        matches!(&self.weight, Held::Panels { panels, .. } if panels.scales_shared())
+    }
     /// The bias, if any.
     pub fn bias(&self) -> Option<&[f32]> {
         self.bias.as_deref()

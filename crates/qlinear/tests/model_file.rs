@@ -129,6 +129,10 @@ fn check_in_place(path: &std::path::Path, in_place: ModelFile, schemes: &[QSchem
         // speed are the copied layer's)
         assert_eq!(got.holds_panels(), want.holds_panels(), "{s} [{n}, {k}]");
         assert_eq!(in_place.file().is_arranged(&name), got.holds_panels(), "{s} [{n}, {k}]");
+        // grouped scales arranged with their codes are read in place too
+        let grouped = matches!(s, QScheme::Q4Grouped(_));
+        assert_eq!(got.scales_shared(), got.holds_panels() && grouped, "{s} [{n}, {k}]");
+        assert!(!want.scales_shared(), "{s} [{n}, {k}]");
         assert_eq!(got.weight(), want.weight(), "{s}");
         let (e, copied) = (in_place.embedding(&name).unwrap(), copying.embedding(&name).unwrap());
         assert_eq!((e.rows(), e.dim()), (n, k));

@@ -115,7 +115,7 @@ fn the_pool_turns_into_panel_forms_and_back_without_a_copy() {
     let Matrices::Panels(v) = Matrices::Q4(vec![w]).into_panels() else {
         panic!("a per-channel matrix has a panel form")
     };
-    assert_eq!((v[0].panel(0).as_ptr(), v[0].scales()), (bytes, &scales));
+    assert_eq!((v[0].panel(0).as_ptr(), v[0].to_scales()), (bytes, scales));
     // a shape with none (N not a multiple of 16): the matrices stay
     let w = q4_matrix(8, 64, Codes::owned(vec![0x5A; 8 * 32]), None).unwrap();
     assert!(matches!(Matrices::Q4(vec![w]).into_panels(), Matrices::Panels(v) if v.is_empty()));

@@ -3,14 +3,26 @@
 //! each other's tensors.
 
 use super::*;
+use qlinear_quant_recipe::Q4Scales;
 
-/// The arrangement of these tests: each offered tensor's bytes reversed
-/// (any permutation will do; the reader must not care which).
+/// The arrangement of these tests: each offered tensor's bytes reversed,
+/// and a grouped one's scales too, scale by scale (any permutation will
+/// do; the reader must not care which).
 fn reversing(offered: &mut Vec<(String, usize, usize, GroupSize)>) -> impl FnMut(Q4InPlace<'_>) -> bool + '_ {
     move |t| {
         assert_eq!(t.codes.len(), t.n * t.k / 2, "{}", t.prefix);
         offered.push((t.prefix.to_string(), t.n, t.k, t.group));
         t.codes.reverse();
+        match (t.group, t.scales) {
+            (GroupSize::Group(g), Some(scales)) => {
+                assert_eq!(scales.len(), 2 * t.n * (t.k / g), "{}", t.prefix);
+                let mut pairs: Vec<[u8; 2]> = scales.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
+                pairs.reverse();
+                scales.copy_from_slice(pairs.as_flattened());
+            }
+            (GroupSize::PerChannel, None) => {}
+            (group, scales) => panic!("{}: {group:?} offered scales {:?}", t.prefix, scales.map(|s| s.len())),
+        }
         true
     }
 }
@@ -57,7 +69,18 @@ fn an_arranged_q4_tensor_keeps_its_checks_and_reads_its_codes_as_arranged() {
                 let QuantizedWeight::Q4(q) = t else { unreachable!() };
                 let a = file.load_arranged(prefix).unwrap();
                 assert_eq!((a.n, a.k), (n, k));
-                assert_eq!(&a.scales, q.scales(), "{prefix}: natural scales");
+                match (&a.scales, q.scales()) {
+                    (ArrangedScales::InPlace { group, bytes }, Q4Scales::Grouped { group: g, scales }) => {
+                        assert_eq!(group, g, "{prefix}");
+                        let want: Vec<u8> = scales.iter().rev().flat_map(|s| s.to_le_bytes()).collect();
+                        assert_eq!(bytes.as_slice(), want, "{prefix}: the scales as arranged");
+                        assert!(bytes.is_shared() || want.is_empty(), "{prefix}: scales read in place");
+                    }
+                    (ArrangedScales::Natural(natural), per_channel @ Q4Scales::PerChannel(_)) => {
+                        assert_eq!(natural, per_channel, "{prefix}: natural scales");
+                    }
+                    (got, want) => panic!("{prefix}: {got:?} for {want:?}"),
+                }
                 let mut reversed = q.packed().to_vec();
                 reversed.reverse();
                 assert_eq!(a.codes.as_slice(), reversed, "{prefix}: the codes as arranged");

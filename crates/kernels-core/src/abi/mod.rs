@@ -7,6 +7,7 @@
 
 pub mod activations;
 pub mod family;
+pub mod pairing;
 pub mod panel;
 pub mod rows;
 pub mod spec;

@@ -23,6 +23,7 @@ use half::f16;
 use qlinear_quant_recipe::{Codes, GroupSize, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
 
 use crate::abi::activations::{ActivationsQ8, OutputTile};
+use crate::abi::pairing::{repair, unpair};
 
 /// Weight rows per panel.
 pub const PANEL_ROWS: usize = 16;
@@ -45,13 +46,32 @@ pub(crate) const PIECE_COLS: usize = 8;
 /// 16g + q`; per-channel scales stay in row order (row `16p + q`'s at `16p +
 /// q`). Only weights with N a multiple of 16 and K a multiple of 32, grouped
 /// by 32 or per channel, have a panel form.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct PanelsQ4 {
     n: usize,
     k: usize,
     codes: Codes<u8>,
-    /// Grouped by 32 in panel order, or per channel in row order.
-    scales: Q4Scales,
+    scales: PanelScales,
+}
+
+/// A panel form's scales: grouped by 32 in panel order, or per channel in
+/// row order.
+#[derive(Debug, Clone)]
+enum PanelScales {
+    /// Held by the form.
+    Held(Q4Scales),
+    /// Grouped by 32, in panel order: little-endian f16 in a shared buffer,
+    /// on a 2-byte boundary, all finite (checked when the form was made).
+    Shared(Codes<u8>),
+}
+
+impl PartialEq for PanelsQ4 {
+    /// The same weight (shape, bytes and scales), wherever each is held.
+    fn eq(&self, o: &Self) -> bool {
+        let same_scales =
+            self.grouped_scales() == o.grouped_scales() && self.per_channel_scales() == o.per_channel_scales();
+        (self.n, self.k) == (o.n, o.k) && self.codes() == o.codes() && same_scales
+    }
 }
 
 /// Whether `n × k` has a panel form: whole panels (N a multiple of 16, not
@@ -78,7 +98,7 @@ impl PanelsQ4 {
             n,
             k,
             codes: owned,
-            scales,
+            scales: PanelScales::Held(scales),
         })
     }
 
@@ -90,6 +110,42 @@ impl PanelsQ4 {
     /// moved in. `None` as for [`PanelsQ4::from_panel_codes`].
     pub fn from_arranged(n: usize, k: usize, codes: Codes<u8>, natural_scales: &Q4Scales) -> Option<PanelsQ4> {
         Self::from_panel_codes(n, k, codes, panel_order(n, k, natural_scales)?)
+    }
+
+    /// The panel form of a weight grouped by 32 whose packed bytes `codes`
+    /// and scale bytes `scale_bytes` (`n · k / 32` little-endian f16, as a
+    /// file stores them) were put in panel order where they lie
+    /// ([`arrange_in_place`], [`arrange_scales_in_place`]): both read in
+    /// place, no copy; decoded into a vector where they cannot be (not on a
+    /// 2-byte boundary, a big-endian target). `None` as for
+    /// [`PanelsQ4::from_panel_codes`] (grouped by 32).
+    pub fn from_arranged_scales(n: usize, k: usize, codes: Codes<u8>, scale_bytes: Codes<u8>) -> Option<PanelsQ4> {
+        let bytes = scale_bytes.as_slice();
+        if !panel_shape(n, k) || Some(bytes.len()) != (n * (k / PANEL_GROUP)).checked_mul(2) {
+            return None;
+        }
+        let Some(scales) = shared_f16(bytes) else {
+            let scales = bytes
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]))
+                .collect();
+            return Self::from_panel_codes(
+                n,
+                k,
+                codes,
+                Q4Scales::Grouped {
+                    group: PANEL_GROUP,
+                    scales,
+                },
+            );
+        };
+        let valid = Some(codes.as_slice().len()) == n.checked_mul(k / 2) && scales.iter().all(|s| s.is_finite());
+        valid.then_some(PanelsQ4 {
+            n,
+            k,
+            codes,
+            scales: PanelScales::Shared(scale_bytes),
+        })
     }
 
     /// A panel form from bytes and scales already in panel order (the
@@ -118,19 +174,26 @@ impl PanelsQ4 {
                     && scales.iter().all(|s| s.is_finite())
             }
         };
-        (panel_shape(n, k) && sized && scaled).then_some(PanelsQ4 { n, k, codes, scales })
+        (panel_shape(n, k) && sized && scaled).then_some(PanelsQ4 {
+            n,
+            k,
+            codes,
+            scales: PanelScales::Held(scales),
+        })
     }
 
     /// The bytes and scales in panel order, consuming the form (the bytes
     /// copied into a vector; the inverse of [`PanelsQ4::from_panel_parts`]).
     pub fn into_panel_parts(self) -> (Vec<u8>, Q4Scales) {
-        (self.codes.into_vec(), self.scales)
+        let scales = self.to_scales();
+        (self.codes.into_vec(), scales)
     }
 
     /// The bytes and scales in panel order, moved out without a copy (the
     /// inverse of [`PanelsQ4::from_panel_codes`]).
     pub fn into_panel_codes(self) -> (Codes<u8>, Q4Scales) {
-        (self.codes, self.scales)
+        let scales = self.to_scales();
+        (self.codes, scales)
     }
 
     /// Every panel's packed bytes, panel after panel (`n · k / 2`).
@@ -143,17 +206,25 @@ impl PanelsQ4 {
         self.codes.is_shared()
     }
 
+    /// Whether the grouped scales are read in place from a shared buffer
+    /// ([`PanelsQ4::from_arranged_scales`]).
+    pub fn scales_shared(&self) -> bool {
+        matches!(self.scales, PanelScales::Shared(_))
+    }
+
     /// The same panel form (shape, scales) reading its packed bytes in place
     /// from `buffer[start .. start + n · k / 2]`: copy [`PanelsQ4::codes`]
-    /// there first to get the same weight. `None` when the range is not
-    /// within the buffer.
+    /// there first to get the same weight. Scales read in place from
+    /// another buffer are copied (held by the form), so that the buffer they
+    /// came from (a file's bytes) is not kept alive for them alone. `None`
+    /// when the range is not within the buffer.
     pub fn with_shared_codes(&self, buffer: SharedBuffer, start: usize) -> Option<PanelsQ4> {
         let range = start..start.saturating_add(self.codes().len());
         Some(PanelsQ4 {
             n: self.n,
             k: self.k,
             codes: Codes::shared(buffer, range).ok()?,
-            scales: self.scales.clone(),
+            scales: PanelScales::Held(self.to_scales()),
         })
     }
 
@@ -161,11 +232,11 @@ impl PanelsQ4 {
     pub fn to_matrix(&self) -> QuantizedMatrixQ4 {
         let stride = self.k / 2;
         let mut packed = vec![0u8; self.n * stride];
-        for (r, row) in packed.chunks_exact_mut(stride).enumerate() {
+        for (r, row) in packed.chunks_exact_mut(stride.max(1)).enumerate() {
             row.copy_from_slice(&self.row_packed(r));
         }
-        let scales = match &self.scales {
-            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s.clone()),
+        let scales = match self.to_scales() {
+            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(s),
             Q4Scales::Grouped { scales, .. } => {
                 let groups = self.groups();
                 let mut natural = vec![f16::ZERO; self.n * groups];
@@ -193,8 +264,8 @@ impl PanelsQ4 {
             return None;
         }
         let scales = match &self.scales {
-            Q4Scales::PerChannel(s) => Q4Scales::PerChannel(vec![s[r]]),
-            Q4Scales::Grouped { .. } => {
+            PanelScales::Held(Q4Scales::PerChannel(s)) => Q4Scales::PerChannel(vec![s[r]]),
+            PanelScales::Held(Q4Scales::Grouped { .. }) | PanelScales::Shared(_) => {
                 let q = r % PANEL_ROWS;
                 let scales = self
                     .panel_scales(r / PANEL_ROWS)
@@ -226,21 +297,37 @@ impl PanelsQ4 {
     /// The grouping of the scales: by [`PANEL_GROUP`] or per channel.
     pub fn group_size(&self) -> GroupSize {
         match self.scales {
-            Q4Scales::PerChannel(_) => GroupSize::PerChannel,
-            Q4Scales::Grouped { .. } => GroupSize::Group(PANEL_GROUP),
+            PanelScales::Held(Q4Scales::PerChannel(_)) => GroupSize::PerChannel,
+            PanelScales::Held(Q4Scales::Grouped { .. }) | PanelScales::Shared(_) => GroupSize::Group(PANEL_GROUP),
         }
     }
-    /// The scales: grouped ones in panel order, per-channel ones in row
-    /// order (the layout above).
-    pub fn scales(&self) -> &Q4Scales {
-        &self.scales
+    /// The scales, copied: grouped ones in panel order, per-channel ones in
+    /// row order (the layout above).
+    pub fn to_scales(&self) -> Q4Scales {
+        match &self.scales {
+            PanelScales::Held(s) => s.clone(),
+            PanelScales::Shared(_) => Q4Scales::Grouped {
+                group: PANEL_GROUP,
+                scales: self.grouped_scales().to_vec(),
+            },
+        }
+    }
+    /// Every grouped scale, in panel order (empty per channel).
+    pub fn grouped_scales(&self) -> &[f16] {
+        match &self.scales {
+            PanelScales::Held(Q4Scales::Grouped { scales, .. }) => scales,
+            PanelScales::Held(Q4Scales::PerChannel(_)) => &[],
+            // checked readable in place when the form was made, and the
+            // shared bytes never move
+            PanelScales::Shared(bytes) => shared_f16(bytes.as_slice()).unwrap_or(&[]),
+        }
     }
     /// Activation sums a row's tiles take: its groups of 32 (grouped), or
     /// 1, the whole row's (per channel).
     pub fn groups(&self) -> usize {
-        match self.scales {
-            Q4Scales::PerChannel(_) => 1,
-            Q4Scales::Grouped { .. } => self.k / PANEL_GROUP,
+        match self.group_size() {
+            GroupSize::PerChannel => 1,
+            GroupSize::Group(_) => self.k / PANEL_GROUP,
         }
     }
     /// Panel `p`'s packed bytes, `16 · k / 2`.
@@ -251,19 +338,26 @@ impl PanelsQ4 {
     /// Panel `p`'s group scales, `16 · groups`, group after group (empty
     /// per channel).
     pub fn panel_scales(&self, p: usize) -> &[f16] {
-        match &self.scales {
-            Q4Scales::Grouped { scales, .. } => {
+        match self.group_size() {
+            GroupSize::Group(_) => {
                 let len = PANEL_ROWS * self.groups();
-                &scales[p * len..(p + 1) * len]
+                &self.grouped_scales()[p * len..(p + 1) * len]
             }
-            Q4Scales::PerChannel(_) => &[],
+            GroupSize::PerChannel => &[],
+        }
+    }
+    /// Every per-channel scale, in row order (`None` when grouped).
+    pub fn per_channel_scales(&self) -> Option<&[f32]> {
+        match &self.scales {
+            PanelScales::Held(Q4Scales::PerChannel(s)) => Some(s),
+            _ => None,
         }
     }
     /// Panel `p`'s 16 per-channel scales, in row order (empty when grouped).
     pub fn channel_scales(&self, p: usize) -> &[f32] {
         match &self.scales {
-            Q4Scales::PerChannel(s) => &s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS],
-            Q4Scales::Grouped { .. } => &[],
+            PanelScales::Held(Q4Scales::PerChannel(s)) => &s[p * PANEL_ROWS..(p + 1) * PANEL_ROWS],
+            _ => &[],
         }
     }
     /// Row `r`'s packed bytes in the natural order and pairing (gathered).
@@ -274,35 +368,6 @@ impl PanelsQ4 {
             .flat_map(|piece| unpair(piece[4 * q..4 * q + 4].try_into().expect("4 bytes")))
             .collect()
     }
-}
-
-/// The 8 nibbles of 4 naturally packed bytes (byte `j`: columns `2j`,
-/// `2j + 1`) re-paired as a panel holds them (byte `j`: columns `j`, `j +
-/// 4`; docs/NUMERICS.md §4), so that a load's low nibbles meet an
-/// activation row's first 4 codes of the 8 and its high nibbles the last 4,
-/// in the row's own order.
-pub(crate) fn repair(natural: [u8; 4]) -> [u8; 4] {
-    // As nibbles of one u32, column i sits at nibble i; the panel wants
-    // nibble 2j to hold column j and nibble 2j + 1 column j + 4: the
-    // perfect shuffle of the low and the high 16 bits, two swaps of the
-    // middle pieces (bytes 1 and 2, then nibbles 1·2 and 5·6).
-    let mut x = u32::from_le_bytes(natural);
-    let t = (x ^ (x >> 8)) & 0x0000_FF00;
-    x ^= t ^ (t << 8);
-    let t = (x ^ (x >> 4)) & 0x00F0_00F0;
-    x ^= t ^ (t << 4);
-    x.to_le_bytes()
-}
-
-/// [`repair`]'s inverse: a panel's 4 bytes in the natural pairing (the
-/// same two swaps in the other order).
-pub(crate) fn unpair(panel: [u8; 4]) -> [u8; 4] {
-    let mut x = u32::from_le_bytes(panel);
-    let t = (x ^ (x >> 4)) & 0x00F0_00F0;
-    x ^= t ^ (t << 4);
-    let t = (x ^ (x >> 8)) & 0x0000_FF00;
-    x ^= t ^ (t << 8);
-    x.to_le_bytes()
 }
 
 /// Rearranges `codes`, the packed biased bytes of a natural Q4 weight of
@@ -333,9 +398,54 @@ pub fn arrange_in_place(n: usize, k: usize, codes: &mut [u8]) -> bool {
     true
 }
 
+/// Little-endian f16 bytes read as f16 where they lie: on a little-endian
+/// target, from a 2-byte boundary; `None` elsewhere (decode them instead).
+fn shared_f16(bytes: &[u8]) -> Option<&[f16]> {
+    bytemuck::try_cast_slice(bytes)
+        .ok()
+        .filter(|_| cfg!(target_endian = "little"))
+}
+
+/// Puts a grouped-by-32 weight's scale bytes (`n · k / 32` little-endian
+/// f16, row after row, as a file stores them) in the order its panel form
+/// holds them ([`PanelsQ4`]), where they lie: the scales' counterpart of
+/// [`arrange_in_place`], so that a file read in place holds its scales
+/// once. `false`, and `bytes` untouched, when `n × k` has no panel form or
+/// `bytes` is not `2 · n · k / 32` long.
+pub fn arrange_scales_in_place(n: usize, k: usize, bytes: &mut [u8]) -> bool {
+    let groups = k / PANEL_GROUP;
+    if !panel_shape(n, k) || Some(bytes.len()) != (n * groups).checked_mul(2) {
+        return false;
+    }
+    match bytemuck::try_cast_slice_mut::<u8, [u8; 2]>(bytes) {
+        Ok(scales) => to_panel_order(groups, scales),
+        Err(_) => return false,
+    }
+    true
+}
+
+/// Group scales (f16 values, or their bytes) of whole panels, row after
+/// row, put group after group within each panel (row `16p + q`'s group `g`
+/// at `p · 16 · groups + 16g + q`), in place through one panel's scratch.
+fn to_panel_order<T: Copy>(groups: usize, scales: &mut [T]) {
+    let len = PANEL_ROWS * groups;
+    if len == 0 {
+        return; // K = 0: no groups, nothing to move
+    }
+    let mut natural = Vec::with_capacity(len);
+    for panel in scales.chunks_exact_mut(len) {
+        natural.clear();
+        natural.extend_from_slice(panel);
+        for (q, row) in natural.chunks_exact(groups).enumerate() {
+            for (g, &s) in row.iter().enumerate() {
+                panel[PANEL_ROWS * g + q] = s;
+            }
+        }
+    }
+}
+
 /// A natural weight's scales in the order its panel form holds them:
-/// grouped by 32, group after group within each panel (row `16p + q`'s
-/// group `g` at `p · 16 · groups + 16g + q`); per channel, unchanged.
+/// grouped by 32 as [`to_panel_order`] puts them; per channel, unchanged.
 /// `None` when `n × k` has no panel form, the group is not 32, or there are
 /// not `n · k / 32` (grouped) or `n` (per channel) scales.
 fn panel_order(n: usize, k: usize, natural: &Q4Scales) -> Option<Q4Scales> {
@@ -345,18 +455,11 @@ fn panel_order(n: usize, k: usize, natural: &Q4Scales) -> Option<Q4Scales> {
     match natural {
         Q4Scales::PerChannel(s) => (s.len() == n).then(|| Q4Scales::PerChannel(s.clone())),
         Q4Scales::Grouped { group, scales } if *group == PANEL_GROUP && scales.len() == n * (k / PANEL_GROUP) => {
-            let groups = k / PANEL_GROUP;
-            let mut panel_scales = vec![f16::ZERO; n * groups];
-            // K = 0: no groups, nothing to move
-            for (r, row) in scales.chunks_exact(groups.max(1)).enumerate() {
-                let (p, q) = (r / PANEL_ROWS, r % PANEL_ROWS);
-                for (g, &s) in row.iter().enumerate() {
-                    panel_scales[p * PANEL_ROWS * groups + PANEL_ROWS * g + q] = s;
-                }
-            }
+            let mut scales = scales.clone();
+            to_panel_order(k / PANEL_GROUP, &mut scales);
             Some(Q4Scales::Grouped {
                 group: PANEL_GROUP,
-                scales: panel_scales,
+                scales,
             })
         }
         Q4Scales::Grouped { .. } => None,

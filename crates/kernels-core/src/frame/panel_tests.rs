@@ -5,7 +5,7 @@ use half::f16;
 use qlinear_quant_recipe::{GroupSize, Q4Scales, QuantizedMatrixQ4, SharedBuffer};
 
 use super::*;
-use crate::abi::panel::{repair, unpair};
+use crate::abi::pairing::{repair, unpair};
 use crate::reference::group_sums::activation_group_sums;
 use crate::reference::int::{gemm_w4a8, gemm_w4a8_grouped};
 use crate::reference::panel::{tile_panel_per_channel_scalar, tile_panel_scalar};
@@ -65,6 +65,56 @@ fn arranging_in_place_gives_the_panel_form_that_new_copies() {
         // the natural scales are checked against the shape
         assert!(PanelsQ4::from_arranged(w.n() - 16, w.k(), Codes::owned(vec![0; 1]), w.scales()).is_none());
     }
+}
+
+/// Scales arranged where they lie (a file's f16 bytes) give the panel form
+/// that copies them, read in place; bytes off a 2-byte boundary are decoded
+/// instead, and shapes and values that the copying form refuses are refused.
+#[test]
+fn scales_arranged_in_place_are_read_where_they_lie() {
+    use crate::abi::panel::{arrange_in_place, arrange_scales_in_place};
+    use qlinear_quant_recipe::Codes;
+    for w in [matrix(48, 96, 5), matrix(16, 32, 6), matrix(16, 0, 1)] {
+        let (n, k) = (w.n(), w.k());
+        let made = PanelsQ4::new(&w).unwrap();
+        let Q4Scales::Grouped { scales, .. } = w.scales() else {
+            unreachable!()
+        };
+        let mut codes = w.packed().to_vec();
+        assert!(arrange_in_place(n, k, &mut codes));
+        // the scales at offset 1 and 2 of one buffer: off and on a 2-byte boundary
+        for offset in [1, 2] {
+            let mut file = vec![0xEE; offset];
+            file.extend(scales.iter().flat_map(|s| s.to_le_bytes()));
+            assert!(arrange_scales_in_place(n, k, &mut file[offset..]));
+            let buffer: SharedBuffer = std::sync::Arc::new(file);
+            let bytes = Codes::shared(buffer.clone(), offset..(*buffer).as_ref().len()).unwrap();
+            let p = PanelsQ4::from_arranged_scales(n, k, Codes::owned(codes.clone()), bytes).unwrap();
+            assert_eq!(p, made, "[{n}, {k}] at offset {offset}");
+            assert_eq!(p.to_matrix(), w);
+            let aligned = ((*buffer).as_ref().as_ptr() as usize + offset).is_multiple_of(2);
+            if k > 0 {
+                assert_eq!(p.scales_shared(), aligned && cfg!(target_endian = "little"));
+            }
+            assert_eq!(p.to_scales(), made.to_scales());
+            // copying the codes elsewhere (packing) copies the scales too
+            let packed = p.with_shared_codes(std::sync::Arc::new(codes.clone()), 0).unwrap();
+            assert!(!packed.scales_shared());
+            assert_eq!(packed, made);
+        }
+    }
+    // a wrong length, a shape with no panel form: refused, bytes untouched
+    let mut bytes = vec![7u8; 2 * 16 * 3 - 2];
+    assert!(!arrange_scales_in_place(16, 96, &mut bytes));
+    assert!(!arrange_scales_in_place(8, 96, &mut [7u8; 2 * 8 * 3]));
+    assert_eq!(bytes, vec![7u8; 2 * 16 * 3 - 2]);
+    let codes = || Codes::owned(vec![0x88; 16 * 16]);
+    let scale_bytes = |v: f16| Codes::owned(v.to_le_bytes().repeat(16));
+    assert!(PanelsQ4::from_arranged_scales(16, 32, codes(), scale_bytes(f16::ONE)).is_some());
+    assert!(PanelsQ4::from_arranged_scales(16, 32, codes(), scale_bytes(f16::INFINITY)).is_none());
+    assert!(PanelsQ4::from_arranged_scales(16, 32, codes(), scale_bytes(f16::NAN)).is_none());
+    assert!(PanelsQ4::from_arranged_scales(16, 64, codes(), scale_bytes(f16::ONE)).is_none());
+    assert!(PanelsQ4::from_arranged_scales(16, 32, Codes::owned(vec![0; 3]), scale_bytes(f16::ONE)).is_none());
 }
 
 #[test]

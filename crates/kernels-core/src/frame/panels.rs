@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use qlinear_quant_recipe::{GroupSize, Q4Scales};
+use qlinear_quant_recipe::GroupSize;
 
 use crate::abi::activations::{ActivationsQ8, OutputTile};
 use crate::abi::panel::{PanelFamily, PanelsQ4, TilePanelQ4PerChannel, PANEL_GROUP, PANEL_ROWS, PIECE_COLS};
@@ -25,10 +25,7 @@ pub fn gemm_w4a8_grouped_panels(
         w.group_size() == GroupSize::Group(PANEL_GROUP) && x.sum_group == PANEL_GROUP,
         "W4A8 grouped panel shapes"
     );
-    let scales = match w.scales() {
-        Q4Scales::Grouped { scales, .. } => &scales[..],
-        Q4Scales::PerChannel(_) => unreachable!("asserted grouped above"),
-    };
+    let scales = w.grouped_scales();
     let per_panel = PANEL_ROWS * w.groups();
     sweep(f, x, w, rows, y, |tile, xv, sv, ps, panels, out| {
         tile(xv, sv, panels, &scales[ps.start * per_panel..ps.end * per_panel], out)
@@ -110,10 +107,7 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
     // vector instructions.
     let panel_bytes = PANEL_ROWS * w.k() / 2;
     let codes = w.codes();
-    let channel_scales = match w.scales() {
-        Q4Scales::PerChannel(s) => Some(&s[..]),
-        Q4Scales::Grouped { .. } => None,
-    };
+    let channel_scales = w.per_channel_scales();
     let mut out = [[0f32; PANEL_ROWS]; OUT];
     // Rows in blocks of RB: a block's row views and sums are found
     // once for all its panels (each view costs integer divisions, a fifth

@@ -346,12 +346,7 @@ mod tests {
             )
             .expect("a valid matrix");
             let panels = PanelsQ4::new(&w).expect("one whole panel");
-            let Q4Scales::Grouped {
-                scales: panel_scales, ..
-            } = panels.scales()
-            else {
-                unreachable!("grouped")
-            };
+            let panel_scales = panels.grouped_scales();
             // codes random, all ±127 or all in −1..=1, by trial; the same in
             // each pair of groups, so that the pair cancels
             let mut x: Vec<i8> = (0..k)
