@@ -355,6 +355,8 @@ pub(crate) fn bench_table(rows: &[serde_json::Value]) -> Result<String> {
         let col = |g: &dyn Fn(&Round) -> f64| fmt(spread(rs.iter().map(g).collect()));
         let per_round =
             |f: &dyn Fn(&Round) -> f64| rs.iter().map(|r| format!("{:.2}", f(r))).collect::<Vec<_>>().join(", ");
+        // a run without --wllama has no peer columns to fill
+        let peer_col = |v: String| if peer.is_empty() { "—".to_string() } else { v };
         out += &format!(
             "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
             text(&row["model"]),
@@ -366,11 +368,11 @@ pub(crate) fn bench_table(rows: &[serde_json::Value]) -> Result<String> {
             col(&|r| r.page.1),
             col(&|r| r.native.1),
             per_round(&|r| r.page.1 / r.native.1),
-            text(&row["peer_file"]),
-            col(&|r| r.wllama.0),
-            col(&|r| r.wllama.1),
-            per_round(&|r| r.page.1 / r.wllama.1),
-            per_round(&|r| r.page.0 / r.wllama.0),
+            peer_col(text(&row["peer_file"])),
+            peer_col(col(&|r| r.wllama.0)),
+            peer_col(col(&|r| r.wllama.1)),
+            peer_col(per_round(&|r| r.page.1 / r.wllama.1)),
+            peer_col(per_round(&|r| r.page.0 / r.wllama.0)),
             row["wasm_memory_over_file"].as_f64().unwrap_or(0.0)
         );
     }
