@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use qlinear_smollm::{time_decode, KvCache, Model, Phase, StepTimes, Tokenizer};
 
-use crate::{load, text_tokens, Args, Split, Weights};
+use crate::{load, text_tokens, Args, Weights};
 
 /// `(median, min, max)`.
 fn spread(v: &mut [f64]) -> (f64, f64, f64) {
@@ -92,7 +92,7 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     };
     let rows = report(args, &models, &mut rounds, &context);
     if args.profile_step {
-        print_step_phases(&models, &args.decode_split, &args.bench_threads, &rounds.phases);
+        print_step_phases(&models, args, &rounds, &context.probes);
     }
     if let Some(path) = &args.json {
         let body = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
@@ -248,36 +248,75 @@ fn add_times(mut a: StepTimes, b: &StepTimes) -> StepTimes {
     a
 }
 
-/// `--profile-step`'s table: per model, split, thread count and thread,
-/// milliseconds a decode step in each phase (the mean over every round's
-/// steps) and the step.
-fn print_step_phases(models: &[Loaded], splits: &[Split], threads: &[usize], phases: &[Vec<Vec<Option<StepTimes>>>]) {
+/// `--profile-step`'s tables. First, per model, split, thread count and
+/// thread: milliseconds a decode step in each phase (the mean over every
+/// round's steps), the step, and what a decode token took beyond the step
+/// (the sampler and the call: the profiled rounds' median token time less
+/// the mean step). Then the weights each phase streams: MB a token, and
+/// GB/s over the slowest thread's time in the phase, beside the same run's
+/// probe at that thread count.
+fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[f64]) {
     println!();
     println!("where a decode step's time goes (--profile-step): ms a token, the mean over every round's steps");
     let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
     println!(
-        "| model | decode split | threads | thread | {} | step |",
+        "| model | decode split | threads | thread | {} | step | outside the step |",
         names.join(" | ")
     );
-    println!("|---|---|--:|--:|{}--:|", "--:|".repeat(names.len()));
-    for ((spec, ..), per_split) in models.iter().zip(phases) {
-        for (split, per_threads) in splits.iter().zip(per_split) {
-            for (&n, times) in threads.iter().zip(per_threads) {
+    println!("|---|---|--:|--:|{}--:|--:|", "--:|".repeat(names.len()));
+    let mut streamed = vec![];
+    for (m, ((spec, model, ..), per_split)) in models.iter().zip(&rounds.phases).enumerate() {
+        for (s, (split, per_threads)) in args.decode_split.iter().zip(per_split).enumerate() {
+            for (ti, (&n, times)) in args.bench_threads.iter().zip(per_threads).enumerate() {
                 let Some(times) = times else { continue };
-                for (t, ms) in times.ms_per_step().iter().enumerate() {
+                let decode = spread(&mut rounds.runs[m][s][ti].1.clone()).0;
+                let ms = times.ms_per_step();
+                for (t, ms) in ms.iter().enumerate() {
                     let total: f64 = ms.iter().sum();
                     let cells: Vec<String> = ms
                         .iter()
                         .map(|v| format!("{v:.3} ({:.0} %)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
                         .collect();
                     println!(
-                        "| {spec} | {} | {n} | {t} | {} | {total:.3} |",
+                        "| {spec} | {} | {n} | {t} | {} | {total:.3} | {:.3} |",
                         split.name(),
-                        cells.join(" | ")
+                        cells.join(" | "),
+                        1e3 / decode - total
                     );
                 }
+                let bytes = model.weight_bytes_by_phase();
+                let cells: Vec<String> = Phase::WEIGHTS
+                    .iter()
+                    .zip(bytes)
+                    .map(|(&p, b)| {
+                        let slowest = ms.iter().map(|t| t[p as usize]).fold(0.0, f64::max);
+                        let gbs = b as f64 / 1e6 / slowest.max(f64::MIN_POSITIVE);
+                        format!(
+                            "{:.1} MB, {gbs:.1} GB/s ({:.0} %)",
+                            b as f64 / 1e6,
+                            100.0 * gbs / probes[ti]
+                        )
+                    })
+                    .collect();
+                streamed.push(format!(
+                    "| {spec} | {} | {n} | {:.1} | {} |",
+                    split.name(),
+                    probes[ti],
+                    cells.join(" | ")
+                ));
             }
         }
+    }
+    println!();
+    println!("the weights a decode step streams (--profile-step): MB a token, GB/s over the slowest thread's time in the phase, and its share of the probe");
+    let names: Vec<&str> = Phase::WEIGHTS.iter().map(|p| p.name()).collect();
+    println!(
+        "| model | decode split | threads | probe GB/s | {} |",
+        names.join(" | ")
+    );
+    println!("|---|---|--:|--:|{}", "--:|".repeat(names.len()));
+    for row in streamed {
+        println!("{row}");
     }
 }
 

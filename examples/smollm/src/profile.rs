@@ -1,6 +1,7 @@
-//! Where a team decode step's time goes, thread by thread: the issue's
-//! question for a decode speed goal that is missed ("linears, attention,
-//! the rest, per-call overhead"), answered from the step itself rather than
+//! Where a team decode step's time goes, thread by thread: each group of
+//! projections (whose bytes `--bench` turns into GB/s beside the probe),
+//! the head, attention, the thread hand-offs, the norms and rotations,
+//! RoPE and the rest (issue 63), answered from the step itself rather than
 //! from a sampling profiler, whose stacks a release build without frame
 //! pointers loses at the kernels.
 //!
@@ -17,40 +18,64 @@ use std::time::Instant;
 /// A phase of a decode step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// The thread's share of the block projections (Q, K, V, the attention
-    /// output, gate, up and down): `qlinear::Linear::forward_rows`, the
-    /// activation's check and quantization included.
-    Projections,
+    /// The thread's share of the query, key and value projections
+    /// (`qlinear::Linear::forward_rows`, the activation's check and
+    /// quantization included, as for every projection below).
+    Qkv,
+    /// The thread's share of the attention output projection.
+    Output,
+    /// The thread's share of the MLP's gate and up projections.
+    GateUp,
+    /// The thread's share of the MLP's down projection.
+    Down,
+    /// The thread's share of the LM head.
+    Head,
     /// The thread's query heads attending over the cache.
     Attention,
     /// Waiting for the other threads (the barrier after the keys and values
     /// and every gather of a layer's shares), the copies of their shares
-    /// included.
+    /// included: the thread hand-offs.
     Waits,
-    /// The thread's share of the LM head.
-    Head,
-    /// Everything else: the embedding row, the norms, RoPE, the cache
-    /// writes, SwiGLU and the residual adds.
+    /// The RMS norms and the rotated file's Hadamard rotations of the
+    /// projections' inputs.
+    Norms,
+    /// RoPE on the thread's query and key rows and the cache writes.
+    Rope,
+    /// Everything else: the embedding row, SwiGLU and the residual adds.
     Other,
 }
 
 impl Phase {
     /// Every phase, in the order of [`StepTimes::threads`]' entries.
-    pub const ALL: [Phase; 5] = [
-        Phase::Projections,
+    pub const ALL: [Phase; 10] = [
+        Phase::Qkv,
+        Phase::Output,
+        Phase::GateUp,
+        Phase::Down,
+        Phase::Head,
         Phase::Attention,
         Phase::Waits,
-        Phase::Head,
+        Phase::Norms,
+        Phase::Rope,
         Phase::Other,
     ];
+
+    /// The phases that stream weights, in [`Phase::ALL`]'s order: a
+    /// projection's or the head's.
+    pub const WEIGHTS: [Phase; 5] = [Phase::Qkv, Phase::Output, Phase::GateUp, Phase::Down, Phase::Head];
 
     /// The phase's name, as a table's column shows it.
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Projections => "projections",
+            Phase::Qkv => "Q K V",
+            Phase::Output => "O",
+            Phase::GateUp => "gate up",
+            Phase::Down => "down",
+            Phase::Head => "LM head",
             Phase::Attention => "attention",
             Phase::Waits => "waits",
-            Phase::Head => "LM head",
+            Phase::Norms => "norms, rotations",
+            Phase::Rope => "RoPE, cache",
             Phase::Other => "other",
         }
     }
@@ -136,13 +161,13 @@ mod tests {
         clock.lap(Phase::Attention);
         clock.lap(Phase::Head);
         let t = take(&c, 2);
-        assert_eq!(t.threads[0], [0; 5]);
+        assert_eq!(t.threads[0], [0; Phase::ALL.len()]);
         assert!(t.threads[1][Phase::Attention as usize] >= 2_000_000, "{t:?}");
         assert!(t.threads[1][Phase::Head as usize] < t.threads[1][Phase::Attention as usize]);
-        assert_eq!(t.threads[1][Phase::Projections as usize], 0);
+        assert_eq!(t.threads[1][Phase::Qkv as usize], 0);
         let ms = t.ms_per_step();
         assert!(ms[1][Phase::Attention as usize] >= 1.0, "{ms:?}");
-        assert_eq!(take(&c, 0).threads, vec![[0; 5]; 2]);
+        assert_eq!(take(&c, 0).threads, vec![[0; Phase::ALL.len()]; 2]);
         // a clock without counters reads nothing and charges nothing
         let mut off = Clock::new(None);
         off.lap(Phase::Other);
@@ -152,6 +177,10 @@ mod tests {
     #[test]
     fn phases_are_listed_once_in_index_order() {
         for (i, p) in Phase::ALL.iter().enumerate() {
+            assert_eq!(*p as usize, i, "{}", p.name());
+        }
+        // the weight phases come first, in the same order
+        for (i, p) in Phase::WEIGHTS.iter().enumerate() {
             assert_eq!(*p as usize, i, "{}", p.name());
         }
     }

@@ -428,6 +428,13 @@ impl Model {
     /// The bytes every decode step reads from the weights: every linear
     /// layer's (codes and scales, or f32) and one embedding row.
     pub fn weight_bytes_per_token(&self) -> usize {
+        self.weight_bytes_by_phase().iter().sum::<usize>() + self.config.hidden * 4
+    }
+
+    /// [`Model::weight_bytes_per_token`]'s linear layers by the step phase
+    /// that reads them ([`crate::Phase::WEIGHTS`]: Q K V, O, gate up, down,
+    /// the LM head): what `--profile-step` divides by each phase's time.
+    pub fn weight_bytes_by_phase(&self) -> [usize; 5] {
         let dense = |d: &Dense| match d {
             Dense::F32 { w, .. } => w.len() * 4,
             Dense::Q(l) => {
@@ -439,17 +446,14 @@ impl Model {
                 }
             }
         };
-        let layers: usize = self
-            .layers
-            .iter()
-            .map(|l| {
-                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
-                    .into_iter()
-                    .map(dense)
-                    .sum::<usize>()
-            })
-            .sum();
-        layers + dense(&self.head) + self.config.hidden * 4
+        let sum = |of: &dyn Fn(&Layer) -> Vec<&Dense>| -> usize { self.layers.iter().flat_map(of).map(dense).sum() };
+        [
+            sum(&|l| vec![&l.q, &l.k, &l.v]),
+            sum(&|l| vec![&l.o]),
+            sum(&|l| vec![&l.gate, &l.up]),
+            sum(&|l| vec![&l.down]),
+            dense(&self.head),
+        ]
     }
 
     /// The kernel family and tier the first projection's decode step runs

@@ -64,13 +64,14 @@ impl Model {
                 clock: Clock::new(profile.as_ref().map(|p| &p[t])),
             };
             self.embed_row(token, &mut s.x)?;
+            m.clock.lap(Phase::Other);
             for (l, layer) in self.layers.iter().enumerate() {
                 self.team_attention(&mut m, l, layer, s)?;
                 self.team_mlp(&mut m, layer, s)?;
             }
             rms_norm(&s.x, &self.norm, c.eps, &mut s.h[..h]);
             self.rotate_inputs(&mut s.h[..h], Width::Hidden);
-            m.clock.lap(Phase::Other);
+            m.clock.lap(Phase::Norms);
             let v_rows = share(c.vocab, t, threads);
             self.head
                 .forward_rows(&s.h[..h], v_rows.clone(), &mut s.logits[v_rows])?;
@@ -123,7 +124,7 @@ impl Model {
         let (h, hd, pos) = (c.hidden, c.head_dim, m.pos);
         rms_norm(&s.x, &layer.attn_norm, c.eps, &mut s.h[..h]);
         self.rotate_inputs(&mut s.h[..h], Width::Hidden);
-        m.clock.lap(Phase::Other);
+        m.clock.lap(Phase::Norms);
         let (q_rows, kv_rows) = (m.q_rows.clone(), m.kv_rows.clone());
         layer
             .q
@@ -134,7 +135,7 @@ impl Model {
         layer
             .v
             .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
-        m.clock.lap(Phase::Projections);
+        m.clock.lap(Phase::Qkv);
         self.rotate(&mut s.q, q_rows.clone(), pos);
         self.rotate(&mut s.k, kv_rows.clone(), pos);
         let (k_cache, v_cache) = m.caches;
@@ -145,7 +146,7 @@ impl Model {
             let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
             store_kv(&mut vc, &s.v, kv_rows, hd, m.capacity, pos);
         }
-        m.clock.lap(Phase::Other);
+        m.clock.lap(Phase::Rope);
         // every thread's keys and values of this position are held
         m.exchange.barrier().wait()?;
         m.clock.lap(Phase::Waits);
@@ -168,13 +169,14 @@ impl Model {
         m.exchange.all_gather(m.t, &mut m.round, q_rows, &mut s.att)?;
         m.clock.lap(Phase::Waits);
         self.rotate_inputs(&mut s.att, Width::Hidden);
-        m.clock.lap(Phase::Other);
+        m.clock.lap(Phase::Norms);
         let h_rows = m.h_rows.clone();
         layer.o.forward_rows(&s.att, h_rows.clone(), &mut s.o[h_rows.clone()])?;
-        m.clock.lap(Phase::Projections);
+        m.clock.lap(Phase::Output);
         m.exchange.all_gather(m.t, &mut m.round, h_rows, &mut s.o)?;
         m.clock.lap(Phase::Waits);
         s.x.iter_mut().zip(&s.o).for_each(|(x, o)| *x += o);
+        m.clock.lap(Phase::Other);
         Ok(())
     }
 
@@ -187,27 +189,28 @@ impl Model {
         let (f_rows, h_rows) = (m.f_rows.clone(), m.h_rows.clone());
         rms_norm(&s.x, &layer.ffn_norm, c.eps, &mut s.h[..h]);
         self.rotate_inputs(&mut s.h[..h], Width::Hidden);
-        m.clock.lap(Phase::Other);
+        m.clock.lap(Phase::Norms);
         layer
             .gate
             .forward_rows(&s.h[..h], f_rows.clone(), &mut s.g[f_rows.clone()])?;
         layer
             .up
             .forward_rows(&s.h[..h], f_rows.clone(), &mut s.u[f_rows.clone()])?;
-        m.clock.lap(Phase::Projections);
+        m.clock.lap(Phase::GateUp);
         swiglu(&mut s.g[f_rows.clone()], &s.u[f_rows.clone()]);
         m.clock.lap(Phase::Other);
         m.exchange.all_gather(m.t, &mut m.round, f_rows, &mut s.g)?;
         m.clock.lap(Phase::Waits);
         self.rotate_inputs(&mut s.g, Width::Ffn);
-        m.clock.lap(Phase::Other);
+        m.clock.lap(Phase::Norms);
         layer
             .down
             .forward_rows(&s.g, h_rows.clone(), &mut s.o[h_rows.clone()])?;
-        m.clock.lap(Phase::Projections);
+        m.clock.lap(Phase::Down);
         m.exchange.all_gather(m.t, &mut m.round, h_rows, &mut s.o)?;
         m.clock.lap(Phase::Waits);
         s.x.iter_mut().zip(&s.o).for_each(|(x, d)| *x += d);
+        m.clock.lap(Phase::Other);
         Ok(())
     }
 }
