@@ -155,7 +155,16 @@ pub(crate) fn tile_w4a8_panel_16x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s
 /// broadcast) and the same columns' 64-byte loads of both panels (`panels`
 /// holding two panels of equal size, one after the other); each panel's
 /// stream prefetches [`PREFETCH`] bytes ahead into L2 (`T1`), as the
-/// one-row tile's does. Prefetching the next pair instead (two lines a
+/// one-row tile's does, and past its panel's end into the same panel of the
+/// next pair: the first panel's stream ran into the second, which this
+/// pair is reading already, so with K = 576 (4 608-byte panels) 7 of 8 of
+/// its prefetches were wasted. Skipping it, SmolLM2-135M's q4g32 Q K V and
+/// gate up projections streamed at 17.2–21.2 and 20.5–24.2 GB/s at one
+/// thread instead of 13.3–16.4 and 14.6–17.6, its decode 168.6–179.9
+/// tok/s against 134.6–165.6, the per-channel q4 file 186.3–197.6 against
+/// 164.2–181.0 (AMD EPYC Zen 4, family 25 model 17, two rounds of old new
+/// new old; `docs/benchmarks/history.md`); 11008 × 4096 from memory moved
+/// within its noise. Prefetching the next pair instead (two lines a
 /// step, as fast as this pair is read) left a call's first pair without
 /// any: the plan's decode timing (256 × 4096 from L3, 16 panels a call) then
 /// had per-channel VNNI at 18.7–20.3 µs against 15.6–16.7, behind AVX2 in
@@ -178,8 +187,11 @@ unsafe fn pair_step(xp: *const i8, panels: &[u8], c: usize) -> (__m512i, __m512i
             _mm512_set1_epi32(q.read_unaligned()),
             _mm512_set1_epi32(q.add(1).read_unaligned()),
         );
+        let ahead = 64 * c + PREFETCH;
+        // each panel's own stream: past its end, the same panel of the next pair
+        let skip = if ahead >= bytes { bytes } else { 0 };
         let v = std::array::from_fn(|h| {
-            _mm_prefetch::<_MM_HINT_T1>(panels.as_ptr().wrapping_add(h * bytes + 64 * c + PREFETCH).cast());
+            _mm_prefetch::<_MM_HINT_T1>(panels.as_ptr().wrapping_add(h * bytes + ahead + skip).cast());
             _mm512_loadu_si512(panels.as_ptr().add(h * bytes + 64 * c).cast())
         });
         (codes.0, codes.1, v)
