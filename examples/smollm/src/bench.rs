@@ -251,8 +251,8 @@ fn add_times(mut a: StepTimes, b: &StepTimes) -> StepTimes {
 /// `--profile-step`'s tables. First, per model, split, thread count and
 /// thread: milliseconds a decode step in each phase (the mean over every
 /// round's steps), the step, and what a decode token took beyond the step
-/// (the sampler and the call: the profiled rounds' median token time less
-/// the mean step). Then the weights each phase streams: MB a token, and
+/// (the sampler, the call and the threads' start: the profiled rounds' mean
+/// token time less the thread's mean step). Then the weights each phase streams: MB a token, and
 /// GB/s over the slowest thread's time in the phase, beside the same run's
 /// probe at that thread count.
 fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[f64]) {
@@ -269,7 +269,9 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
         for (s, (split, per_threads)) in args.decode_split.iter().zip(per_split).enumerate() {
             for (ti, (&n, times)) in args.bench_threads.iter().zip(per_threads).enumerate() {
                 let Some(times) = times else { continue };
-                let decode = spread(&mut rounds.runs[m][s][ti].1.clone()).0;
+                // the mean token time over the rounds, as the steps' is a mean
+                let rates = &rounds.runs[m][s][ti].1;
+                let token_ms = rates.iter().map(|r| 1e3 / r).sum::<f64>() / rates.len().max(1) as f64;
                 let ms = times.ms_per_step();
                 for (t, ms) in ms.iter().enumerate() {
                     let total: f64 = ms.iter().sum();
@@ -281,7 +283,7 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
                         "| {spec} | {} | {n} | {t} | {} | {total:.3} | {:.3} |",
                         split.name(),
                         cells.join(" | "),
-                        1e3 / decode - total
+                        token_ms - total
                     );
                 }
                 let bytes = model.weight_bytes_by_phase();
