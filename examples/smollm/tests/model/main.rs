@@ -485,7 +485,11 @@ fn profiled_steps_keep_the_bits_and_time_every_thread() {
             for (t, phases) in times.threads.iter().enumerate() {
                 // every thread streams its share of every weight phase
                 for p in Phase::WEIGHTS {
-                    assert!(phases[p as usize] > 0, "{} thread {t} of {threads}: {phases:?}", p.name());
+                    assert!(
+                        phases[p as usize] > 0,
+                        "{} thread {t} of {threads}: {phases:?}",
+                        p.name()
+                    );
                 }
                 assert!(phases[Phase::Norms as usize] > 0, "thread {t} of {threads}: {phases:?}");
             }
