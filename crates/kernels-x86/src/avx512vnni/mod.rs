@@ -39,8 +39,8 @@ pub(crate) fn detected() -> bool {
     crate::AVX512_VNNI.features_present()
 }
 
-/// SAFETY (for every entry): reachable only through `TABLE`, which
-/// `crate::avx512vnni_table` returns only when `detected()` confirmed AVX-512
+/// SAFETY (for every entry): reachable only through `TABLE` and
+/// `TABLE_SINGLE_GROUPED`, which `crate::avx512vnni_table` returns only when `detected()` confirmed AVX-512
 /// F/BW/DQ/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
 mod entry {
     use super::*;
@@ -205,6 +205,35 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     ..avx2::TABLE
 };
 
+/// [`TABLE`] as AMD CPUs get it ([`grouped_pairs`]): W4A8 grouped on the
+/// panel form decodes one panel at a time (`q4_panels::PANELS_SINGLE`).
+pub(crate) static TABLE_SINGLE_GROUPED: KernelTable = KernelTable {
+    gemm_w4a8_grouped_panels: Some(q4_panels::gemm_w4a8_grouped_panels_single),
+    ..TABLE
+};
+
+/// The table this CPU gets: [`TABLE`], or on AMD CPUs
+/// [`TABLE_SINGLE_GROUPED`], whose grouped panel decode streams one panel's
+/// codes and scales at a time instead of a pair's (measured in
+/// `q4_panels::PANELS_SINGLE`). Chosen once, when the tier is detected;
+/// either way the sums are the same bits (the proof runs on the table
+/// handed out, and the tests prove both).
+pub(crate) fn table() -> &'static KernelTable {
+    if grouped_pairs() {
+        &TABLE
+    } else {
+        &TABLE_SINGLE_GROUPED
+    }
+}
+
+/// Whether W4A8 grouped decode on the panel form takes the pair tile: not
+/// on AMD CPUs (`q4_panels::PANELS_SINGLE` has the figures).
+fn grouped_pairs() -> bool {
+    // asked at every detection of the tier: CPUID once (in a VM it traps)
+    static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAIRS.get_or_init(|| !crate::vendor_is_amd())
+}
+
 /// Whether the decode tiles (W8A8, W4A8 per channel) prefetch each weight
 /// row 4 KiB ahead of their loads: on an Intel Xeon (family 6 model 207) it
 /// lifted cold W4A8 decode from 0.78 of the bandwidth probe at 1 KiB; on an
@@ -262,5 +291,17 @@ fn hsum_rows(v: &[__m512i], out: &mut [i32]) {
     }
     for (v, o) in rows.remainder().iter().zip(outs.into_remainder()) {
         *o = hsum_epi32(*v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The table is chosen by vendor, once; which one this CPU gets is
+    /// proven by the selftest, and both by `the_real_x86_tables_pass`.
+    #[test]
+    fn amd_cpus_get_the_grouped_panel_decode_without_pairs() {
+        let single = std::ptr::eq(super::table(), &super::TABLE_SINGLE_GROUPED);
+        assert_eq!(single, crate::vendor_is_amd());
+        assert_eq!(super::TABLE_SINGLE_GROUPED.name, super::TABLE.name);
     }
 }

@@ -261,6 +261,27 @@ qlinear_kernels_core::panel_entry!(
     pub(crate) fn gemm_w4a8_grouped_panels = PANELS
 );
 
+/// [`PANELS`] without the pair tile: decode runs each panel through the
+/// one-row tile, one panel's codes and scales streaming at a time, where
+/// the pair tile streams two of each. On an AMD EPYC Zen 4 (family 25
+/// model 17) that is the faster decode from memory: SmolLM2-1.7B-shaped
+/// q4g32 decoded 21.3–23.8 tok/s at one thread against the pair tile's
+/// 16.8–18.2, SmolLM2-135M's q4g32 183.8–196.4 against 174.2–183.8 (two
+/// rounds of four alternated runs; two threads: 1.7B-shaped level,
+/// 135M 252–276 against 198–256; `docs/benchmarks/history.md`). Per
+/// channel, whose pair tile streams no scales, the same runs favoured the
+/// pair tile (135M at one thread 183–202 against 176–190), so it keeps it.
+/// On Intel the grouped pair tile was level from memory and a few percent
+/// faster hot (`9391259`), so only AMD CPUs get this entry
+/// ([`super::grouped_pairs`]).
+pub(super) const PANELS_SINGLE: PanelFamily = PanelFamily { pairs: None, ..PANELS };
+
+qlinear_kernels_core::panel_entry!(
+    /// The tier's panel entry for AMD CPUs (the frame's sweep over
+    /// `PANELS_SINGLE`).
+    pub(crate) fn gemm_w4a8_grouped_panels_single = PANELS_SINGLE
+);
+
 /// W4A8 per channel over one panel for `XR` activation rows (the
 /// `TilePanelQ4PerChannel` contract): the grouped tile's loads and
 /// `vpdpbusd`s with no float step, each row's low sums starting at its

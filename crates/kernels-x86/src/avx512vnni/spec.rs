@@ -30,7 +30,7 @@ pub const AVX512_VNNI: TierSpec = TierSpec {
 /// AVX2 and F16C, which its float kernels share with the AVX2 tier).
 #[cfg(target_arch = "x86_64")]
 pub fn avx512vnni_table() -> Option<&'static qlinear_kernels_core::KernelTable> {
-    crate::avx512vnni::detected().then_some(&crate::avx512vnni::TABLE)
+    crate::avx512vnni::detected().then(crate::avx512vnni::table)
 }
 
 qlinear_kernels_core::detect_on!(
