@@ -131,6 +131,9 @@ pub(super) struct Scratch {
     pub(super) u: Vec<f32>,
     pub(super) scores: Vec<f32>,
     pub(super) logits: Vec<f32>,
+    /// RoPE's `cos` and `sin` rows of the call's positions ([`Model::rope_rows`]).
+    pub(super) cos: Vec<f32>,
+    pub(super) sin: Vec<f32>,
 }
 
 impl Scratch {

@@ -180,7 +180,7 @@ impl Model {
             });
         }
         let norm = tensor("output_norm.weight", &[h])?;
-        let rope = rope_table(&config);
+        let rope_freq = rope::frequencies(config.rope_base, config.head_dim);
         Ok(Model {
             config,
             embed,
@@ -188,7 +188,7 @@ impl Model {
             norm,
             head,
             head_name,
-            rope,
+            rope_freq,
             description: if rotation.is_some() {
                 format!("{description}, rotated")
             } else {

@@ -15,6 +15,7 @@ mod cache;
 mod calibrate;
 mod dense;
 mod load;
+mod rope;
 mod rotation;
 mod step;
 
@@ -170,8 +171,8 @@ pub struct Model {
     head: Dense,
     /// The head's weight prefix: `output`, or `token_embd` where it is tied.
     head_name: &'static str,
-    /// `cos`, `sin` of position `p`, pair `i`: index `p · head_dim / 2 + i`.
-    rope: (Vec<f32>, Vec<f32>),
+    /// RoPE's frequency of pair `i`, `base^(−2i / head_dim)` ([`Model::rope_rows`]).
+    rope_freq: Vec<f64>,
     /// What the layers are, for reports (`f32`, `q4g32 W4A8`, …).
     pub description: String,
     /// How a decode step spreads over the pool's threads.
@@ -337,6 +338,8 @@ impl Model {
             ..
         } = cache;
         s.resize(m, base + m, c, if all { m } else { 1 });
+        self.rope_rows(base, m, &mut s.cos, &mut s.sin);
+        let half = hd / 2;
         for (row, &t) in s.x.chunks_exact_mut(h).zip(tokens) {
             self.embed_row(t, row)?;
         }
@@ -350,8 +353,9 @@ impl Model {
                 .zip(rows_of(&mut s.k, kv_dim))
                 .enumerate()
                 .for_each(|(i, (q, k))| {
-                    self.rotate(q, 0..q_dim, base + i);
-                    self.rotate(k, 0..kv_dim, base + i);
+                    let (cos, sin) = (&s.cos[i * half..(i + 1) * half], &s.sin[i * half..(i + 1) * half]);
+                    self.rotate(q, 0..q_dim, cos, sin);
+                    self.rotate(k, 0..kv_dim, cos, sin);
                 });
             let kc = k_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
             let vc = v_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
@@ -403,21 +407,14 @@ impl Model {
         Ok(())
     }
 
-    /// RoPE as llama.cpp applies it to GGUF Llama weights ("normal" mode:
-    /// the pairs are adjacent, `(x[2i], x[2i+1])`, in every head) on the
-    /// features `cols` (even bounds) of one position's heads `x`.
-    fn rotate(&self, x: &mut [f32], cols: Range<usize>, pos: usize) {
-        let (hd, half) = (self.config.head_dim, self.config.head_dim / 2);
-        let (cos, sin) = (
-            &self.rope.0[pos * half..(pos + 1) * half],
-            &self.rope.1[pos * half..(pos + 1) * half],
-        );
-        for j in cols.step_by(2) {
-            let i = (j % hd) / 2;
-            let (a, b) = (x[j], x[j + 1]);
-            x[j] = a * cos[i] - b * sin[i];
-            x[j + 1] = a * sin[i] + b * cos[i];
-        }
+    /// The RoPE rows of positions `base..base + m` ([`rope::rows`]).
+    fn rope_rows(&self, base: usize, m: usize, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
+        rope::rows(&self.rope_freq, base, m, cos, sin);
+    }
+
+    /// RoPE on the features `cols` of one position's heads ([`rope::rotate`]).
+    fn rotate(&self, x: &mut [f32], cols: Range<usize>, cos: &[f32], sin: &[f32]) {
+        rope::rotate(self.config.head_dim, x, cols, cos, sin);
     }
 
     /// The head layer's output features (the vocabulary).
@@ -506,29 +503,6 @@ fn check_shape(name: &str, found: &[usize], want: &[usize]) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// `cos`, `sin` of `pos · base^(−2i / head_dim)` for every position of the
-/// context, in f64 then rounded once to f32. `libm`'s `pow`, `cos` and
-/// `sin` (a Rust port of musl's) rather than the platform's: the same table
-/// on every target, the browser's included.
-fn rope_table(c: &Config) -> (Vec<f32>, Vec<f32>) {
-    let half = c.head_dim / 2;
-    let mut cos = Vec::with_capacity(c.context * half);
-    let mut sin = Vec::with_capacity(c.context * half);
-    // each pair's frequency once: the same call every position made, so
-    // the same bits, without 2 · context · half calls of pow at load
-    let freq: Vec<f64> = (0..half)
-        .map(|i| libm::pow(f64::from(c.rope_base), -2.0 * i as f64 / c.head_dim as f64))
-        .collect();
-    for p in 0..c.context {
-        for &f in &freq {
-            let theta = p as f64 * f;
-            cos.push(libm::cos(theta) as f32);
-            sin.push(libm::sin(theta) as f32);
-        }
-    }
-    (cos, sin)
 }
 
 /// Rows a task of the prefill's per-row steps takes at least: the steps

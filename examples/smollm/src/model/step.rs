@@ -36,14 +36,19 @@ impl Model {
                 .unwrap_or_else(PoisonError::into_inner)
                 .resize(1, pos + 1, c, 1);
         }
+        // the position's RoPE rows, once for every thread
+        let scratch = &mut cache.scratch;
+        self.rope_rows(pos, 1, &mut scratch.cos, &mut scratch.sin);
         let KvCache {
             k: k_cache,
             v: v_cache,
             team,
             exchange,
             profile,
+            scratch,
             ..
         } = &*cache;
+        let rope = (&scratch.cos[..], &scratch.sin[..]);
         let step = |t: usize| -> Result<()> {
             let running = AbortUnlessDone::new(exchange.barrier());
             let mut local = team[t].lock().unwrap_or_else(PoisonError::into_inner);
@@ -59,6 +64,7 @@ impl Model {
                 h_rows: share(h, t, threads),
                 f_rows: share(c.ffn, t, threads),
                 caches: (k_cache, v_cache),
+                rope,
                 exchange,
                 round: 0,
                 clock: Clock::new(profile.as_ref().map(|p| &p[t])),
@@ -136,8 +142,8 @@ impl Model {
             .v
             .forward_rows(&s.h[..h], kv_rows.clone(), &mut s.v[kv_rows.clone()])?;
         m.clock.lap(Phase::Qkv);
-        self.rotate(&mut s.q, q_rows.clone(), pos);
-        self.rotate(&mut s.k, kv_rows.clone(), pos);
+        self.rotate(&mut s.q, q_rows.clone(), m.rope.0, m.rope.1);
+        self.rotate(&mut s.k, kv_rows.clone(), m.rope.0, m.rope.1);
         let (k_cache, v_cache) = m.caches;
         {
             let mut kc = k_cache[l].write().unwrap_or_else(PoisonError::into_inner);
@@ -219,8 +225,9 @@ impl Model {
 type LayerCache = RwLock<Vec<f32>>;
 
 /// One thread's part of a team step: its shares of every layer (query
-/// heads and their rows, K and V rows, hidden and FFN rows), the position,
-/// the cache and the meeting place, its exchange count and its clock.
+/// heads and their rows, K and V rows, hidden and FFN rows), the position
+/// and its RoPE rows, the cache and the meeting place, its exchange count
+/// and its clock.
 struct Member<'a> {
     t: usize,
     pos: usize,
@@ -231,6 +238,8 @@ struct Member<'a> {
     h_rows: Range<usize>,
     f_rows: Range<usize>,
     caches: (&'a [LayerCache], &'a [LayerCache]),
+    /// The position's `cos` and `sin` rows ([`Model::rope_rows`]).
+    rope: (&'a [f32], &'a [f32]),
     exchange: &'a Exchange,
     round: usize,
     clock: Clock<'a>,
