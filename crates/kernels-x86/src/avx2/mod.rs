@@ -58,7 +58,7 @@ mod entry {
         grouped_16x1 => q4_grouped::tile_w4a8_grouped_seq::<16>: tile_grouped,
         grouped_1x8 => q4_grouped::tile_w4a8_grouped_rows::<1>: tile_grouped,
         grouped_16x8 => q4_grouped::tile_w4a8_grouped_rows::<16>: tile_grouped,
-        panel_16x1 => q4_panels::tile_w4a8_panel::<1>: tile_panel,
+        panel_16x1 => q4_panels::tile_w4a8_panel_16x1: tile_panel,
         panel_16x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
         panel_pc_16x1 => q4_panels::tile_w4a8_panel_per_channel::<1>: tile_panel_per_channel,
         panel_pc_16x4 => q4_panels::tile_w4a8_panel_per_channel::<4>: tile_panel_per_channel,

@@ -125,6 +125,91 @@ fn the_avx2_panel_tiles_fail_the_proof_on_their_slips() {
     assert!(right.is_none(), "{right:?}");
 }
 
+/// The slips of the one-row tile that passes over both halves of a panel
+/// group by group (`tile_w4a8_panel_16x1`): the second half's pair sums
+/// started from the first half's instead of zero (one register for both),
+/// and the group's `8·Σx` taken off the first half only.
+#[derive(Clone, Copy, PartialEq)]
+enum OnePassSlip {
+    None,
+    HalvesShared,
+    CorrectionOnce,
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn one_pass_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: OnePassSlip) {
+    let groups = sums[0].len();
+    assert!(panel.len() == 16 * groups * 16 && s.len() == 16 * groups && out.len() == 16 * x.len());
+    let (mask, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+    for (t, row_out) in out.chunks_exact_mut(16).enumerate() {
+        let mut total = [_mm256_setzero_ps(); 2];
+        for g in 0..groups {
+            let mut pairs = _mm256_setzero_si256();
+            for (half, total) in total.iter_mut().enumerate() {
+                if slip != OnePassSlip::HalvesShared {
+                    pairs = _mm256_setzero_si256();
+                }
+                for c in 4 * g..4 * g + 4 {
+                    // SAFETY: 64c + 32h + 32 <= 64 · 4 · groups = panel.len().
+                    let v = unsafe { _mm256_loadu_si256(panel.as_ptr().add(64 * c + 32 * half).cast()) };
+                    let (lo, hi) = (
+                        _mm256_and_si256(v, mask),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
+                    );
+                    let q = &x[t][8 * c..8 * c + 8];
+                    let e = _mm256_set1_epi32(i32::from_le_bytes([q[0], q[1], q[2], q[3]].map(|b| b as u8)));
+                    let o = _mm256_set1_epi32(i32::from_le_bytes([q[4], q[5], q[6], q[7]].map(|b| b as u8)));
+                    let (even, odd) = (_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o));
+                    pairs = _mm256_add_epi16(pairs, _mm256_add_epi16(even, odd));
+                }
+                let correction = if slip == OnePassSlip::CorrectionOnce && half == 1 {
+                    0
+                } else {
+                    8 * sums[t][g]
+                };
+                // SAFETY: 8 f16 at 16g + 8h lie in s.
+                let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(16 * g + 8 * half).cast())) };
+                let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(correction));
+                *total = _mm256_add_ps(*total, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
+            }
+        }
+        for (half, total) in total.into_iter().enumerate() {
+            // SAFETY: 8 f32 into the half of a chunk of 16.
+            unsafe { _mm256_storeu_ps(row_out.as_mut_ptr().add(8 * half), total) };
+        }
+    }
+}
+
+/// [`one_pass_with`] behind the feature check a safe tile needs.
+fn one_pass_checked(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: OnePassSlip) {
+    assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"));
+    // SAFETY: AVX2 and F16C are present (asserted above).
+    unsafe { one_pass_with(x, sums, panel, s, out, slip) }
+}
+
+qlinear_kernels_core::panel_table!(one_pass_halves_shared, one_pass_checked, OnePassSlip::HalvesShared, [1]);
+qlinear_kernels_core::panel_table!(
+    one_pass_correction_once,
+    one_pass_checked,
+    OnePassSlip::CorrectionOnce,
+    [1]
+);
+qlinear_kernels_core::panel_table!(one_pass_right, one_pass_checked, OnePassSlip::None, [1]);
+
+#[test]
+fn the_avx2_one_pass_panel_tile_fails_the_proof_on_its_slips() {
+    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")) {
+        eprintln!("skipped: this CPU has no AVX2 and F16C");
+        return;
+    }
+    first_failure(&one_pass_halves_shared::TABLE, KernelFamily::W4A8Grouped)
+        .expect("rows 8..16's pair sums on top of rows 0..8's must fail");
+    first_failure(&one_pass_correction_once::TABLE, KernelFamily::W4A8Grouped)
+        .expect("rows 8..16 without the group's 8·Σx must fail");
+    let right = first_failure(&one_pass_right::TABLE, KernelFamily::W4A8Grouped);
+    assert!(right.is_none(), "{right:?}");
+}
+
 /// The slips an AVX2 per-channel panel tile (`maddubs` pair sums in i16)
 /// can make, modelled in plain Rust with the i16 lanes' wrapping: the pair
 /// sums carried over two groups before `madd` widens them (64 columns of

@@ -109,6 +109,41 @@ pub(crate) fn tile_w4a8_panel<const XR: usize>(x: &[&[i8]], sums: &[&[i32]], pan
     }
 }
 
+/// [`tile_w4a8_panel`] for one activation row (decode), both halves of the
+/// panel in one pass, group by group: a 64-byte line's two 32-byte loads
+/// one after the other, where the general tile passes over the panel once
+/// a half (for 4 rows' registers) and reads every line twice, the second
+/// time from L2 once a panel outgrows L1 (32 KiB at K = 4096). Each half's
+/// float chain is the same as there (rows in the lanes, increasing g), so
+/// the bits are too.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) fn tile_w4a8_panel_16x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[f16], out: &mut [f32]) {
+    const XR: usize = 1;
+    let groups = check_tile(XR, x, sums, panel, s, out);
+    // pointer loads as in the general tile (`check_tile`)
+    let (xp, sp) = ([x[0].as_ptr()], sums[0].as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    let mut total = [_mm256_setzero_ps(); 2];
+    for g in 0..groups {
+        // SAFETY: g < groups = sums[0].len() (`check_tile`).
+        let correction = _mm256_set1_epi32(unsafe { sp.add(g).read() }.wrapping_mul(8));
+        for (half, total) in total.iter_mut().enumerate() {
+            // `check_tile` holds the panel to 16 · 32 · groups / 2 bytes
+            // and the row to 32 · groups codes, and g < groups
+            let [pairs] = group_pairs!(xp, panel, g, half);
+            // SAFETY: 8 f16 at 16g + 8h lie in the panel's 16 · groups scales.
+            let scale = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(PANEL_ROWS * g + 8 * half).cast())) };
+            let acc = _mm256_sub_epi32(_mm256_madd_epi16(pairs, ones), correction);
+            *total = _mm256_add_ps(*total, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
+        }
+    }
+    for (half, total) in total.into_iter().enumerate() {
+        // SAFETY: a 32-byte store into half h's 8 f32 of the 16 (`check_tile`).
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(8 * half), total) };
+    }
+}
+
 /// The panel tiles: 4 activation rows (each unpacked load serves 4; 4
 /// accumulators and 4 totals beside the loads in the 16 registers), then 1.
 pub(super) const PANELS: PanelFamily = PanelFamily {
