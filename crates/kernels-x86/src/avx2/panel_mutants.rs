@@ -20,12 +20,40 @@ enum Avx2PanelSlip {
     PairsCarried,
 }
 
+/// `pairs` plus the i16 pair sums of half `half` of group `g` (its 4
+/// loads) against the activation row `x`: the loop of every model here;
+/// `swapped`: `maddubs`' operands swapped (the codes read as unsigned).
+#[target_feature(enable = "avx2")]
+fn half_pairs(x: &[i8], panel: &[u8], g: usize, half: usize, mut pairs: __m256i, swapped: bool) -> __m256i {
+    let mask = _mm256_set1_epi8(0x0F);
+    for c in 4 * g..4 * g + 4 {
+        let at = 64 * c + 32 * half;
+        assert!(at + 32 <= panel.len() && 8 * c + 8 <= x.len());
+        // SAFETY: the 32 bytes at `at` lie in the panel (asserted).
+        let v = unsafe { _mm256_loadu_si256(panel.as_ptr().add(at).cast()) };
+        let (lo, hi) = (
+            _mm256_and_si256(v, mask),
+            _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
+        );
+        let q = &x[8 * c..8 * c + 8];
+        let e = _mm256_set1_epi32(i32::from_le_bytes([q[0], q[1], q[2], q[3]].map(|b| b as u8)));
+        let o = _mm256_set1_epi32(i32::from_le_bytes([q[4], q[5], q[6], q[7]].map(|b| b as u8)));
+        let (even, odd) = if swapped {
+            (_mm256_maddubs_epi16(e, lo), _mm256_maddubs_epi16(o, hi))
+        } else {
+            (_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o))
+        };
+        pairs = _mm256_add_epi16(pairs, _mm256_add_epi16(even, odd));
+    }
+    pairs
+}
+
 #[target_feature(enable = "avx2,f16c")]
-#[allow(clippy::needless_range_loop)] // g also indexes the panel (4g..4g+4) and the scales
+#[allow(clippy::needless_range_loop)] // g also indexes the sums and the scales
 fn avx2_panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: Avx2PanelSlip) {
     let groups = sums[0].len();
     assert!(panel.len() == 16 * groups * 16 && s.len() == 16 * groups && out.len() == 16 * x.len());
-    let (mask, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+    let ones = _mm256_set1_epi16(1);
     for (t, row_out) in out.chunks_exact_mut(16).enumerate() {
         for half in 0..2 {
             let mut total = _mm256_setzero_ps();
@@ -34,23 +62,7 @@ fn avx2_panel_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], 
                 if slip != Avx2PanelSlip::PairsCarried {
                     pairs = _mm256_setzero_si256();
                 }
-                for c in 4 * g..4 * g + 4 {
-                    // SAFETY: 64c + 32h + 32 <= 64 · 4 · groups = panel.len().
-                    let v = unsafe { _mm256_loadu_si256(panel.as_ptr().add(64 * c + 32 * half).cast()) };
-                    let (lo, hi) = (
-                        _mm256_and_si256(v, mask),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
-                    );
-                    let q = &x[t][8 * c..8 * c + 8];
-                    let e = _mm256_set1_epi32(i32::from_le_bytes([q[0], q[1], q[2], q[3]].map(|b| b as u8)));
-                    let o = _mm256_set1_epi32(i32::from_le_bytes([q[4], q[5], q[6], q[7]].map(|b| b as u8)));
-                    let (even, odd) = if slip == Avx2PanelSlip::OperandsSwapped {
-                        (_mm256_maddubs_epi16(e, lo), _mm256_maddubs_epi16(o, hi))
-                    } else {
-                        (_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o))
-                    };
-                    pairs = _mm256_add_epi16(pairs, _mm256_add_epi16(even, odd));
-                }
+                pairs = half_pairs(x[t], panel, g, half, pairs, slip == Avx2PanelSlip::OperandsSwapped);
                 let at = 16 * g
                     + if slip == Avx2PanelSlip::FirstHalfScales {
                         0
@@ -140,7 +152,7 @@ enum OnePassSlip {
 fn one_pass_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], out: &mut [f32], slip: OnePassSlip) {
     let groups = sums[0].len();
     assert!(panel.len() == 16 * groups * 16 && s.len() == 16 * groups && out.len() == 16 * x.len());
-    let (mask, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+    let ones = _mm256_set1_epi16(1);
     for (t, row_out) in out.chunks_exact_mut(16).enumerate() {
         let mut total = [_mm256_setzero_ps(); 2];
         for g in 0..groups {
@@ -149,19 +161,7 @@ fn one_pass_with(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], s: &[half::f16], ou
                 if slip != OnePassSlip::HalvesShared {
                     pairs = _mm256_setzero_si256();
                 }
-                for c in 4 * g..4 * g + 4 {
-                    // SAFETY: 64c + 32h + 32 <= 64 · 4 · groups = panel.len().
-                    let v = unsafe { _mm256_loadu_si256(panel.as_ptr().add(64 * c + 32 * half).cast()) };
-                    let (lo, hi) = (
-                        _mm256_and_si256(v, mask),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
-                    );
-                    let q = &x[t][8 * c..8 * c + 8];
-                    let e = _mm256_set1_epi32(i32::from_le_bytes([q[0], q[1], q[2], q[3]].map(|b| b as u8)));
-                    let o = _mm256_set1_epi32(i32::from_le_bytes([q[4], q[5], q[6], q[7]].map(|b| b as u8)));
-                    let (even, odd) = (_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o));
-                    pairs = _mm256_add_epi16(pairs, _mm256_add_epi16(even, odd));
-                }
+                pairs = half_pairs(x[t], panel, g, half, pairs, false);
                 let correction = if slip == OnePassSlip::CorrectionOnce && half == 1 {
                     0
                 } else {
