@@ -40,8 +40,9 @@ pub(crate) fn detected() -> bool {
 }
 
 /// SAFETY (for every entry): reachable only through `TABLE` and
-/// `TABLE_SINGLE_GROUPED`, which `crate::avx512vnni_table` returns only when `detected()` confirmed AVX-512
-/// F/BW/DQ/VL/VNNI, AVX2 and F16C; the kernels assert what they rely on.
+/// `TABLE_SINGLE_GROUPED`, which `crate::avx512vnni_table` returns only
+/// when `detected()` confirmed AVX-512 F/BW/DQ/VL/VNNI, AVX2 and F16C; the
+/// kernels assert what they rely on.
 mod entry {
     use super::*;
     qlinear_kernels_core::safe_entries! {

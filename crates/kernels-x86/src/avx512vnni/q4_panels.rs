@@ -265,12 +265,13 @@ qlinear_kernels_core::panel_entry!(
 /// one-row tile, one panel's codes and scales streaming at a time, where
 /// the pair tile streams two of each. On an AMD EPYC Zen 4 (family 25
 /// model 17) that is the faster decode from memory: SmolLM2-1.7B-shaped
-/// q4g32 decoded 21.3–23.8 tok/s at one thread against the pair tile's
-/// 16.8–18.2, SmolLM2-135M's q4g32 183.8–196.4 against 174.2–183.8 (two
-/// rounds of four alternated runs; two threads: 1.7B-shaped level,
-/// 135M 252–276 against 198–256; `docs/benchmarks/history.md`). Per
-/// channel, whose pair tile streams no scales, the same runs favoured the
-/// pair tile (135M at one thread 183–202 against 176–190), so it keeps it.
+/// q4g32 decoded 22.3–23.4 tok/s at one thread against the pair tile's
+/// 17.1–18.3, SmolLM2-135M's q4g32 176.1–199.4 against 148.0–183.7 (two
+/// rounds of four alternated runs; two threads level; `docs/benchmarks/history.md`,
+/// "W4A8 grouped decode without the pair tile on AMD"). Per channel, whose
+/// pair tile streams no scales, keeps it: with both pair tiles taken out,
+/// SmolLM2-135M's per-channel file decoded 176–190 tok/s at one thread
+/// against 183–202 with them.
 /// On Intel the grouped pair tile was level from memory and a few percent
 /// faster hot (`9391259`), so only AMD CPUs get this entry
 /// ([`super::grouped_pairs`]).
