@@ -387,11 +387,24 @@ pub fn arrange_in_place(n: usize, k: usize, codes: &mut [u8]) -> bool {
         return true; // K = 0: no bytes to move
     }
     let mut natural = vec![0u8; PANEL_ROWS * stride];
+    let pieces = stride / (PIECE_COLS / 2);
     for panel in codes.chunks_exact_mut(PANEL_ROWS * stride) {
         natural.copy_from_slice(panel);
-        for (q, row) in natural.chunks_exact(stride).enumerate() {
-            for (c, piece) in row.chunks_exact(PIECE_COLS / 2).enumerate() {
-                panel[64 * c + 4 * q..64 * c + 4 * q + 4].copy_from_slice(&repair(piece.try_into().expect("4 bytes")));
+        // every piece re-paired where it lies in the scratch (one pass the
+        // compiler vectorises), then moved as 4-byte arrays, the panel
+        // written in order, a piece column (16 rows' 4 bytes) at a time: a
+        // piece at a time through checked slices, row by row, the
+        // 1.7B-shaped q4g32 file's codes took 0.37 s, a tenth of its load
+        // (AMD EPYC Zen 4, `perf record` of `qlinear-bench --load`)
+        for piece in natural.as_chunks_mut::<4>().0 {
+            *piece = repair(*piece);
+        }
+        let (rows, _) = natural.as_chunks::<4>();
+        let (columns, _) = panel.as_chunks_mut::<{ PANEL_ROWS * 4 }>();
+        for (c, column) in columns.iter_mut().enumerate() {
+            let (out, _) = column.as_chunks_mut::<4>();
+            for (q, out) in out.iter_mut().enumerate() {
+                *out = rows[q * pieces + c];
             }
         }
     }
