@@ -99,8 +99,9 @@ impl QuantizedFile {
     /// this process's memory: no copy of them per weight (a weight keeps
     /// the memory alive, so it may outlive this value; its codes report
     /// `codes_shared()`/`packed_shared()`). The file is **read** whole,
-    /// once, into anonymous memory advised for transparent huge pages
-    /// (Linux), not mapped: every weight byte is resident once, a decode
+    /// once (a large file by up to four threads, each its part), into
+    /// anonymous memory advised for transparent huge pages (Linux), not
+    /// mapped: every weight byte is resident once, a decode
     /// step reads its weights over 2 MiB pages, and nothing done to the file
     /// afterwards (truncated, rewritten) reaches the weights, so there is no
     /// SIGBUS to fear. The packed Q4 tensors' nibbles, stored in two's
