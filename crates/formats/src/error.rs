@@ -84,6 +84,23 @@ pub enum FormatError {
         /// The bytes read before it ended.
         found: u64,
     },
+    /// The file is larger than the memory this process can still be given
+    /// (`qlinear_formats::available_memory`): refused before it is read.
+    #[error(
+        "{}: the file is {} ({size} bytes), more than the {} ({available} bytes) of memory this process can \
+         still be given (MemAvailable and SwapFree, within its cgroup's limit): it is not loaded",
+        path.display(),
+        mib(*size),
+        mib(*available)
+    )]
+    LargerThanMemory {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its length.
+        size: u64,
+        /// The memory available, in bytes.
+        available: u64,
+    },
     /// The `safetensors` crate refused the header or the layout.
     #[error("malformed safetensors file: {0}")]
     Header(#[from] safetensors::SafeTensorError),
@@ -225,4 +242,9 @@ impl FormatError {
             source,
         }
     }
+}
+
+/// `bytes` in MiB with one decimal, for messages.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }

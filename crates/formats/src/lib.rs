@@ -28,6 +28,7 @@ mod ggml_quants;
 mod gguf;
 mod in_place;
 mod mapped;
+mod memory;
 mod reader;
 mod writer;
 
@@ -39,6 +40,7 @@ pub use gguf::{
 };
 pub use in_place::{Arrange, ArrangedQ4, ArrangedScales, Q4InPlace};
 pub use mapped::file_kind;
+pub use memory::{available_memory, check_fits_in_memory};
 pub use qlinear_quant_recipe::{QScheme, QuantizedWeight};
 pub use reader::{QuantizedFile, QuantizedTensorInfo, RawTensor};
 pub use safetensors::Dtype;

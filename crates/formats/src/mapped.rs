@@ -87,7 +87,9 @@ pub(crate) fn open(path: &Path) -> Result<Bytes, FormatError> {
 /// huge pages where the OS has them (Linux): the process's private copy,
 /// read once. No page of it is the file's, so nothing the file's owner
 /// does later (truncating it, say) can reach it; a file that shrinks while
-/// it is read is [`FormatError::ShrankWhileRead`]. Read into a vector on WASI.
+/// it is read is [`FormatError::ShrankWhileRead`], and one larger than the
+/// memory the process can still be given is refused before anything is
+/// allocated ([`FormatError::LargerThanMemory`]). Read into a vector on WASI.
 pub(crate) fn read_private(path: &Path) -> Result<PrivateBytes, FormatError> {
     const HUGE_PAGE: usize = 2 << 20;
     let io = |e| FormatError::io(path, e);
@@ -99,6 +101,7 @@ pub(crate) fn read_private(path: &Path) -> Result<PrivateBytes, FormatError> {
         tensor: path.display().to_string(),
         what: "the file's length".into(),
     })?;
+    crate::memory::check_fits(path, len as u64, crate::memory::available_memory())?;
     let mut map = memmap2::MmapOptions::new()
         .len(len.next_multiple_of(HUGE_PAGE).max(HUGE_PAGE))
         .map_anon()

@@ -40,8 +40,12 @@ impl From<QuantizedFile> for ModelFile {
 
 impl ModelFile {
     /// Opens and checks the header of a safetensors file (memory-mapped;
-    /// every load copies).
+    /// every load copies). A file larger than the memory this process can
+    /// still be given is refused first, since its layers' copies would not
+    /// fit ([`crate::format::check_fits_in_memory`]; a file is only read,
+    /// never held, by [`QuantizedFile::open`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        crate::format::check_fits_in_memory(&path)?;
         Ok(ModelFile {
             file: QuantizedFile::open(path)?,
         })
@@ -63,9 +67,11 @@ impl ModelFile {
     /// census ([`ModelFile::census`], read from its header first and given
     /// to [`crate::init_for`]), so that the process's proofs run at the
     /// file's K values and not the default census's. Errors: as
-    /// [`ModelFile::open`].
+    /// [`ModelFile::open`] (a file larger than memory refused before the
+    /// selftest runs or anything is read).
     pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        crate::format::check_fits_in_memory(path)?;
         if let Some(meta) = QuantizedFile::header_metadata_of(path) {
             init_before_arranging(&meta);
         }

@@ -154,9 +154,9 @@ pub mod format {
     /// produce a tensor row by row.
     pub use qlinear_formats::encode;
     pub use qlinear_formats::{
-        file_kind, format_version, in_features_key, qscheme_key, write_file, write_streaming, write_to, Dtype,
-        OutputTensor, QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY, FORMAT_VERSION,
-        FORMAT_VERSION_SIGNED_GROUP_SCALES,
+        available_memory, check_fits_in_memory, file_kind, format_version, in_features_key, qscheme_key, write_file,
+        write_streaming, write_to, Dtype, OutputTensor, QuantizedTensorInfo, RawTensor, TensorPlan, FORMAT_KEY,
+        FORMAT_VERSION, FORMAT_VERSION_SIGNED_GROUP_SCALES,
     };
 }
 

@@ -159,3 +159,33 @@ fn check_in_place(path: &std::path::Path, in_place: ModelFile, schemes: &[QSchem
         }
     }
 }
+
+/// A file larger than the memory this process can still be given (a
+/// sparse file: no disk is used) is refused by both ways of opening a
+/// model, naming both sizes, before its header is read; reading its header
+/// alone (`QuantizedFile::open`, as `qlinear inspect` does) is not refused.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_model_larger_than_memory_is_refused_before_loading() {
+    let available = format::available_memory().expect("/proc/meminfo");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.safetensors");
+    let size = available + (4 << 30);
+    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+    for (how, got) in [
+        ("copying", ModelFile::open(&path).err()),
+        ("in place", ModelFile::open_in_place(&path).err()),
+    ] {
+        match got {
+            Some(Error::Format(FormatError::LargerThanMemory {
+                size: s, available: a, ..
+            })) => {
+                assert_eq!(s, size, "{how}");
+                assert!(a < size, "{how}: {a} available");
+            }
+            other => panic!("{how}: {other:?}"),
+        }
+    }
+    let e = QuantizedFile::open(&path).unwrap_err();
+    assert!(!matches!(e, FormatError::LargerThanMemory { .. }), "{e:?}");
+}
