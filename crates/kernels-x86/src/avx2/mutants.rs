@@ -95,7 +95,7 @@ fn saturating_and_unsigned_avx2_variants_fail_the_proof() {
 fn the_real_x86_tables_pass() {
     // both VNNI tables, whichever this CPU's vendor is handed
     let vnni =
-        crate::avx512vnni::detected().then_some([&crate::avx512vnni::TABLE, &crate::avx512vnni::TABLE_SINGLE_GROUPED]);
+        crate::avx512vnni::detected().then_some([&crate::avx512vnni::TABLE, &crate::avx512vnni::TABLE_SINGLE_PANELS]);
     let tables = [crate::avx2_table()]
         .into_iter()
         .flatten()

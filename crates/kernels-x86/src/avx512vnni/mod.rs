@@ -40,7 +40,7 @@ pub(crate) fn detected() -> bool {
 }
 
 /// SAFETY (for every entry): reachable only through `TABLE` and
-/// `TABLE_SINGLE_GROUPED`, which `crate::avx512vnni_table` returns only
+/// `TABLE_SINGLE_PANELS`, which `crate::avx512vnni_table` returns only
 /// when `detected()` confirmed AVX-512 F/BW/DQ/VL/VNNI, AVX2 and F16C; the
 /// kernels assert what they rely on.
 mod entry {
@@ -68,7 +68,8 @@ mod entry {
         panel_pair => q4_panels::tile_w4a8_panel_pair: tile_panel,
         panel_16x4 => q4_panels::tile_w4a8_panel::<4>: tile_panel,
         panel_16x8 => q4_panels::tile_w4a8_panel::<8>: tile_panel,
-        panel_pc_16x1 => q4_panels::tile_w4a8_panel_per_channel_16x1: tile_panel_per_channel,
+        panel_pc_16x1 => q4_panels::tile_w4a8_panel_per_channel_16x1::<true>: tile_panel_per_channel,
+        panel_pc_16x1_unprefetched => q4_panels::tile_w4a8_panel_per_channel_16x1::<false>: tile_panel_per_channel,
         panel_pc_pair => q4_panels::tile_w4a8_panel_per_channel_pair: tile_panel_per_channel,
         panel_pc_16x4 => q4_panels::tile_w4a8_panel_per_channel::<4>: tile_panel_per_channel,
         panel_pc_16x8 => q4_panels::tile_w4a8_panel_per_channel::<8>: tile_panel_per_channel,
@@ -206,30 +207,34 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     ..avx2::TABLE
 };
 
-/// [`TABLE`] as AMD CPUs get it ([`grouped_pairs`]): W4A8 grouped on the
-/// panel form decodes one panel at a time (`q4_panels::PANELS_SINGLE`).
-pub(crate) static TABLE_SINGLE_GROUPED: KernelTable = KernelTable {
+/// [`TABLE`] as AMD CPUs get it ([`panel_pairs`]): W4A8 on the panel form,
+/// grouped and per channel, decodes one panel at a time
+/// (`q4_panels::PANELS_SINGLE`, `q4_panels::PANELS_PER_CHANNEL_SINGLE`).
+pub(crate) static TABLE_SINGLE_PANELS: KernelTable = KernelTable {
     gemm_w4a8_grouped_panels: Some(q4_panels::gemm_w4a8_grouped_panels_single),
+    gemm_w4a8_panels: Some(q4_panels::gemm_w4a8_panels_single),
     ..TABLE
 };
 
 /// The table this CPU gets: [`TABLE`], or on AMD CPUs
-/// [`TABLE_SINGLE_GROUPED`], whose grouped panel decode streams one panel's
-/// codes and scales at a time instead of a pair's (measured in
-/// `q4_panels::PANELS_SINGLE`). Chosen once, when the tier is detected;
-/// either way the sums are the same bits (the proof runs on the table
-/// handed out, and the tests prove both).
+/// [`TABLE_SINGLE_PANELS`], whose panel decode streams one panel's codes
+/// (and scales) at a time instead of a pair's (measured in
+/// `q4_panels::PANELS_SINGLE` and `q4_panels::PANELS_PER_CHANNEL_SINGLE`).
+/// Chosen once, when the tier is detected; either way the sums are the
+/// same bits (the proof runs on the table handed out, and the tests prove
+/// both).
 pub(crate) fn table() -> &'static KernelTable {
-    if grouped_pairs() {
+    if panel_pairs() {
         &TABLE
     } else {
-        &TABLE_SINGLE_GROUPED
+        &TABLE_SINGLE_PANELS
     }
 }
 
-/// Whether W4A8 grouped decode on the panel form takes the pair tile: not
-/// on AMD CPUs (`q4_panels::PANELS_SINGLE` has the figures).
-fn grouped_pairs() -> bool {
+/// Whether W4A8 decode on the panel form takes the pair tiles: not on AMD
+/// CPUs (`q4_panels::PANELS_SINGLE` and `PANELS_PER_CHANNEL_SINGLE` have the
+/// figures).
+fn panel_pairs() -> bool {
     // asked at every detection of the tier: CPUID once (in a VM it traps)
     static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PAIRS.get_or_init(|| !crate::vendor_is_amd())
@@ -300,9 +305,18 @@ mod tests {
     /// The table is chosen by vendor, once; which one this CPU gets is
     /// proven by the selftest, and both by `the_real_x86_tables_pass`.
     #[test]
-    fn amd_cpus_get_the_grouped_panel_decode_without_pairs() {
-        let single = std::ptr::eq(super::table(), &super::TABLE_SINGLE_GROUPED);
+    fn amd_cpus_get_the_panel_decode_without_pairs() {
+        let single = std::ptr::eq(super::table(), &super::TABLE_SINGLE_PANELS);
         assert_eq!(single, crate::vendor_is_amd());
-        assert_eq!(super::TABLE_SINGLE_GROUPED.name, super::TABLE.name);
+        let (amd, other) = (&super::TABLE_SINGLE_PANELS, &super::TABLE);
+        assert_eq!(amd.name, other.name);
+        // both W4A8 panel entries differ, and nothing else
+        let entry = |t: &qlinear_kernels_core::KernelTable| {
+            (t.gemm_w4a8_grouped_panels.map(|f| f as usize), t.gemm_w4a8_panels.map(|f| f as usize))
+        };
+        let ((ag, ap), (og, op)) = (entry(amd), entry(other));
+        assert!(ag.is_some() && ap.is_some() && ag != og && ap != op);
+        assert_eq!(amd.gemm_w4a8 as usize, other.gemm_w4a8 as usize);
+        assert_eq!(amd.gemm_w4a8_grouped as usize, other.gemm_w4a8_grouped as usize);
     }
 }

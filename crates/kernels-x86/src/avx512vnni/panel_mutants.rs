@@ -180,7 +180,11 @@ fn the_panel_tiles_fail_the_proof_on_their_slips() {
 /// bias from the first activation row's sum (a hoisted broadcast); the
 /// bias not cancelled at all (the correction's start value lost); and in
 /// the one-row tile, one of its 4 chains (every fourth load) left out of
-/// the final sum.
+/// the final sum. The one-row tile of AMD's table
+/// (`tile_w4a8_panel_per_channel_16x1::<false>`) is the same arithmetic
+/// without the prefetch hint, so the same slips model it; that last slip
+/// made in it alone fails `the_real_x86_tables_pass`, which proves both
+/// tables.
 #[derive(Clone, Copy, PartialEq)]
 enum PerChannelSlip {
     None,

@@ -269,12 +269,13 @@ qlinear_kernels_core::panel_entry!(
 /// 17.1–18.3, SmolLM2-135M's q4g32 176.1–199.4 against 148.0–183.7 (two
 /// rounds of four alternated runs; two threads level; `docs/benchmarks/history.md`,
 /// "W4A8 grouped decode without the pair tile on AMD"). Per channel, whose
-/// pair tile streams no scales, keeps it: with both pair tiles taken out,
-/// SmolLM2-135M's per-channel file decoded 176–190 tok/s at one thread
-/// against 183–202 with them.
+/// pair tile streams no scales, held its own there with its one-row
+/// tile's prefetch hint (SmolLM2-135M's per-channel file 176–190 tok/s at
+/// one thread without the pair tiles, 183–202 with them); without the hint
+/// as well it is faster ([`PANELS_PER_CHANNEL_SINGLE`]).
 /// On Intel the grouped pair tile was level from memory and a few percent
 /// faster hot (`9391259`), so only AMD CPUs get this entry
-/// ([`super::grouped_pairs`]).
+/// ([`super::panel_pairs`]).
 pub(super) const PANELS_SINGLE: PanelFamily = PanelFamily { pairs: None, ..PANELS };
 
 qlinear_kernels_core::panel_entry!(
@@ -337,9 +338,18 @@ pub(crate) fn tile_w4a8_panel_per_channel<const XR: usize>(
 /// [`FOLD_GROUPS`] groups, exactly (integer sums, §6.1). Alternated on the
 /// Intel Xeon (family 6 model 167), the bare entry at 576 × 576 went from
 /// 3.7 to 3.5 µs, at 1536 × 576 from 9.6 to 8.9.
+///
+/// `AHEAD`: whether the stream is prefetched (Intel) or left to the
+/// hardware prefetcher (AMD's table, [`PANELS_PER_CHANNEL_SINGLE`]); the
+/// sums are the same bits either way.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) fn tile_w4a8_panel_per_channel_16x1(x: &[&[i8]], sums: &[&[i32]], panel: &[u8], out: &mut [f32]) {
+pub(crate) fn tile_w4a8_panel_per_channel_16x1<const AHEAD: bool>(
+    x: &[&[i8]],
+    sums: &[&[i32]],
+    panel: &[u8],
+    out: &mut [f32],
+) {
     let groups = check_tile_per_channel(1, x, sums, panel, out);
     let xp = x[0].as_ptr();
     let mask = _mm512_set1_epi8(0x0F);
@@ -355,7 +365,9 @@ pub(crate) fn tile_w4a8_panel_per_channel_16x1(x: &[&[i8]], sums: &[&[i32]], pan
                 // (c < k / 8, the prefetch only hints)
                 // SAFETY: 64c + 64 <= 16 · k / 2 panel bytes, 8c + 8 <= k codes (`check_tile_per_channel`).
                 let (v, e, o) = unsafe {
-                    _mm_prefetch::<_MM_HINT_T1>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+                    if AHEAD {
+                        _mm_prefetch::<_MM_HINT_T1>(panel.as_ptr().wrapping_add(64 * c + PREFETCH).cast());
+                    }
                     let q = xp.add(8 * c).cast::<i32>();
                     (
                         _mm512_loadu_si512(panel.as_ptr().add(64 * c).cast()),
@@ -445,4 +457,33 @@ qlinear_kernels_core::panel_entry!(
     /// The tier's per-channel panel entry (the frame's sweep over
     /// `PANELS_PER_CHANNEL`).
     per_channel pub(crate) fn gemm_w4a8_panels = PANELS_PER_CHANNEL
+);
+
+/// [`PANELS_PER_CHANNEL`] as AMD CPUs take it: decode one panel at a time
+/// (no pair tile) and the one-row tile's stream left to the hardware
+/// prefetcher. On an AMD EPYC Zen 4 (family 25 model 17) the pair tile and
+/// the `T1` hint, both tuned on an Intel Xeon, made per-channel VNNI decode
+/// from memory slower than AVX2's, and the plan, which times decode from
+/// L3, chose it anyway: 8192 × 2048 at one thread took 383–413 µs a call
+/// against 255–305 without either (AVX2: 266–343), 11008 × 4096 1 035–1 358
+/// against 742–902; at two threads level (11008 × 4096: 679–1 010 µs with
+/// them, 700–807 without); `T0` in place of no hint, 799–840 against
+/// 742–757 in the same rounds. `qlinear-bench --quick --only w4a8 --m
+/// 1 --shape S`, variants alternated in two and three rounds
+/// (`docs/benchmarks/history.md`, "Per-channel W4A8 decode on AMD").
+/// The grouped one-row tile keeps its `T0` hint there: without it the same
+/// runs were slower (11008 × 4096: 930–1 033 against 874–898 µs).
+pub(super) const PANELS_PER_CHANNEL_SINGLE: PanelFamily<TilePanelQ4PerChannel> = PanelFamily {
+    tiles: &[
+        (8, super::entry::panel_pc_16x8),
+        (4, super::entry::panel_pc_16x4),
+        (1, super::entry::panel_pc_16x1_unprefetched),
+    ],
+    pairs: None,
+};
+
+qlinear_kernels_core::panel_entry!(
+    /// The tier's per-channel panel entry for AMD CPUs (the frame's sweep
+    /// over `PANELS_PER_CHANNEL_SINGLE`).
+    per_channel pub(crate) fn gemm_w4a8_panels_single = PANELS_PER_CHANNEL_SINGLE
 );
