@@ -310,9 +310,12 @@ mod tests {
         assert_eq!(single, crate::vendor_is_amd());
         let (amd, other) = (&super::TABLE_SINGLE_PANELS, &super::TABLE);
         assert_eq!(amd.name, other.name);
-        // both W4A8 panel entries differ, and nothing else
+        // both W4A8 panel entries differ; the natural layout's are the same
         let entry = |t: &qlinear_kernels_core::KernelTable| {
-            (t.gemm_w4a8_grouped_panels.map(|f| f as usize), t.gemm_w4a8_panels.map(|f| f as usize))
+            (
+                t.gemm_w4a8_grouped_panels.map(|f| f as usize),
+                t.gemm_w4a8_panels.map(|f| f as usize),
+            )
         };
         let ((ag, ap), (og, op)) = (entry(amd), entry(other));
         assert!(ag.is_some() && ap.is_some() && ag != og && ap != op);
