@@ -8,9 +8,9 @@ use crate::FormatError;
 
 /// The memory this process can still be given, in bytes, where the OS says
 /// (Linux): `MemAvailable` plus `SwapFree` from `/proc/meminfo`, lowered to
-/// what the process's cgroup still allows (v2 `memory.max` −
-/// `memory.current`, or v1 `memory.limit_in_bytes` −
-/// `memory.usage_in_bytes`) when it has a limit. `None` where none of it
+/// what the process's cgroup still allows when it has a limit (v2
+/// `memory.max`, or v1 `memory.limit_in_bytes`, less the cgroup's anonymous
+/// memory in `memory.stat`: its page cache can be dropped). `None` where none of it
 /// can be read (other systems; WebAssembly), and nothing is refused there.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -23,32 +23,49 @@ pub fn available_memory() -> Option<u64> {
     Some(cgroup_room().map_or(system, |room| room.min(system)))
 }
 
-/// What the process's cgroup still allows, if it has a limit.
+/// What the process's cgroup still allows, if it has a limit: the limit
+/// less the cgroup's anonymous memory. Its page cache (reading the model
+/// file puts it there) is charged to the cgroup too, but the kernel drops
+/// it before it would refuse memory, so it is not counted as used.
 fn cgroup_room() -> Option<u64> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let number = |path: String| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let read = |path: String| std::fs::read_to_string(path).ok();
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        // the cgroup's own directory, or the root when the namespace shows
-        // only its own (a container)
-        let (root, max, current) = match controllers {
-            "" => ("/sys/fs/cgroup", "memory.max", "memory.current"),
-            c if c.split(',').any(|c| c == "memory") => (
-                "/sys/fs/cgroup/memory",
-                "memory.limit_in_bytes",
-                "memory.usage_in_bytes",
-            ),
+        // v2 (the unified line) or v1's memory controller: the limit's file
+        // and `memory.stat`'s key for anonymous memory
+        let (root, limit, anon) = match controllers {
+            "" => ("/sys/fs/cgroup", "memory.max", "anon"),
+            c if c.split(',').any(|c| c == "memory") => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "total_rss"),
             _ => continue,
         };
+        // the cgroup's own directory, or the root when the namespace shows
+        // only its own (a container)
         for dir in [format!("{root}{path}"), root.to_string()] {
             // "max" (v2, no limit) does not parse: no bound from it
-            if let (Some(limit), Some(used)) = (number(format!("{dir}/{max}")), number(format!("{dir}/{current}"))) {
-                return Some(limit.saturating_sub(used));
-            }
+            let Some(limit) = read(format!("{dir}/{limit}")).and_then(|l| l.trim().parse::<u64>().ok()) else {
+                continue;
+            };
+            let used = read(format!("{dir}/memory.stat"))
+                .and_then(|stat| stat_value(&stat, anon))
+                .unwrap_or(0);
+            return Some(limit.saturating_sub(used));
         }
     }
     None
+}
+
+/// The value of `key` in a cgroup's `memory.stat` (`key value` lines).
+fn stat_value(stat: &str, key: &str) -> Option<u64> {
+    stat.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        if k == key {
+            v.trim().parse().ok()
+        } else {
+            None
+        }
+    })
 }
 
 /// Refuses a file of `size` bytes that is larger than `available`
@@ -96,6 +113,17 @@ mod tests {
              of memory this process can still be given (MemAvailable and SwapFree, within its cgroup's limit): \
              it is not loaded"
         );
+    }
+
+    #[test]
+    fn a_cgroup_counts_its_anonymous_memory_not_its_page_cache() {
+        let v2 = "anon 1048576\nfile 9999999999\nkernel 5\n";
+        assert_eq!(stat_value(v2, "anon"), Some(1 << 20));
+        assert_eq!(stat_value(v2, "file"), Some(9_999_999_999));
+        let v1 = "cache 7\nrss 3\ntotal_cache 70\ntotal_rss 30\n";
+        assert_eq!(stat_value(v1, "total_rss"), Some(30));
+        assert_eq!(stat_value(v1, "anon"), None);
+        assert_eq!(stat_value("anon x\n", "anon"), None);
     }
 
     #[cfg(target_os = "linux")]
