@@ -29,25 +29,32 @@ pub fn available_memory() -> Option<u64> {
 /// it before it would refuse memory, so it is not counted as used.
 fn cgroup_room() -> Option<u64> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let read = |path: String| std::fs::read_to_string(path).ok();
+    cgroup_room_in(&cgroups, Path::new("/sys/fs/cgroup"))
+}
+
+/// [`cgroup_room`] from `/proc/self/cgroup`'s text `cgroups`, the cgroup
+/// file systems mounted at `sys` (v2 there, v1's memory controller at
+/// `sys/memory`).
+fn cgroup_room_in(cgroups: &str, sys: &Path) -> Option<u64> {
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok();
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         // v2 (the unified line) or v1's memory controller: the limit's file
         // and `memory.stat`'s key for anonymous memory
         let (root, limit, anon) = match controllers {
-            "" => ("/sys/fs/cgroup", "memory.max", "anon"),
-            c if c.split(',').any(|c| c == "memory") => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "total_rss"),
+            "" => (sys.to_path_buf(), "memory.max", "anon"),
+            c if c.split(',').any(|c| c == "memory") => (sys.join("memory"), "memory.limit_in_bytes", "total_rss"),
             _ => continue,
         };
         // the cgroup's own directory, or the root when the namespace shows
         // only its own (a container)
-        for dir in [format!("{root}{path}"), root.to_string()] {
+        for dir in [root.join(path.trim_start_matches('/')), root] {
             // "max" (v2, no limit) does not parse: no bound from it
-            let Some(limit) = read(format!("{dir}/{limit}")).and_then(|l| l.trim().parse::<u64>().ok()) else {
+            let Some(limit) = read(dir.join(limit)).and_then(|l| l.trim().parse::<u64>().ok()) else {
                 continue;
             };
-            let used = read(format!("{dir}/memory.stat"))
+            let used = read(dir.join("memory.stat"))
                 .and_then(|stat| stat_value(&stat, anon))
                 .unwrap_or(0);
             return Some(limit.saturating_sub(used));
@@ -124,6 +131,45 @@ mod tests {
         assert_eq!(stat_value(v1, "total_rss"), Some(30));
         assert_eq!(stat_value(v1, "anon"), None);
         assert_eq!(stat_value("anon x\n", "anon"), None);
+    }
+
+    /// A fake cgroup file system: `files` (path under it, contents).
+    fn fake_sys(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_cgroup_limit_bounds_the_room_less_its_anonymous_memory_only() {
+        // v2: limit 8 GiB, 1 GiB anonymous, 6 GiB of page cache (the model
+        // file just read) and memory.current counting it: 7 GiB of room
+        let v2 = fake_sys(&[
+            ("app/memory.max", "8589934592\n"),
+            ("app/memory.current", "7516192768\n"),
+            ("app/memory.stat", "anon 1073741824\nfile 6442450944\n"),
+        ]);
+        assert_eq!(cgroup_room_in("0::/app\n", v2.path()), Some(7 << 30));
+        // no limit ("max"), and a controller line of another kind: no bound
+        let open = fake_sys(&[("app/memory.max", "max\n"), ("app/memory.stat", "anon 5\n")]);
+        assert_eq!(cgroup_room_in("3:cpu:/app\n0::/app\n", open.path()), None);
+        // v1, the namespace showing only the root: limit 4 GiB, total_rss 3 GiB
+        let v1 = fake_sys(&[
+            ("memory/memory.limit_in_bytes", "4294967296\n"),
+            ("memory/memory.usage_in_bytes", "4294967296\n"),
+            (
+                "memory/memory.stat",
+                "cache 1073741824\nrss 3\ntotal_cache 1073741824\ntotal_rss 3221225472\n",
+            ),
+        ]);
+        assert_eq!(cgroup_room_in("4:memory:/gone/away\n0::/\n", v1.path()), Some(1 << 30));
+        // anonymous memory over the limit leaves no room, not a wrap
+        let full = fake_sys(&[("memory.max", "100\n"), ("memory.stat", "anon 150\n")]);
+        assert_eq!(cgroup_room_in("0::/\n", full.path()), Some(0));
     }
 
     #[cfg(target_os = "linux")]

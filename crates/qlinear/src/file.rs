@@ -71,6 +71,8 @@ impl ModelFile {
     /// selftest runs or anything is read).
     pub fn open_in_place(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        // before the selftest and plan below; the in-place reader checks
+        // again as it allocates (it is public on its own)
         crate::format::check_fits_in_memory(path)?;
         if let Some(meta) = QuantizedFile::header_metadata_of(path) {
             init_before_arranging(&meta);
