@@ -121,9 +121,9 @@ pub(crate) fn read_private(path: &Path) -> Result<PrivateBytes, FormatError> {
 /// one per core and at most 4. The copy out of the page cache, and the
 /// first touch of each fresh page it writes, run in the reading thread,
 /// so parts read side by side finish sooner: the 1.7 GB q8 file of the
-/// 1.7B-shaped model read in 0.15–0.16 s by two threads against 0.26–0.27
+/// 1.7B-shaped model read in 0.15–0.18 s by two threads against 0.26–0.27
 /// by one (AMD EPYC Zen 4, family 25 model 17, file in the page cache,
-/// alternated; `docs/benchmarks/history.md`, "Reading the file in parts").
+/// alternated; `docs/benchmarks/runs/zen4-parallel-read/harness`).
 #[cfg(any(unix, windows))]
 fn read_parts(len: usize) -> usize {
     const PART: usize = 64 << 20;

@@ -29,8 +29,8 @@ pub fn find_code_out_of_range(codes: &[i8]) -> Option<usize> {
     // Each 4 KiB is compared whole, a fold with no early exit that the
     // compiler vectorises; the position is looked for only in a block known
     // to hold one. `contains` (a word-at-a-time memchr, not vectorised)
-    // checked the 1.7B-shaped model's 1.6 GB of codes in 0.10 s, this in
-    // 0.06 (AMD EPYC Zen 4, family 25 model 17).
+    // checked 1.6 GB of codes in 0.10 s, this in 0.05–0.06 (AMD EPYC Zen 4,
+    // family 25 model 17; docs/benchmarks/runs/zen4-parallel-read/harness).
     const BLOCK: usize = 4096;
     let block = codes
         .chunks(BLOCK)
