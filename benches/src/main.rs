@@ -27,8 +27,10 @@ use plan_check::{confirm_losses, plan_pairs};
 use probe::cold_bytes;
 use report::print_and_write;
 
-use qlinear::tiers::{KernelFamily, Route};
-use qlinear::{selftest_report, GroupSize, QuantLinearMode, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight};
+use qlinear::tiers::{KernelFamily, Route, Weights};
+use qlinear::{
+    selftest_report, GroupSize, QScheme, QuantLinearMode, QuantizedMatrix, QuantizedMatrixQ4, QuantizedWeight,
+};
 
 struct Config {
     quick: bool,
@@ -72,14 +74,14 @@ fn copies(bytes: usize, cold: bool) -> usize {
     }
 }
 
-/// The mode that runs a family's weights.
+/// The mode that runs a family's weights (the one whose
+/// `QuantLinearMode::family_for` gives it).
 fn mode_of(family: KernelFamily) -> QuantLinearMode {
-    match family {
-        KernelFamily::W8A8 => QuantLinearMode::W8A8,
-        KernelFamily::W8A16 => QuantLinearMode::W8A16,
-        KernelFamily::W4A16 | KernelFamily::W4A16Grouped => QuantLinearMode::W4A16,
-        _ => QuantLinearMode::W4A8,
-    }
+    let schemes = [QScheme::Q8, QScheme::Q4, QScheme::Q4Grouped(32)];
+    QuantLinearMode::ALL
+        .into_iter()
+        .find(|mode| schemes.iter().any(|&s| mode.family_for(s).ok() == Some(family)))
+        .expect("every matrix family runs in a mode")
 }
 
 fn run_family(
@@ -108,14 +110,14 @@ const FAMILIES: [(KernelFamily, &str); 6] = [
 /// Quantized weights of one family (per channel, or groups of 32), in as
 /// many copies as the cache mode needs (see [`copies`]), and the bytes of one.
 fn weights(family: KernelFamily, n: usize, k: usize, wf: &[f32], cold: bool) -> (Vec<QuantizedWeight>, usize) {
-    match family {
-        KernelFamily::W8A8 | KernelFamily::W8A16 => {
+    match family.weights() {
+        Some(Weights::Q8) => {
             let q = QuantizedMatrix::quantize(n, k, wf).unwrap();
             let b = n * k + 4 * n;
             (vec![QuantizedWeight::Q8(q); copies(b, cold)], b)
         }
         _ => {
-            let grouped = matches!(family, KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped);
+            let grouped = family.weights() == Some(Weights::Q4Grouped);
             let g = if grouped {
                 GroupSize::Group(32)
             } else {

@@ -1,7 +1,7 @@
 //! The benchmark matrix: every case prepared once, then measured in
 //! repeats that alternate every case (and another revision's runner).
 
-use qlinear::tiers::{KernelFamily, PanelsQ4, Route};
+use qlinear::tiers::{KernelFamily, PanelsQ4, Route, Weights};
 use qlinear::{Int8Tier, QuantizedWeight};
 
 use crate::probe::bandwidth_probe;
@@ -69,7 +69,7 @@ pub(crate) struct Shape<'a> {
     /// on the same copies. Cold, each kind's copies are twice the last-level
     /// cache: with a copy per family the full matrix held 23 GB on an Intel
     /// Xeon with a 480 MiB L3, more than its 24 GiB machine could give.
-    prepared: std::cell::RefCell<Vec<(u8, Prepared)>>,
+    prepared: std::cell::RefCell<Vec<(Option<Weights>, Prepared)>>,
 }
 
 /// One weight kind's copies at a shape: the weights, their panel forms
@@ -82,21 +82,11 @@ struct Prepared {
     bytes: usize,
 }
 
-/// Which weight a family reads: 0 for Q8, 1 for Q4 per channel, 2 for Q4
-/// grouped by 32 (the families that share one are timed on the same copies).
-fn weight_kind(family: KernelFamily) -> u8 {
-    match family {
-        KernelFamily::W8A8 | KernelFamily::W8A16 => 0,
-        KernelFamily::W4A8Grouped | KernelFamily::W4A16Grouped => 2,
-        _ => 1,
-    }
-}
-
 impl Shape<'_> {
     /// `family`'s weights at this shape, made on first use and shared with
     /// the families that read the same kind.
     fn prepared(&self, family: KernelFamily) -> Prepared {
-        let kind = weight_kind(family);
+        let kind = family.weights();
         let mut prepared = self.prepared.borrow_mut();
         let at = match prepared.iter().position(|(k, _)| *k == kind) {
             Some(at) => at,

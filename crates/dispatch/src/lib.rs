@@ -42,7 +42,8 @@ pub use selftest::{
 pub use tier::{cpu_features, cpu_model, Int8Tier};
 
 pub use qlinear_kernels_core::{
-    arrange_in_place, arrange_scales_in_place, KernelFamily, KernelTable, PanelsQ4, TierSpec, MAX_K_W4A8, MAX_K_W8A8,
+    arrange_in_place, arrange_scales_in_place, Activations, FamilySpec, KernelFamily, KernelTable, PanelsQ4, TierSpec,
+    Weights, FAMILIES, MAX_K_W4A8, MAX_K_W8A8,
 };
 
 // The crate README (its crates.io page) runs as a doctest.

@@ -3,6 +3,8 @@ use std::str::FromStr;
 
 use qlinear_quant_recipe::QScheme;
 
+use qlinear_kernels_core::{Activations, Weights};
+
 use crate::{DispatchError, KernelFamily};
 
 /// The environment variable that selects the quantized-linear mode.
@@ -46,30 +48,35 @@ impl QuantLinearMode {
     /// Whether this mode runs weights of `scheme`: W8A8 and W8A16 take Q8,
     /// W4A8 and W4A16 take Q4 (per channel or grouped).
     pub fn accepts(self, scheme: QScheme) -> bool {
-        matches!(
-            (self, scheme),
-            (Self::W8A8 | Self::W8A16, QScheme::Q8) | (Self::W4A8 | Self::W4A16, QScheme::Q4 | QScheme::Q4Grouped(_))
-        )
+        self.family_for(scheme).is_ok()
     }
 
-    /// The kernel family that runs a weight of `scheme` in this mode.
-    /// Errors: [`DispatchError::ModeWeightMismatch`] where the mode does not
-    /// take the scheme ([`QuantLinearMode::accepts`]).
+    /// The kernel family that runs a weight of `scheme` in this mode: the
+    /// matrix family declared ([`FAMILIES`](qlinear_kernels_core::FAMILIES))
+    /// with the scheme's kind of weights, this mode's code width and its
+    /// activations. Errors: [`DispatchError::ModeWeightMismatch`] where no
+    /// family does.
     pub fn family_for(self, scheme: QScheme) -> Result<KernelFamily, DispatchError> {
-        use KernelFamily as F;
-        match (self, scheme) {
-            (Self::W8A8, QScheme::Q8) => Ok(F::W8A8),
-            (Self::W8A16, QScheme::Q8) => Ok(F::W8A16),
-            (Self::W4A8, QScheme::Q4) => Ok(F::W4A8),
-            (Self::W4A8, QScheme::Q4Grouped(_)) => Ok(F::W4A8Grouped),
-            (Self::W4A16, QScheme::Q4) => Ok(F::W4A16),
-            (Self::W4A16, QScheme::Q4Grouped(_)) => Ok(F::W4A16Grouped),
-            _ => Err(DispatchError::ModeWeightMismatch {
+        let weights = Weights::of(scheme);
+        let activations = match self {
+            Self::W8A8 | Self::W4A8 => Activations::Quantized,
+            Self::W8A16 | Self::W4A16 => Activations::F32,
+        };
+        let bits = match self {
+            Self::W8A8 | Self::W8A16 => 8,
+            Self::W4A8 | Self::W4A16 => 4,
+        };
+        KernelFamily::GEMM
+            .into_iter()
+            .find(|f| {
+                let spec = f.spec();
+                spec.weights == Some(weights) && spec.activations == activations && weights.bits() == bits
+            })
+            .ok_or(DispatchError::ModeWeightMismatch {
                 mode: self,
                 needs: self.weight_kind(),
-                got: if scheme == QScheme::Q8 { "Q8" } else { "Q4" },
-            }),
-        }
+                got: if weights.bits() == 8 { "Q8" } else { "Q4" },
+            })
     }
 
     /// The weight bits this mode needs, `"Q8"` or `"Q4"` (for messages).

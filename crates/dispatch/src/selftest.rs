@@ -269,23 +269,6 @@ impl Census {
     }
 }
 
-/// The families whose proofs a call of `family` relies on: itself, and the
-/// activation quantizer where the family quantizes its activations first.
-pub(crate) fn needs(family: KernelFamily) -> &'static [KernelFamily] {
-    use KernelFamily as F;
-    match family {
-        F::W8A8 => &[F::W8A8, F::QuantizeActivations],
-        F::W4A8 => &[F::W4A8, F::QuantizeActivations],
-        F::W4A8Grouped => &[F::W4A8Grouped, F::QuantizeActivations],
-        F::DotI8I8 => &[F::DotI8I8],
-        F::DotI8Q4 => &[F::DotI8Q4],
-        F::QuantizeActivations => &[F::QuantizeActivations],
-        F::W8A16 => &[F::W8A16],
-        F::W4A16 => &[F::W4A16],
-        F::W4A16Grouped => &[F::W4A16Grouped],
-    }
-}
-
 const TIERS: usize = Int8Tier::ALL.len();
 const FAMILIES: usize = KernelFamily::ALL.len();
 
@@ -318,7 +301,7 @@ fn process_ks(census: Option<&[usize]>) -> &'static [usize] {
 pub(crate) fn prove_process(families: &[KernelFamily]) {
     let ks = process_ks(None);
     let mut spent = lock_beside_pool(&PROVING);
-    let mut wanted: Vec<KernelFamily> = families.iter().flat_map(|&f| needs(f).iter().copied()).collect();
+    let mut wanted: Vec<KernelFamily> = families.iter().flat_map(|&f| f.needs().iter().copied()).collect();
     wanted.sort_unstable_by_key(|f| KernelFamily::ALL.iter().position(|x| x == f));
     wanted.dedup();
     let jobs: Vec<(Int8Tier, KernelFamily)> = Int8Tier::ALL
@@ -367,7 +350,7 @@ pub(crate) fn lock_beside_pool<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// the proof of `family` or of a family it needs. Proves them first if this
 /// process has not; after that, a few atomic loads.
 pub(crate) fn refusal(tier: Int8Tier, family: KernelFamily) -> Option<String> {
-    for &f in needs(family) {
+    for &f in family.needs() {
         if cell(tier, f).get().is_none() {
             if let Err(why) = tier.table() {
                 return Some(why);

@@ -35,7 +35,7 @@ pub mod reference;
 pub mod scalar;
 
 pub use abi::activations::{ActivationsF32, ActivationsQ8, KernelError, OutputTile, MAX_K_W4A8, MAX_K_W8A8};
-pub use abi::family::{Gemm, KernelFamily};
+pub use abi::family::{Activations, FamilySpec, Gemm, KernelFamily, Weights, FAMILIES};
 pub use abi::panel::{arrange_in_place, arrange_scales_in_place, GemmQ8Panels, PanelsQ4};
 pub use abi::rows::LayoutCache;
 pub use abi::spec::TierSpec;

@@ -132,8 +132,8 @@ pub fn init_for(census: &Census) -> Result<InitReport> {
 pub mod tiers {
     pub use qlinear_dispatch::{
         arrange_in_place, arrange_scales_in_place, cpu_features, cpu_model, default_census, plan_for,
-        prove_kernel_table, selftest_for, FamilyProof, KernelFamily, KernelTable, LayerRoute, Mismatch, PanelsQ4,
-        PlanTiming, Route, TierReport, TierStatus,
+        prove_kernel_table, selftest_for, Activations, FamilyProof, FamilySpec, KernelFamily, KernelTable, LayerRoute,
+        Mismatch, PanelsQ4, PlanTiming, Route, TierReport, TierStatus, Weights, FAMILIES,
     };
 }
 

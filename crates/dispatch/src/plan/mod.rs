@@ -13,7 +13,7 @@ use crate::clock::{self, Instant};
 
 use half::f16;
 use qlinear_kernels_core::{
-    activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile, PanelsQ4,
+    activation_group_sums, ActivationsF32, ActivationsQ8, Gemm, KernelTable, OutputTile, PanelsQ4, Weights,
 };
 use qlinear_quant_recipe::{Codes, Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 
@@ -118,11 +118,11 @@ impl KernelPlanV0 {
         let cursor = Cell::new(0);
         // kind by kind, so that the decode buffers are lent to one kind's
         // matrices at a time
-        for kind in WeightKind::ALL {
+        for kind in Weights::ALL {
             let mut decode = weights.lend(kind);
             for family in KernelFamily::GEMM
                 .into_iter()
-                .filter(|&f| WeightKind::of(f) == kind && families.contains(&f))
+                .filter(|&f| f.weights() == Some(kind) && families.contains(&f))
             {
                 let tables = tables_for(family);
                 // W4A8 (grouped or per channel) reads the pool as panel

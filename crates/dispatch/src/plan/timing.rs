@@ -88,27 +88,6 @@ pub(super) const PLAN_FLOAT_ROWS: usize = 4;
 /// first probe already loses by 3× to the best warm one makes no second.
 pub(super) const PLAN_PROBE_CALLS: usize = 2;
 
-/// The three weight kinds, each with the matrix families that read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum WeightKind {
-    Q8,
-    Q4,
-    Q4Grouped,
-}
-
-impl WeightKind {
-    pub(super) const ALL: [WeightKind; 3] = [WeightKind::Q8, WeightKind::Q4, WeightKind::Q4Grouped];
-
-    pub(super) fn of(family: KernelFamily) -> WeightKind {
-        use KernelFamily as F;
-        match family {
-            F::W8A8 | F::W8A16 | F::DotI8I8 | F::QuantizeActivations => WeightKind::Q8,
-            F::W4A8 | F::W4A16 | F::DotI8Q4 => WeightKind::Q4,
-            F::W4A8Grouped | F::W4A16Grouped => WeightKind::Q4Grouped,
-        }
-    }
-}
-
 /// Matrices of one weight kind.
 pub(super) enum Matrices {
     Q8(Vec<QuantizedMatrix>),
@@ -219,31 +198,31 @@ impl PlanWeights {
     }
 
     /// The batch matrix of `kind`.
-    pub(super) fn batch(&self, kind: WeightKind) -> &Matrices {
+    pub(super) fn batch(&self, kind: Weights) -> &Matrices {
         match kind {
-            WeightKind::Q8 => &self.batch[0],
-            WeightKind::Q4 => &self.batch[1],
-            WeightKind::Q4Grouped => &self.batch[2],
+            Weights::Q8 => &self.batch[0],
+            Weights::Q4 => &self.batch[1],
+            Weights::Q4Grouped => &self.batch[2],
         }
     }
 
     /// The decode pool as matrices of `kind` (the buffers move, nothing is
     /// copied); [`PlanWeights::take_back`] returns them to the pool.
-    pub(super) fn lend(&mut self, kind: WeightKind) -> Matrices {
+    pub(super) fn lend(&mut self, kind: Weights) -> Matrices {
         let (k, pool) = (PLAN_K, std::mem::take(&mut self.pool));
         match kind {
             // the same bytes as i8 (moved: no copy, no allocation)
-            WeightKind::Q8 => Matrices::Q8(
+            Weights::Q8 => Matrices::Q8(
                 pool.into_iter()
                     .filter_map(|b| q8_matrix(PLAN_DECODE_COPY_BYTES / k, k, b))
                     .collect(),
             ),
-            WeightKind::Q4 => Matrices::Q4(
+            Weights::Q4 => Matrices::Q4(
                 pool.into_iter()
                     .filter_map(|b| q4_matrix(2 * PLAN_DECODE_COPY_BYTES / k, k, b, None))
                     .collect(),
             ),
-            WeightKind::Q4Grouped => {
+            Weights::Q4Grouped => {
                 let scales = std::mem::take(&mut self.group_scales);
                 Matrices::Q4(
                     pool.into_iter()
@@ -358,7 +337,7 @@ impl<'w> PlanInputs<'w> {
     /// The inputs of `family` at `m` rows on `w`; `panels` builds the
     /// panel forms of its matrices (W4A8, grouped or per channel).
     pub(super) fn new(family: KernelFamily, m: usize, w: &'w Matrices, panels: bool) -> Self {
-        let grouped = WeightKind::of(family) == WeightKind::Q4Grouped;
+        let grouped = family.weights() == Some(Weights::Q4Grouped);
         let (q8, q4, lent): (&[QuantizedMatrix], &[QuantizedMatrixQ4], &[PanelsQ4]) = match w {
             Matrices::Q8(v) => (v, &[], &[]),
             Matrices::Q4(v) => (&[], v, &[]),

@@ -8,8 +8,10 @@ use qlinear_quant_recipe::QuantizedMatrix;
 use super::inputs::*;
 use super::*;
 use crate::abi::activations::{ActivationsF32, ActivationsQ8, KernelError, OutputTile};
+use crate::abi::family::{Gemm, Weights};
 use crate::abi::panel::{GemmQ8Panels, PANEL_GROUP};
 use crate::abi::rows::LayoutCache;
+use crate::abi::table::GemmQ8Q8;
 use crate::reference::group_sums::activation_group_sums;
 
 impl Prover<'_> {
@@ -52,6 +54,9 @@ impl Prover<'_> {
         if self.family.max_k().is_none() && k > FLOAT_PROOF_MAX_K {
             return;
         }
+        if !self.entries_take_declared_operands(k) {
+            return;
+        }
         match self.family {
             F::DotI8I8 => {
                 for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
@@ -74,7 +79,7 @@ impl Prover<'_> {
                 }
             }
             F::QuantizeActivations => self.prove_quantizer(k),
-            F::W8A8 | F::W8A16 => {
+            _ if self.family.weights() == Some(Weights::Q8) => {
                 for (case, x, w) in patterns(&Q8_PATTERNS, k, [1, 4]) {
                     let wm = memo(("w, -w", sig(w), k, 0), || {
                         let mut codes = periodic(w, k);
@@ -88,7 +93,7 @@ impl Prover<'_> {
                     self.prove_gemm_q8(case, k, x, sig(w), wm, [exact, -exact]);
                 }
             }
-            F::W4A8 | F::W4A16 | F::W4A8Grouped | F::W4A16Grouped => {
+            _ => {
                 for (case, x, nib) in patterns(&Q4_PATTERNS, k, [0, 1]) {
                     self.prove_q4_pattern(case, k, x, nib);
                 }
@@ -99,9 +104,28 @@ impl Prover<'_> {
         }
         if let Some(panels) = self.table.panels(self.family) {
             if k <= RANDOM_PROOF_MAX_K && k.is_multiple_of(PANEL_GROUP) {
-                self.prove_panels(panels, k, self.family == F::W4A8);
+                self.prove_panels(panels, k, self.family.weights() == Some(Weights::Q4));
             }
         }
+    }
+
+    /// Whether the matrix entries of the family, the table's and the scalar
+    /// one's, take the operands its row of `FAMILIES` declares
+    /// ([`Gemm::takes`]); a mismatch is recorded as the proof's failure.
+    fn entries_take_declared_operands(&mut self, k: usize) -> bool {
+        let spec = self.family.spec();
+        let Some(weights) = spec.weights else {
+            return true;
+        };
+        for table in [&SCALAR, self.table] {
+            let entry = table.gemm(self.family);
+            if entry.is_some_and(|e| !e.takes(weights, spec.activations)) {
+                let declared = format!("{weights:?} weights and {:?} activations", spec.activations);
+                self.check(&format!("{}'s entry", table.name), k, declared, format!("{entry:?}"));
+                return false;
+            }
+        }
+        true
     }
 
     /// A table's W4A8 entry on the panel form ([`PanelsQ4`], grouped by 32
@@ -205,7 +229,9 @@ impl Prover<'_> {
     }
 
     /// Runs a 2-row Q8 matrix (pattern row, negated row) against the pattern
-    /// activation (and its negation) through the W8A8 or W8A16 kernel.
+    /// activation (and its negation) through the family's entry: int8
+    /// activations against the exact sums (W8A8), f32 ones against the
+    /// scalar entry (W8A16).
     fn prove_gemm_q8(
         &mut self,
         case: &'static str,
@@ -217,14 +243,15 @@ impl Prover<'_> {
     ) {
         let xc = periodic_memo(x, k);
         let mut y = vec![f32::NAN; 2];
-        if self.family == KernelFamily::W8A8 {
+        let (entry, reference) = (self.table.gemm(self.family), SCALAR.gemm(self.family));
+        if let Some(Gemm::Q8Q8(kernel)) = entry {
             let sums = activation_group_sums(&xc, 1, k, k);
             let layouts = self.layouts(sig(x), k, 1);
             let Some(act) = self.built(case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, k)) else {
                 return;
             };
             let act = act.with_layouts(&layouts);
-            (self.table.gemm_w8a8)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
+            kernel(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
             self.check(
                 case,
                 k,
@@ -233,10 +260,10 @@ impl Prover<'_> {
             );
             // a table with no batch tile (the scalar one) would only
             // repeat the rows above, 16 times over at the largest K
-            if self.table.shapes(KernelFamily::W8A8).max_xr() > 1 {
-                self.prove_w8a8_tile(case, &xc, (sig(x), w_sig), w, exact);
+            if self.table.shapes(self.family).max_xr() > 1 {
+                self.prove_w8a8_tile(kernel, case, &xc, (sig(x), w_sig), w, exact);
             }
-        } else {
+        } else if let (Some(Gemm::F32Q8(kernel)), Some(Gemm::F32Q8(reference))) = (entry, reference) {
             let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
             let layouts = LayoutCache::default();
             let Some(act) = self.built(case, k, ActivationsF32::new(1, k, &xf)) else {
@@ -244,9 +271,12 @@ impl Prover<'_> {
             };
             let act = act.with_layouts(&layouts);
             let mut want = vec![f32::NAN; 2];
-            (SCALAR.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut want, 2));
-            (self.table.gemm_w8a16)(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
+            reference(&act, w, 0..2, &mut OutputTile::new(&mut want, 2));
+            kernel(&act, w, 0..2, &mut OutputTile::new(&mut y, 2));
             self.check(case, k, bits(&want), bits(&y));
+        } else {
+            // refused before: `entries_take_declared_operands`
+            self.check(case, k, "a Q8 entry".to_string(), format!("{entry:?}"));
         }
     }
 
@@ -256,6 +286,7 @@ impl Prover<'_> {
     /// arithmetic (biased operands, wrapping partial sums).
     fn prove_w8a8_tile(
         &mut self,
+        kernel: GemmQ8Q8,
         case: &'static str,
         xc: &[i8],
         sigs: (i64, i64),
@@ -288,7 +319,7 @@ impl Prover<'_> {
         };
         let act = act.with_layouts(&layouts);
         let mut y = vec![f32::NAN; 16];
-        (self.table.gemm_w8a8)(&act, w4, 0..4, &mut OutputTile::new(&mut y, 4));
+        kernel(&act, w4, 0..4, &mut OutputTile::new(&mut y, 4));
         let want: Vec<u32> = (0..16)
             .map(|t| ((i64::from(sign[t / 4]) * exact[t % 2]) as f32).to_bits())
             .collect();
@@ -296,8 +327,8 @@ impl Prover<'_> {
     }
 
     fn prove_q4_pattern(&mut self, case: &'static str, k: usize, x: fn(usize) -> i8, nib: fn(usize) -> u8) {
-        use KernelFamily as F;
-        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        let grouped = self.family.weights() == Some(Weights::Q4Grouped);
+        let (entry, reference) = (self.table.gemm(self.family), SCALAR.gemm(self.family));
         if grouped && k % 2 == 1 {
             return;
         }
@@ -325,19 +356,14 @@ impl Prover<'_> {
             let mut y = [f32::NAN];
             let mut want = [f32::NAN];
             let case = format!("{case} group {g}");
-            match self.family {
-                F::W4A8 | F::W4A8Grouped => {
+            match (entry, reference) {
+                (Some(Gemm::Q8Q4(kernel)), _) => {
                     let layouts = self.layouts(sig(x), k, 1);
                     let Some(act) = self.built(&case, k, ActivationsQ8::new(1, k, &xc, &[1.0], &sums, sum_group))
                     else {
                         continue;
                     };
                     let act = act.with_layouts(&layouts);
-                    let kernel = if grouped {
-                        self.table.gemm_w4a8_grouped
-                    } else {
-                        self.table.gemm_w4a8
-                    };
                     kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
                     // exact per-group i64 sums, accumulated in f32 in increasing g as docs/NUMERICS.md §6
                     let g_len = if grouped { g } else { k.max(1) };
@@ -356,21 +382,19 @@ impl Prover<'_> {
                         (exact_dot(k, x, |i| i64::from(nib(i)) - 8) as f32) * 1.0
                     };
                 }
-                _ => {
+                (Some(Gemm::F32Q4(kernel)), Some(Gemm::F32Q4(reference))) => {
                     let xf: Vec<f32> = xc.iter().map(|&c| f32::from(c)).collect();
                     let layouts = LayoutCache::default();
                     let Some(act) = self.built(&case, k, ActivationsF32::new(1, k, &xf)) else {
                         continue;
                     };
                     let act = act.with_layouts(&layouts);
-                    let (kernel, reference) = if grouped {
-                        (self.table.gemm_w4a16_grouped, SCALAR.gemm_w4a16_grouped)
-                    } else {
-                        (self.table.gemm_w4a16, SCALAR.gemm_w4a16)
-                    };
                     reference(&act, w, 0..1, &mut OutputTile::new(&mut want, 1));
                     kernel(&act, w, 0..1, &mut OutputTile::new(&mut y, 1));
                 }
+                // a Q4 family whose entry takes other operands (refused
+                // before: `entries_take_declared_operands`)
+                _ => self.check(&case, k, "a Q4 entry".to_string(), format!("{entry:?}")),
             }
             self.check(&case, k, bits(&want), bits(&y));
         }

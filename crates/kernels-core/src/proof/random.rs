@@ -8,6 +8,7 @@ use qlinear_quant_recipe::{Q4Scales, QuantizedMatrix, QuantizedMatrixQ4};
 use super::inputs::*;
 use super::*;
 use crate::abi::activations::{ActivationsF32, ActivationsQ8, OutputTile};
+use crate::abi::family::{Gemm, Weights};
 use crate::abi::rows::LayoutCache;
 use crate::reference::group_sums::activation_group_sums;
 
@@ -79,7 +80,7 @@ impl Prover<'_> {
                 );
             }
             F::QuantizeActivations => {}
-            F::W8A8 | F::W8A16 => {
+            _ if self.family.weights() == Some(Weights::Q8) => {
                 let codes: Vec<i8> = rng.codes(n * k);
                 let scales: Vec<f32> = (0..n).map(|_| rng.unit().abs() * 0.01).collect();
                 let Ok(w) = QuantizedMatrix::from_parts(n, k, codes, scales) else {
@@ -91,15 +92,11 @@ impl Prover<'_> {
                     return;
                 };
                 let act = act.with_layouts(&layouts);
-                let (family, table) = (self.family, self.table);
-                let kernel = |rows: std::ops::Range<usize>, t: &mut OutputTile<'_>| match family {
-                    F::W8A8 => (table.gemm_w8a8)(&act, &w, rows, t),
-                    _ => (table.gemm_w8a16)(&act_f, &w, rows, t),
+                let (entry, reference) = (self.table.gemm(self.family), SCALAR.gemm(self.family));
+                let kernel = |rows: std::ops::Range<usize>, t: &mut OutputTile<'_>| {
+                    run_gemm(entry, &act, &act_f, Matrix::Q8(&w), rows, t)
                 };
-                let want = match self.family {
-                    F::W8A8 => run(&|t| (SCALAR.gemm_w8a8)(&act, &w, 0..n, t)),
-                    _ => run(&|t| (SCALAR.gemm_w8a16)(&act_f, &w, 0..n, t)),
-                };
+                let want = run(&|t| run_gemm(reference, &act, &act_f, Matrix::Q8(&w), 0..n, t));
                 self.check(case, k, bits(&want), bits(&run(&|t| kernel(0..n, t))));
                 // the outputs from row n / 3 on, as the driver's tasks and
                 // `forward_rows` ask for them (a range that starts inside the
@@ -114,8 +111,8 @@ impl Prover<'_> {
                     .collect();
                 self.check("random rows from row n / 3", k, bits(&want_part), bits(&part));
             }
-            F::W4A8 | F::W4A8Grouped | F::W4A16 | F::W4A16Grouped => {
-                let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+            _ => {
+                let grouped = self.family.weights() == Some(Weights::Q4Grouped);
                 let g = [64, 32, 8, 2].into_iter().find(|g| k.is_multiple_of(*g)).unwrap_or(0);
                 if grouped && g == 0 {
                     return;
@@ -148,8 +145,7 @@ impl Prover<'_> {
         run: &RunTile<'_>,
         case: &'static str,
     ) {
-        use KernelFamily as F;
-        let grouped = matches!(self.family, F::W4A8Grouped | F::W4A16Grouped);
+        let grouped = self.family.weights() == Some(Weights::Q4Grouped);
         let packed: Vec<u8> = (0..n).flat_map(|_| rng.packed(k)).collect();
         let scales = if grouped {
             Q4Scales::Grouped {
@@ -170,33 +166,39 @@ impl Prover<'_> {
             return;
         };
         let act = act.with_layouts(&layouts);
-        let (reference, kernel_q8, reference_f, kernel_f) = if grouped {
-            (
-                SCALAR.gemm_w4a8_grouped,
-                self.table.gemm_w4a8_grouped,
-                SCALAR.gemm_w4a16_grouped,
-                self.table.gemm_w4a16_grouped,
-            )
-        } else {
-            (
-                SCALAR.gemm_w4a8,
-                self.table.gemm_w4a8,
-                SCALAR.gemm_w4a16,
-                self.table.gemm_w4a16,
-            )
-        };
-        let (want, got) = if matches!(self.family, F::W4A8 | F::W4A8Grouped) {
-            (
-                run(&|t| reference(&act, &w, 0..n, t)),
-                run(&|t| kernel_q8(&act, &w, 0..n, t)),
-            )
-        } else {
-            (
-                run(&|t| reference_f(act_f, &w, 0..n, t)),
-                run(&|t| kernel_f(act_f, &w, 0..n, t)),
-            )
-        };
+        let (entry, reference) = (self.table.gemm(self.family), SCALAR.gemm(self.family));
+        let want = run(&|t| run_gemm(reference, &act, act_f, Matrix::Q4(&w), 0..n, t));
+        let got = run(&|t| run_gemm(entry, &act, act_f, Matrix::Q4(&w), 0..n, t));
         self.check(case, k, bits(&want), bits(&got));
+    }
+}
+
+/// A weight matrix of either code width, for [`run_gemm`].
+#[derive(Clone, Copy)]
+pub(super) enum Matrix<'a> {
+    Q8(&'a QuantizedMatrix),
+    Q4(&'a QuantizedMatrixQ4),
+}
+
+/// Runs a family's matrix entry (`KernelTable::gemm`) over `rows` of `w`,
+/// on the activations its type takes: the int8 rows `act` or the f32 rows
+/// `act_f`. An entry that does not read `w`'s codes, or none, writes
+/// nothing: `Prover::prove_at` first checks that the family's entries
+/// take its declared operands ([`Gemm::takes`]).
+pub(super) fn run_gemm(
+    entry: Option<Gemm>,
+    act: &ActivationsQ8<'_>,
+    act_f: &ActivationsF32<'_>,
+    w: Matrix<'_>,
+    rows: std::ops::Range<usize>,
+    t: &mut OutputTile<'_>,
+) {
+    match (entry, w) {
+        (Some(Gemm::Q8Q8(f)), Matrix::Q8(w)) => f(act, w, rows, t),
+        (Some(Gemm::F32Q8(f)), Matrix::Q8(w)) => f(act_f, w, rows, t),
+        (Some(Gemm::Q8Q4(f)), Matrix::Q4(w)) => f(act, w, rows, t),
+        (Some(Gemm::F32Q4(f)), Matrix::Q4(w)) => f(act_f, w, rows, t),
+        _ => {}
     }
 }
 
