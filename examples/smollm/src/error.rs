@@ -53,6 +53,25 @@ pub enum Error {
     /// rotation in the metadata, or smoothing asked of a rotated model.
     #[error("rotation: {0}")]
     Rotation(String),
+    /// The f32 path cannot hold a GGUF file's weights dequantized: they
+    /// need more memory than the process can still be given (refused
+    /// before any is allocated).
+    #[error(
+        "the f32 path needs {needed} bytes ({:.1} MiB) to hold this GGUF file's {elements} weights dequantized, more \
+         than the {available} bytes ({:.1} MiB) of memory this process can still be given: convert the file \
+         (`qlinear convert FILE OUT`) and run the converted one, whose codes stay quantized",
+        *needed as f64 / 1048576.0,
+        *available as f64 / 1048576.0
+    )]
+    F32TooLarge {
+        /// The weights in the file's tensors (and, for a head tied to the
+        /// embedding, its copy).
+        elements: u64,
+        /// Bytes they take in f32.
+        needed: u64,
+        /// Bytes the process can still be given.
+        available: u64,
+    },
     /// A thread of a decode step's team stopped because another thread of
     /// the step failed (that thread's error is the one reported).
     #[error("decode step: another thread of the team failed")]

@@ -29,7 +29,7 @@ pub use error::{Error, Result};
 pub use eval::{score, Scores};
 pub use generate::{logits_digest, prompt_ids, time_decode, Emitted, Generation, Record, Timed};
 pub use meta::Meta;
-pub use model::{Config, DecodeSplit, KvCache, Model, WeightMemory};
+pub use model::{check_f32_path_fits, memory_available, Config, DecodeSplit, KvCache, Model, WeightMemory};
 pub use modes::{Modes, ROLES};
 pub use profile::{Phase, StepTimes};
 /// What opening a converted file proved and planned ([`Model::start_up`]).

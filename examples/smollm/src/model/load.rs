@@ -3,9 +3,52 @@
 
 use super::*;
 
+/// Refuses the f32 path of `file` when its weights dequantized (4 bytes a
+/// weight, the LM head's copy of a tied embedding included) need more
+/// than `available` bytes: [`Error::F32TooLarge`], before anything is
+/// allocated. A GGUF file holds 4.5 to 8.5 bits a weight, so a file that
+/// fits in memory may expand past it, where the allocation would stop the
+/// process part way (and, in the page, leave its module unusable).
+/// `None`: nothing is refused (the memory cannot be read).
+pub fn check_f32_path_fits(file: &GgufFile, available: Option<u64>) -> Result<()> {
+    let mut elements: u64 = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
+    if file.tensor("output.weight").is_none() {
+        if let Some(embedding) = file.tensor("token_embd.weight") {
+            elements += embedding.n_elements() as u64;
+        }
+    }
+    let needed = elements.saturating_mul(4);
+    match available {
+        Some(available) if needed > available => Err(Error::F32TooLarge {
+            elements,
+            needed,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The memory this process can still be given: natively what the OS says
+/// (`qlinear::format::available_memory`); in WebAssembly what the 32-bit
+/// memory can still grow by.
+pub fn memory_available() -> Option<u64> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        const PAGE: u64 = 65_536;
+        Some((4u64 << 30).saturating_sub(core::arch::wasm32::memory_size::<0>() as u64 * PAGE))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        qlinear::format::available_memory()
+    }
+}
+
 impl Model {
-    /// The f32 path: a GGUF file's weights dequantized exactly.
+    /// The f32 path: a GGUF file's weights dequantized exactly. Errors:
+    /// [`Error::F32TooLarge`] where they would not fit in memory
+    /// ([`check_f32_path_fits`]), besides the metadata and tensors'.
     pub fn from_gguf(file: &GgufFile, meta: &Meta) -> Result<Model> {
+        check_f32_path_fits(file, memory_available())?;
         let config = Config::from_meta(meta)?;
         let rotation = Rotation::from_meta(meta, &config)?;
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {

@@ -25,6 +25,7 @@ pub use cache::KvCache;
 use cache::*;
 use calibrate::*;
 use dense::*;
+pub use load::{check_f32_path_fits, memory_available};
 
 /// How a decode step (one new token) spreads over the threads of the rayon
 /// pool it runs in. Both give the same bits: each output is computed by one

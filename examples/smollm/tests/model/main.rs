@@ -16,6 +16,7 @@ use qlinear_smollm::{
 };
 
 mod bytes;
+mod f32_memory;
 mod transforms;
 
 fn meta(arch: &str) -> HashMap<String, String> {
