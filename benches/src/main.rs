@@ -231,17 +231,7 @@ fn bad_argument(args: &[String]) -> Option<String> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(why) = bad_argument(&args[1..]) {
-        let help = args.iter().any(|a| a == "--help" || a == "-h");
-        if !help {
-            eprintln!("qlinear-bench: {why}");
-        }
-        eprintln!(
-            "usage: qlinear-bench [--quick] [--repeat N] [--only FAMILY,…] [--m M] [--shape NxK] \
-             [--compare-with BIN --compare-json FILE] | --per-call [--shape NxK] [--repeat N] | --activations | \
-             --load FILE [--in-place] | --profile FAMILY|--profile-forward CONFIG [--shape NxK] [--m M] [--calls N] \
-             (the module documentation of benches/src/main.rs says what each does)"
-        );
-        std::process::exit(if help { 0 } else { 2 });
+        usage(&args, &why);
     }
     let quick = args.iter().any(|a| a == "--quick");
     // --only FAMILY[,FAMILY] --shape NxK --m M: a slice of the matrix, for iterating on one kernel
@@ -328,6 +318,22 @@ fn main() {
     let mut pairs = plan_pairs(&cases, &med);
     confirm_losses(&mut cases, &mut pairs, cfg.budget);
     print_and_write(&cpu, &cases, &samples, &pairs, repeat, cfg.quick, &other);
+}
+
+/// Prints the usage (after `why`, unless `--help` was asked) and exits:
+/// 0 for `--help`, 2 for a bad argument.
+fn usage(args: &[String], why: &str) -> ! {
+    let help = args.iter().any(|a| a == "--help" || a == "-h");
+    if !help {
+        eprintln!("qlinear-bench: {why}");
+    }
+    eprintln!(
+        "usage: qlinear-bench [--quick] [--repeat N] [--only FAMILY,…] [--m M] [--shape NxK] \
+         [--compare-with BIN --compare-json FILE] | --per-call [--shape NxK] [--repeat N] | --activations | \
+         --load FILE [--in-place] | --profile FAMILY|--profile-forward CONFIG [--shape NxK] [--m M] [--calls N] \
+         (the module documentation of benches/src/main.rs says what each does)"
+    );
+    std::process::exit(if help { 0 } else { 2 });
 }
 
 /// Case `c`'s median over the repeats of the matrix.

@@ -205,63 +205,17 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
                 .and_then(|l| l.with_mode(mode))
                 .expect("benchmark shapes are valid");
             for m in [1usize, 16] {
-                let x = data(m * k, 2);
-                let mut y = vec![0f32; m * n];
-                let mut bare = bare_runner(&layer, &x, m, false);
-                let mut bare_rows = bare_runner(&layer, &x, m, true);
-                // per round: forward at 1 and 2 threads, the bare entry, then
-                // the bare entry quantizing the rows each call
-                let (mut f1, mut f2, mut b, mut r) = (vec![], vec![], vec![], vec![]);
-                for _ in 0..rounds {
-                    for (pool, out) in pools.iter().zip([&mut f1, &mut f2]) {
-                        out.push(
-                            pool.install(|| {
-                                median_time(budget, |_| layer.forward(&x, m, &mut y).expect("valid shapes"))
-                            }),
-                        );
-                    }
-                    b.push(median_time(budget, |_| bare(&mut y)));
-                    r.push(median_time(budget, |_| bare_rows(&mut y)));
-                }
-                let tier = layer.route().route(m).tier();
-                let range = |v: &[f64]| {
-                    let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(a, c), &t| (a.min(t), c.max(t)));
-                    format!("{lo:.1}–{hi:.1}")
+                let call = Call {
+                    layer: &layer,
+                    label,
+                    n,
+                    k,
+                    m,
+                    rounds,
+                    budget,
+                    pools: &pools,
                 };
-                let bm = median(&mut b.clone());
-                let rm = median(&mut r.clone());
-                for (threads, f) in [(1usize, &f1), (2, &f2)] {
-                    let fm = median(&mut f.clone());
-                    // the split of the time outside the kernels: the rows'
-                    // quantization (`bare_rows` less `bare`), and the rest
-                    let outside = if threads == 1 {
-                        format!(
-                            "{:.0} % (rows {:.0} %, checks and dispatch {:.0} %)",
-                            100.0 * (1.0 - bm / fm),
-                            100.0 * (rm - bm) / fm,
-                            100.0 * (fm - rm) / fm
-                        )
-                    } else {
-                        format!("bare / forward {:.2}×", bm / fm)
-                    };
-                    // the weight bytes one call reads over its time (at M = 1,
-                    // where the weights are all a call reads)
-                    let gbps = weight_bytes(layer.weight()) as f64 / fm / 1e3;
-                    lines.push((
-                        format!(
-                            "| {n} × {k} | {label} | {m} | {tier} | {threads} | {fm:.1} ({}) | {bm:.1} ({}) | {outside} |",
-                            range(f),
-                            range(&b),
-                        ),
-                        (m == 1).then_some(gbps),
-                    ));
-                    rows.push(json!({
-                        "n": n, "k": k, "config": label, "m": m, "tier": tier.name(),
-                        "threads": threads, "forward_us": fm, "forward_rounds_us": f,
-                        "bare_us": bm, "bare_rounds_us": b, "bare_rows_us": rm, "bare_rows_rounds_us": r,
-                        "weight_gbps": gbps,
-                    }));
-                }
+                time_call(&call, &mut lines, &mut rows);
             }
         }
     }
@@ -276,6 +230,86 @@ pub fn run(rounds: usize, budget: Duration, only_shape: Option<(usize, usize)>) 
         "rows": rows,
     });
     crate::report::write_json("qlinear-per-call.json", &out);
+}
+
+/// One configuration of [`run`]'s table: a layer at M rows, timed in
+/// `rounds` alternated rounds on each of `pools`.
+struct Call<'a> {
+    layer: &'a Linear,
+    label: &'a str,
+    n: usize,
+    k: usize,
+    m: usize,
+    rounds: usize,
+    budget: Duration,
+    pools: &'a [rayon::ThreadPool],
+}
+
+/// Times `call`: per round `Linear::forward` at 1 and 2 threads, the bare
+/// entry, then the bare entry quantizing the rows each call; one table
+/// line and one JSON row per thread count.
+fn time_call(call: &Call<'_>, lines: &mut Vec<(String, Option<f64>)>, rows: &mut Vec<serde_json::Value>) {
+    let Call {
+        layer,
+        label,
+        n,
+        k,
+        m,
+        rounds,
+        budget,
+        pools,
+    } = *call;
+    let x = data(m * k, 2);
+    let mut y = vec![0f32; m * n];
+    let mut bare = bare_runner(layer, &x, m, false);
+    let mut bare_rows = bare_runner(layer, &x, m, true);
+    let (mut f1, mut f2, mut b, mut r) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        for (pool, out) in pools.iter().zip([&mut f1, &mut f2]) {
+            out.push(pool.install(|| median_time(budget, |_| layer.forward(&x, m, &mut y).expect("valid shapes"))));
+        }
+        b.push(median_time(budget, |_| bare(&mut y)));
+        r.push(median_time(budget, |_| bare_rows(&mut y)));
+    }
+    let tier = layer.route().route(m).tier();
+    let range = |v: &[f64]| {
+        let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(a, c), &t| (a.min(t), c.max(t)));
+        format!("{lo:.1}–{hi:.1}")
+    };
+    let bm = median(&mut b.clone());
+    let rm = median(&mut r.clone());
+    for (threads, f) in [(1usize, &f1), (2, &f2)] {
+        let fm = median(&mut f.clone());
+        // the split of the time outside the kernels: the rows'
+        // quantization (`bare_rows` less `bare`), and the rest
+        let outside = if threads == 1 {
+            format!(
+                "{:.0} % (rows {:.0} %, checks and dispatch {:.0} %)",
+                100.0 * (1.0 - bm / fm),
+                100.0 * (rm - bm) / fm,
+                100.0 * (fm - rm) / fm
+            )
+        } else {
+            format!("bare / forward {:.2}×", bm / fm)
+        };
+        // the weight bytes one call reads over its time (at M = 1,
+        // where the weights are all a call reads)
+        let gbps = weight_bytes(layer.weight()) as f64 / fm / 1e3;
+        lines.push((
+            format!(
+                "| {n} × {k} | {label} | {m} | {tier} | {threads} | {fm:.1} ({}) | {bm:.1} ({}) | {outside} |",
+                range(f),
+                range(&b),
+            ),
+            (m == 1).then_some(gbps),
+        ));
+        rows.push(json!({
+            "n": n, "k": k, "config": label, "m": m, "tier": tier.name(),
+            "threads": threads, "forward_us": fm, "forward_rounds_us": f,
+            "bare_us": bm, "bare_rounds_us": b, "bare_rows_us": rm, "bare_rows_rounds_us": r,
+            "weight_gbps": gbps,
+        }));
+    }
 }
 
 /// The table's rows (each line's last column, the weight GB/s at M = 1, as a

@@ -2,6 +2,37 @@
 
 use super::*;
 
+/// Runs `cmd` with its output in `out_file` and returns the output. Node 20
+/// here sometimes dies with SIGSEGV while exiting after the module has
+/// written all its lines (one run in five with this module's few hundred
+/// MiB of linear memory on `7b45e49`, three in four on `0bcca8e`, both on
+/// the AMD EPYC Zen 4; the test binaries are not affected). A run whose
+/// output ends with the example's closing `done` is complete and kept
+/// whatever its exit; another failed run is repeated, up to three times.
+fn capture_complete(cmd: &mut Command, out_file: &std::path::Path) -> Result<String> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        eprintln!("xtask> {cmd:?}");
+        let file = std::fs::File::create(out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
+        let status = cmd
+            .current_dir(root())
+            .stdout(file)
+            .status()
+            .map_err(|e| e.to_string())?;
+        let out = std::fs::read_to_string(out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
+        if status.success() {
+            return Ok(out);
+        }
+        if out.lines().last() == Some("done") {
+            eprintln!("xtask: {cmd:?} exited with {status} after its last line: its output is complete");
+            return Ok(out);
+        }
+        last = format!("{cmd:?} failed: {status}");
+        eprintln!("xtask: {last}; once more");
+    }
+    Err(last)
+}
+
 /// `cargo xtask wasm-bench`: the one-thread GEMV timings of
 /// `crates/qlinear/examples/gemv_timing.rs`, built natively and for
 /// `wasm32-wasip1` with every wasm tier (`+simd128,+relaxed-simd`: the
@@ -28,37 +59,8 @@ pub(crate) fn wasm_bench() -> Result {
         ))?;
     let native = root().join("target/release/examples/gemv_timing");
     let wasm = wasm_dir.join(WASI).join("release/examples/gemv_timing.wasm");
-    // Node 20 here sometimes dies with SIGSEGV while exiting after the
-    // module has written all its lines (one run in five with this module's
-    // few hundred MiB of linear memory on `7b45e49`, three in four on
-    // `0bcca8e`, both on the AMD EPYC Zen 4; the test binaries are not
-    // affected). A run whose output ends with the example's closing `done`
-    // is complete and kept whatever its exit; another failed run is
-    // repeated, up to three times.
     let out_file = root().join("target/wasm-bench.out");
-    let capture = |cmd: &mut Command| -> Result<String> {
-        let mut last = String::new();
-        for _ in 0..3 {
-            eprintln!("xtask> {cmd:?}");
-            let file = std::fs::File::create(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
-            let status = cmd
-                .current_dir(root())
-                .stdout(file)
-                .status()
-                .map_err(|e| e.to_string())?;
-            let out = std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
-            if status.success() {
-                return Ok(out);
-            }
-            if out.lines().last() == Some("done") {
-                eprintln!("xtask: {cmd:?} exited with {status} after its last line: its output is complete");
-                return Ok(out);
-            }
-            last = format!("{cmd:?} failed: {status}");
-            eprintln!("xtask: {last}; once more");
-        }
-        Err(last)
-    };
+    let capture = |cmd: &mut Command| capture_complete(cmd, &out_file);
     // (family, tier, n, k) -> the median of each round
     type Case = (String, String, String, String);
     let mut rows: Vec<(Case, Vec<f64>)> = Vec::new();

@@ -22,29 +22,11 @@ pub(super) fn quantize_and_write(
         notes,
         total_in,
     } = plan;
-    let bar = if progress {
-        let bar = indicatif::ProgressBar::new(total_in as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
-                .map_err(|e| e.to_string())?,
-        );
-        Some(bar)
-    } else {
-        None
-    };
+    let bar = progress.then(|| progress_bar(total_in)).transpose()?;
     // Quantize tensor i + 1 while tensor i is written: a producer thread walks
     // the quantized tensors in output order and hands each over a channel of
     // depth 1, so at most two tensors' outputs are in memory at once.
-    let order: Vec<String> = {
-        let mut seen = std::collections::HashSet::new();
-        plans
-            .iter()
-            .filter_map(|p| match &p.1 {
-                Entry::QWeight(n) | Entry::Scales(n) => seen.insert(n.clone()).then(|| n.clone()),
-                Entry::Raw(_) => None,
-            })
-            .collect()
-    };
+    let order = quantized_in_order(&plans);
     let mut lines = String::new();
     let (mut total_out, mut total_q_in) = (0usize, 0usize);
     let just_plans: Vec<TensorPlan> = plans.iter().map(|p| p.0.clone()).collect();
@@ -112,6 +94,29 @@ pub(super) fn quantize_and_write(
         quantized_in: total_q_in,
         quantized_out: total_out,
     })
+}
+
+/// The progress bar of `total_in` input bytes.
+fn progress_bar(total_in: usize) -> Result<indicatif::ProgressBar, String> {
+    let bar = indicatif::ProgressBar::new(total_in as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(bar)
+}
+
+/// The quantized tensors in the order the output holds them, each once
+/// (its codes and its scales are two entries of the plan).
+fn quantized_in_order(plans: &[(TensorPlan, Entry)]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    plans
+        .iter()
+        .filter_map(|p| match &p.1 {
+            Entry::QWeight(n) | Entry::Scales(n) => seen.insert(n.clone()).then(|| n.clone()),
+            Entry::Raw(_) => None,
+        })
+        .collect()
 }
 
 /// What the quantizer thread reads of the plan.

@@ -148,51 +148,25 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
             ],
             None => [panels.clone(), 0..0],
         };
+        let block = Block {
+            b0,
+            xv: &xv,
+            sv: &sv,
+            steps: &steps[..n_steps],
+            scales,
+        };
         for p in edges.into_iter().flatten() {
-            let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
-            let in_place = inner.contains(&p);
-            // the inner panels in pairs from the first, for a pair tile: a
-            // pair's first panel runs both, its second none (1-row steps)
-            let paired = f
-                .pairs
-                .filter(|_| in_place && (p - inner.start) % 2 == 0 && p + 1 < inner.end);
-            let second = f.pairs.is_some() && in_place && (p - inner.start) % 2 == 1;
-            // a step that stores through `out` finds what it needs
-            // (`stored`) only then: a decode call's inner panels need none
-            for &(i0, t) in &steps[..n_steps] {
-                let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
-                if xr == 1 && in_place {
-                    let at = (b0 + i0) * y.ld + p * PANEL_ROWS - rows.start;
-                    let (xv, sv) = (&xv[i0..i0 + 1], &sv[i0..i0 + 1]);
-                    match paired {
-                        Some(pair) => {
-                            let both = &codes[p * panel_bytes..(p + 2) * panel_bytes];
-                            run(pair, xv, sv, p..p + 2, both, &mut y.y[at..at + 2 * PANEL_ROWS]);
-                        }
-                        None if second => {}
-                        None => run(tile, xv, sv, p..p + 1, panel, &mut y.y[at..at + PANEL_ROWS]),
-                    }
-                    continue;
-                }
-                let (channel, r0, cols, whole) = stored(channel_scales, p, &rows);
-                let out = &mut out[..xr];
-                run(
-                    tile,
-                    &xv[i0..i0 + xr],
-                    &sv[i0..i0 + xr],
-                    p..p + 1,
-                    panel,
-                    out.as_flattened_mut(),
-                );
-                store_panel(
-                    y,
-                    out,
-                    b0 + i0,
-                    &scales[i0..i0 + xr],
-                    channel,
-                    (r0 - rows.start, cols, whole),
-                );
-            }
+            edge_panel(
+                f,
+                &block,
+                p,
+                (codes, panel_bytes),
+                (&rows, inner.clone()),
+                channel_scales,
+                &mut out,
+                y,
+                &run,
+            );
         }
         if let Some(i0) = single.filter(|_| !inner.is_empty()) {
             let tile = tiles[usize::from(steps[0].1)].1;
@@ -208,6 +182,74 @@ fn sweep_blocks<T: Copy, const RB: usize, const OUT: usize>(
                 finish(y, b0 + i0, inner_cols.clone(), scales[i0], ws);
             }
         }
+    }
+}
+
+/// A block of activation rows of [`sweep_blocks`]: its first row, the
+/// rows' views and group sums, its tile steps (first row, tile index) and
+/// the rows' activation scales, found once for all its panels.
+struct Block<'b, 'x, const RB: usize> {
+    b0: usize,
+    xv: &'b [&'x [i8]; RB],
+    sv: &'b [&'x [i32]; RB],
+    steps: &'b [(u8, u8)],
+    scales: &'b [f32],
+}
+
+/// Every step of `block` on panel `p` (of `rows`; `inner` the panels
+/// wholly inside it): a 1-row step on an inner panel writes its sums
+/// straight into `y` (both panels of a pair where the family has a pair
+/// tile and `p` is the pair's first; nothing on its second), which
+/// `finish` scales later; any other step sums into `out` and stores
+/// through [`store_panel`], finding what that needs ([`stored`]) only then.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn edge_panel<T: Copy, const RB: usize, const OUT: usize>(
+    f: &PanelFamily<T>,
+    block: &Block<'_, '_, RB>,
+    p: usize,
+    (codes, panel_bytes): (&[u8], usize),
+    (rows, inner): (&Range<usize>, Range<usize>),
+    channel_scales: Option<&[f32]>,
+    out: &mut [[f32; PANEL_ROWS]; OUT],
+    y: &mut OutputTile<'_>,
+    run: &impl Fn(T, &[&[i8]], &[&[i32]], Range<usize>, &[u8], &mut [f32]),
+) {
+    let (tiles, b0) = (f.tiles, block.b0);
+    let panel = &codes[p * panel_bytes..(p + 1) * panel_bytes];
+    let in_place = inner.contains(&p);
+    // the inner panels in pairs from the first, for a pair tile: a pair's
+    // first panel runs both, its second none (1-row steps)
+    let paired = f
+        .pairs
+        .filter(|_| in_place && (p - inner.start).is_multiple_of(2) && p + 1 < inner.end);
+    let second = f.pairs.is_some() && in_place && (p - inner.start) % 2 == 1;
+    for &(i0, t) in block.steps {
+        let (i0, (xr, tile)) = (usize::from(i0), tiles[usize::from(t)]);
+        let (xv, sv) = (&block.xv[i0..i0 + xr], &block.sv[i0..i0 + xr]);
+        if xr == 1 && in_place {
+            let at = (b0 + i0) * y.ld + p * PANEL_ROWS - rows.start;
+            match paired {
+                Some(pair) => {
+                    let both = &codes[p * panel_bytes..(p + 2) * panel_bytes];
+                    run(pair, xv, sv, p..p + 2, both, &mut y.y[at..at + 2 * PANEL_ROWS]);
+                }
+                None if second => {}
+                None => run(tile, xv, sv, p..p + 1, panel, &mut y.y[at..at + PANEL_ROWS]),
+            }
+            continue;
+        }
+        let (channel, r0, cols, whole) = stored(channel_scales, p, rows);
+        let out = &mut out[..xr];
+        run(tile, xv, sv, p..p + 1, panel, out.as_flattened_mut());
+        store_panel(
+            y,
+            out,
+            b0 + i0,
+            &block.scales[i0..i0 + xr],
+            channel,
+            (r0 - rows.start, cols, whole),
+        );
     }
 }
 

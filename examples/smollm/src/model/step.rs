@@ -20,22 +20,7 @@ impl Model {
         let threads = rayon::current_num_threads();
         let (h, hd, pos, capacity) = (c.hidden, c.head_dim, cache.len, cache.capacity);
         let kv_dim = c.kv_heads * hd;
-        if cache.team.len() != threads {
-            cache.team = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
-            cache.exchange = Exchange::new(threads);
-        }
-        if let Some(p) = cache.profile.as_mut().filter(|p| p.len() != threads) {
-            // a new team size starts the count again
-            *p = counters(threads);
-            cache.profiled_steps = 0;
-        }
-        cache.exchange.reset();
-        for local in &mut cache.team {
-            local
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .resize(1, pos + 1, c, 1);
-        }
+        prepare_team(cache, c, threads);
         // the position's RoPE rows, once for every thread
         let scratch = &mut cache.scratch;
         self.rope_rows(pos, 1, &mut scratch.cos, &mut scratch.sin);
@@ -94,18 +79,7 @@ impl Model {
                 Err(Error::TeamAborted)
             }
         });
-        // the first thread's own error, not the others' report of it
-        if let Some(e) = results
-            .iter()
-            .position(|r| matches!(r, Err(e) if !matches!(e, Error::TeamAborted)))
-        {
-            return Err(results
-                .into_iter()
-                .nth(e)
-                .and_then(Result::err)
-                .unwrap_or(Error::TeamAborted));
-        }
-        results.into_iter().collect::<Result<Vec<()>>>()?;
+        first_error(results)?;
         let KvCache { team, scratch, .. } = cache;
         scratch.logits.resize(c.vocab, 0.0);
         for (t, local) in team.iter_mut().enumerate() {
@@ -243,4 +217,44 @@ struct Member<'a> {
     exchange: &'a Exchange,
     round: usize,
     clock: Clock<'a>,
+}
+
+/// Readies `cache` for a team step of `threads`: one scratch set per thread
+/// (each sized for one row at the cache's next position) and an exchange
+/// for that many, kept while the team's size stays; profile counters
+/// started again when it changes.
+fn prepare_team(cache: &mut KvCache, c: &Config, threads: usize) {
+    let pos = cache.len;
+    if cache.team.len() != threads {
+        cache.team = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
+        cache.exchange = Exchange::new(threads);
+    }
+    if let Some(p) = cache.profile.as_mut().filter(|p| p.len() != threads) {
+        // a new team size starts the count again
+        *p = counters(threads);
+        cache.profiled_steps = 0;
+    }
+    cache.exchange.reset();
+    for local in &mut cache.team {
+        local
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .resize(1, pos + 1, c, 1);
+    }
+}
+
+/// The team's result: the first thread's own error, not the others'
+/// report of it ([`Error::TeamAborted`]), else success.
+fn first_error(results: Vec<Result<()>>) -> Result<()> {
+    if let Some(e) = results
+        .iter()
+        .position(|r| matches!(r, Err(e) if !matches!(e, Error::TeamAborted)))
+    {
+        return Err(results
+            .into_iter()
+            .nth(e)
+            .and_then(Result::err)
+            .unwrap_or(Error::TeamAborted));
+    }
+    results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
 }
