@@ -64,7 +64,7 @@ pub(crate) struct Shape<'a> {
     cache: &'static str,
     wf: &'a std::sync::Arc<Vec<f32>>,
     /// The quantized copies made so far at this shape and cache mode, by
-    /// the weight they hold ([`weight_kind`]): families that read the same
+    /// the weight they hold (`KernelFamily::weights`): families that read the same
     /// weight (W8A8 and W8A16; W4A8 and W4A16, per channel or grouped) run
     /// on the same copies. Cold, each kind's copies are twice the last-level
     /// cache: with a copy per family the full matrix held 23 GB on an Intel
