@@ -4,7 +4,7 @@
 // shown on the page, and the page stays usable: another file can be loaded.
 //
 // `cargo xtask browser` opens it with ?check=URL[,URL…] (model files the
-// server offers) &prompt=TEXT&tokens=N[&build=NAME][&weights=W][&gemv=0]:
+// server offers) &prompt=TEXT&tokens=N[&build=NAME][&weights=W][&kv=bf16][&gemv=0]:
 // the page loads each file in turn, generates N greedy tokens with their
 // logits' digests from the last, times the GEMVs, and POSTs everything to
 // /result as JSON.
@@ -61,7 +61,13 @@ async function loadModel(source) {
   loaded = null;
   busy(true);
   try {
-    loaded = await request({ kind: "load", modes: $("modes").value.trim(), weights: $("weights").value, ...source });
+    loaded = await request({
+      kind: "load",
+      modes: $("modes").value.trim(),
+      weights: $("weights").value,
+      kv: $("kv").value,
+      ...source,
+    });
     const mib = (b) => (b / 1048576).toFixed(1);
     $("model").textContent =
       `${loaded.description}, decode tier ${loaded.tier}: ${mib(loaded.bytes)} MiB read in ` +
@@ -153,6 +159,7 @@ async function benchmark(url) {
   const result = { ready };
   try {
     if (params.get("weights")) $("weights").value = params.get("weights");
+    if (params.get("kv")) $("kv").value = params.get("kv");
     if (params.get("modes")) $("modes").value = params.get("modes");
     result.loaded = await loadModel({ url });
     if (!result.loaded) throw new Error($("error").textContent);
@@ -174,6 +181,7 @@ async function benchmark(url) {
 async function check(url) {
   const result = { ready };
   if (params.get("weights")) $("weights").value = params.get("weights");
+  if (params.get("kv")) $("kv").value = params.get("kv");
   try {
     // each file in turn (a bad one first shows that its error leaves the
     // page able to load the next); generate with the last

@@ -57,7 +57,7 @@ async function init(forced, threads) {
   };
 }
 
-async function load({ file, url, modes, weights }) {
+async function load({ file, url, modes, weights, kv }) {
   const t0 = now();
   let bytes = 0;
   if (file) {
@@ -82,7 +82,7 @@ async function load({ file, url, modes, weights }) {
     }
   }
   const read_ms = now() - t0;
-  const description = decoder.load(modes || "", weights || "");
+  const description = decoder.load(modes || "", weights || "", kv || "");
   // what loading proved and planned (a converted file; none for a GGUF)
   const s = decoder.start_up();
   const selftest = s ? { text: s.text, passed: s.passed, selftest_ms: s.selftest_ms, plan_ms: s.plan_ms } : null;

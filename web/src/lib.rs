@@ -236,13 +236,14 @@ impl Decoder {
     /// `W4A16`, with overrides by role as `qlinear-smollm` takes them), its
     /// codes held as `weights` says (`packed`, `copied` or `in-place`, as
     /// `qlinear-smollm --weights`; `""` for [`PAGE_WEIGHTS`]), or a GGUF
-    /// file (the f32 path). Returns the model's description. Errors: a
-    /// file shorter than reserved, an unknown `weights`, and whatever the
-    /// file's reader and the decoder refuse (a file that is not a Llama
-    /// decoder names the key at fault).
-    pub fn load(&mut self, modes: &str, weights: &str) -> Result<String, JsError> {
+    /// file (the f32 path); its KV caches hold `kv` (`f32` or `bf16`, as
+    /// `qlinear-smollm --kv`; `""` for f32). Returns the model's
+    /// description. Errors: a file shorter than reserved, an unknown
+    /// `weights` or `kv`, and whatever the file's reader and the decoder
+    /// refuse (a file that is not a Llama decoder names the key at fault).
+    pub fn load(&mut self, modes: &str, weights: &str, kv: &str) -> Result<String, JsError> {
         clock();
-        self.session.load(modes, weights).map_err(error)
+        self.session.load(modes, weights, kv).map_err(error)
     }
 
     /// The selftest and the plan that loading the converted file ran for

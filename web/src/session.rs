@@ -3,7 +3,7 @@
 //! JavaScript.
 
 use qlinear_smollm::{
-    prompt_ids, time_decode, Emitted, Generation, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
+    prompt_ids, time_decode, Emitted, Generation, KvPrecision, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
 };
 
 /// The largest model file the page takes: what wasm32's 4 GiB address
@@ -79,7 +79,7 @@ impl Session {
     }
 
     /// See `Decoder::load`.
-    pub fn load(&mut self, modes: &str, weights: &str) -> Result<String, String> {
+    pub fn load(&mut self, modes: &str, weights: &str, kv: &str) -> Result<String, String> {
         if self.file.len() != self.expected {
             return Err(format!(
                 "the file stopped after {} of its {} bytes",
@@ -99,9 +99,15 @@ impl Session {
             "in-place" => WeightMemory::InPlace,
             other => return Err(format!("weights {other:?}: give packed, copied or in-place")),
         };
+        let kv = if kv.is_empty() {
+            KvPrecision::default()
+        } else {
+            kv.parse::<KvPrecision>().map_err(|e| e.to_string())?
+        };
         let bytes = std::mem::take(&mut self.file);
         self.expected = 0;
-        let (model, meta) = Model::from_bytes(bytes, &modes, memory).map_err(|e| e.to_string())?;
+        let (mut model, meta) = Model::from_bytes(bytes, &modes, memory).map_err(|e| e.to_string())?;
+        model.set_kv_precision(kv);
         let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
         let description = model.description.clone();
         self.loaded = Some((model, tokenizer));
@@ -218,17 +224,24 @@ mod tests {
             s.append(&[0; 6]).unwrap_err(),
             "2 bytes past the file's 10 (a file that grew while it was read?)"
         );
-        assert_eq!(s.load("", "").unwrap_err(), "the file stopped after 6 of its 10 bytes");
+        assert_eq!(
+            s.load("", "", "").unwrap_err(),
+            "the file stopped after 6 of its 10 bytes"
+        );
         s.append(&[1; 4]).unwrap();
         assert_eq!(
-            s.load("", "mapped").unwrap_err(),
+            s.load("", "mapped", "").unwrap_err(),
             "weights \"mapped\": give packed, copied or in-place"
         );
-        assert!(s.load("W9A9", "").unwrap_err().starts_with("modes "));
+        assert_eq!(
+            s.load("", "", "f16").unwrap_err(),
+            "unknown KV cache type `f16`: expected f32 or bf16"
+        );
+        assert!(s.load("W9A9", "", "").unwrap_err().starts_with("modes "));
         // ten bytes of no model: the reader's refusal, and nothing loaded
         s.reserve(10.0).unwrap();
         s.append(&[1; 10]).unwrap();
-        assert!(!s.load("", "").unwrap_err().is_empty());
+        assert!(!s.load("", "", "").unwrap_err().is_empty());
         assert!(s.tier().is_empty());
         // a new file starts over
         s.reserve(3.0).unwrap();

@@ -236,7 +236,15 @@ pub(crate) fn wasm_tests() -> Result {
             // the decoder's own SIMD128 paths (attention) and its portable
             // exp, whose bits the page must share with native builds; its
             // other tests start threads, which WASI has not
-            run(test(&dir, tier.build_features()).args(["-p", "qlinear-smollm", "--lib", "--", "attend::", "math::"]))?;
+            run(test(&dir, tier.build_features()).args([
+                "-p",
+                "qlinear-smollm",
+                "--lib",
+                "--",
+                "attend::",
+                "kv::",
+                "math::",
+            ]))?;
             for forced in &wasm {
                 run(test(&dir, tier.build_features())
                     .args(["-p", "qlinear-dispatch", "-p", "qlinear"])

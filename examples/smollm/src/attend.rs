@@ -24,16 +24,27 @@
 //! token; natively (AVX2) from 0.99–1.18 to 0.88–1.04 ms, where eight-lane
 //! exponentials gained nothing measurable and were left out.
 
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+use half::bf16;
+
+use crate::kv::KvValue;
+
 /// `Σ a·b` in eight lanes (lane `i` sums elements `i, i + 8, …` in order),
-/// the lanes added pairwise, then the elements past the last 8 in order.
-/// The order is part of the definition: [`attend`]'s wide path repeats it.
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// the lanes added pairwise, then the elements past the last 8 in order;
+/// `b` widened to f32 first ([`KvValue::widen`]: exact). The order is part
+/// of the definition: [`attend`]'s wide path repeats it.
+pub(crate) fn dot<E: KvValue>(a: &[f32], b: &[E]) -> f32 {
     let mut l = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y.widen())
+        .sum();
     for (x, y) in ac.zip(bc) {
         for i in 0..8 {
-            l[i] += x[i] * y[i];
+            l[i] += x[i] * y[i].widen();
         }
     }
     lanes_sum(l, tail)
@@ -46,17 +57,18 @@ fn lanes_sum(l: [f32; 8], tail: f32) -> f32 {
 }
 
 /// Query head `q` (`hd` values) attending over the `scores.len()` positions
-/// of `k` and `v` (`[position, hd]` each, at least that many positions):
+/// of `k` and `v` (`[position, hd]` each, at least that many positions, as
+/// the cache holds them: widened to f32 as read):
 /// `o = Σ_t softmax_t(q · k_t / √hd) · v_t`, the weights `exp(s_t − max) /
 /// Σ exp(s − max)`. `scores` is the work row. The same bits on every CPU.
-pub(crate) fn attend(hd: usize, q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], scores: &mut [f32]) {
+pub(crate) fn attend<E: KvValue>(hd: usize, q: &[f32], k: &[E], v: &[E], o: &mut [f32], scores: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if let Some(simd) = pulp::x86::V3::try_new() {
         let done = match hd {
-            16 => wide::attend::<2>(simd, q, k, v, o, scores),
-            32 => wide::attend::<4>(simd, q, k, v, o, scores),
-            64 => wide::attend::<8>(simd, q, k, v, o, scores),
-            128 => wide::attend::<16>(simd, q, k, v, o, scores),
+            16 => wide::attend::<E, 2>(simd, q, k, v, o, scores),
+            32 => wide::attend::<E, 4>(simd, q, k, v, o, scores),
+            64 => wide::attend::<E, 8>(simd, q, k, v, o, scores),
+            128 => wide::attend::<E, 16>(simd, q, k, v, o, scores),
             _ => false,
         };
         if done {
@@ -66,10 +78,10 @@ pub(crate) fn attend(hd: usize, q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], 
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         let done = match hd {
-            16 => wasm::attend::<2>(q, k, v, o, scores),
-            32 => wasm::attend::<4>(q, k, v, o, scores),
-            64 => wasm::attend::<8>(q, k, v, o, scores),
-            128 => wasm::attend::<16>(q, k, v, o, scores),
+            16 => wasm::attend::<E, 2>(q, k, v, o, scores),
+            32 => wasm::attend::<E, 4>(q, k, v, o, scores),
+            64 => wasm::attend::<E, 8>(q, k, v, o, scores),
+            128 => wasm::attend::<E, 16>(q, k, v, o, scores),
             _ => false,
         };
         if done {
@@ -80,7 +92,7 @@ pub(crate) fn attend(hd: usize, q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], 
 }
 
 /// [`attend`] as written: the definition the wide path is tested against.
-fn attend_portable(hd: usize, q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], scores: &mut [f32]) {
+fn attend_portable<E: KvValue>(hd: usize, q: &[f32], k: &[E], v: &[E], o: &mut [f32], scores: &mut [f32]) {
     let scale = 1.0 / (hd as f32).sqrt();
     for (t, sc) in scores.iter_mut().enumerate() {
         *sc = dot(q, &k[t * hd..(t + 1) * hd]) * scale;
@@ -91,7 +103,7 @@ fn attend_portable(hd: usize, q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], sc
         let w = p / total;
         o.iter_mut()
             .zip(&v[t * hd..(t + 1) * hd])
-            .for_each(|(o, &v)| *o += w * v);
+            .for_each(|(o, &v)| *o += w * v.widen());
     }
 }
 
@@ -119,12 +131,15 @@ fn sum_in_order(scores: &[f32]) -> f32 {
 /// AVX2 register, or two SIMD128 ones), a product then a sum (never fused),
 /// so that every implementation gives [`dot`]'s bits.
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
-trait Lanes8: Copy {
+pub(crate) trait Lanes8: Copy {
     /// Eight lanes.
     type V: Copy;
     fn splat(self, v: f32) -> Self::V;
     /// Eight values from the start of `s` (at least 8 long).
     fn load(self, s: &[f32]) -> Self::V;
+    /// Eight bfloat16 values from the start of `s` (at least 8 long), each
+    /// widened as [`KvValue::widen`] widens it.
+    fn load_bf16(self, s: &[bf16]) -> Self::V;
     /// `a + x·y` lane by lane.
     fn add_mul(self, a: Self::V, x: Self::V, y: Self::V) -> Self::V;
     fn to_array(self, a: Self::V) -> [f32; 8];
@@ -150,11 +165,11 @@ trait Lanes8: Copy {
 /// compiled with that ISA's features.
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline(always)]
-fn attend_lanes<L: Lanes8, const C: usize>(
+fn attend_lanes<L: Lanes8, E: KvValue, const C: usize>(
     s: L,
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: &[E],
+    v: &[E],
     o: &mut [f32],
     scores: &mut [f32],
 ) -> bool {
@@ -173,7 +188,7 @@ fn attend_lanes<L: Lanes8, const C: usize>(
         let mut acc = [zero; 4];
         for (c, &qc) in qv.iter().enumerate() {
             for (j, a) in acc.iter_mut().enumerate() {
-                *a = s.add_mul(*a, qc, s.load(&rows[j * hd + 8 * c..]));
+                *a = s.add_mul(*a, qc, E::load8(s, &rows[j * hd + 8 * c..]));
             }
         }
         scores[t..t + 4].copy_from_slice(&s.scores4(acc, tail, scale));
@@ -183,7 +198,7 @@ fn attend_lanes<L: Lanes8, const C: usize>(
         let row = &k[t * hd..(t + 1) * hd];
         let mut a = zero;
         for (c, &qc) in qv.iter().enumerate() {
-            a = s.add_mul(a, qc, s.load(&row[8 * c..]));
+            a = s.add_mul(a, qc, E::load8(s, &row[8 * c..]));
         }
         *sc = lanes_sum(s.to_array(a), tail) * scale;
     }
@@ -193,7 +208,7 @@ fn attend_lanes<L: Lanes8, const C: usize>(
         let w = s.splat(p / total);
         let row = &v[t * hd..(t + 1) * hd];
         for (c, a) in acc.iter_mut().enumerate() {
-            *a = s.add_mul(*a, w, s.load(&row[8 * c..]));
+            *a = s.add_mul(*a, w, E::load8(s, &row[8 * c..]));
         }
     }
     for (c, a) in acc.into_iter().enumerate() {
@@ -204,16 +219,17 @@ fn attend_lanes<L: Lanes8, const C: usize>(
 
 #[cfg(target_arch = "x86_64")]
 mod wide {
+    use half::bf16;
     use pulp::{f32x8, x86::V3, Simd, WithSimd};
 
-    use super::{attend_lanes, Lanes8};
+    use super::{attend_lanes, KvValue, Lanes8};
 
     /// [`super::attend_lanes`] on AVX2, eight lanes a register.
-    pub(super) fn attend<const C: usize>(
+    pub(super) fn attend<E: KvValue, const C: usize>(
         simd: V3,
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        k: &[E],
+        v: &[E],
         o: &mut [f32],
         scores: &mut [f32],
     ) -> bool {
@@ -221,7 +237,7 @@ mod wide {
         // inlined into the AVX2 function)
         Simd::vectorize(
             simd,
-            Attend::<C> {
+            Attend::<E, C> {
                 simd,
                 q,
                 k,
@@ -232,11 +248,11 @@ mod wide {
         )
     }
 
-    struct Attend<'a, const C: usize> {
+    struct Attend<'a, E, const C: usize> {
         simd: V3,
         q: &'a [f32],
-        k: &'a [f32],
-        v: &'a [f32],
+        k: &'a [E],
+        v: &'a [E],
         o: &'a mut [f32],
         scores: &'a mut [f32],
     }
@@ -252,6 +268,14 @@ mod wide {
             let mut a = [0f32; 8];
             a.copy_from_slice(&s[..8]);
             bytemuck::cast(a)
+        }
+        /// Zero-extended to 32 bits, then shifted into the top half.
+        #[inline(always)]
+        fn load_bf16(self, s: &[bf16]) -> f32x8 {
+            let mut a = [bf16::ZERO; 8];
+            a.copy_from_slice(&s[..8]);
+            let wide = self.avx2._mm256_cvtepu16_epi32(bytemuck::cast(a));
+            bytemuck::cast(self.avx2._mm256_slli_epi32::<16>(wide))
         }
         #[inline(always)]
         fn add_mul(self, a: f32x8, x: f32x8, y: f32x8) -> f32x8 {
@@ -288,7 +312,7 @@ mod wide {
         }
     }
 
-    impl<const C: usize> WithSimd for Attend<'_, C> {
+    impl<E: KvValue, const C: usize> WithSimd for Attend<'_, E, C> {
         type Output = bool;
 
         // inlined into pulp's AVX2 function, so that everything here is
@@ -303,7 +327,7 @@ mod wide {
                 o,
                 scores,
             } = self;
-            attend_lanes::<V3, C>(simd, q, k, v, o, scores)
+            attend_lanes::<V3, E, C>(simd, q, k, v, o, scores)
         }
     }
 }
@@ -312,7 +336,9 @@ mod wide {
 mod wasm {
     use std::arch::wasm32::*;
 
-    use super::{attend_lanes, Lanes8};
+    use half::bf16;
+
+    use super::{attend_lanes, KvValue, Lanes8};
 
     /// SIMD128, the build's own features: eight lanes in two registers,
     /// lanes 0–3 and 4–7.
@@ -378,6 +404,16 @@ mod wasm {
             let s = &s[..8];
             (f32x4(s[0], s[1], s[2], s[3]), f32x4(s[4], s[5], s[6], s[7]))
         }
+        /// Zero-extended to 32 bits, then shifted into the top half.
+        #[inline(always)]
+        fn load_bf16(self, s: &[bf16]) -> (v128, v128) {
+            let b = |i: usize| s[i].to_bits();
+            let h = u16x8(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7));
+            (
+                i32x4_shl(u32x4_extend_low_u16x8(h), 16),
+                i32x4_shl(u32x4_extend_high_u16x8(h), 16),
+            )
+        }
         #[inline(always)]
         fn add_mul(self, a: (v128, v128), x: (v128, v128), y: (v128, v128)) -> (v128, v128) {
             (f32x4_add(a.0, f32x4_mul(x.0, y.0)), f32x4_add(a.1, f32x4_mul(x.1, y.1)))
@@ -430,147 +466,16 @@ mod wasm {
     }
 
     /// [`super::attend_lanes`] on SIMD128.
-    pub(super) fn attend<const C: usize>(q: &[f32], k: &[f32], v: &[f32], o: &mut [f32], scores: &mut [f32]) -> bool {
-        attend_lanes::<Simd128, C>(Simd128, q, k, v, o, scores)
+    pub(super) fn attend<E: KvValue, const C: usize>(
+        q: &[f32],
+        k: &[E],
+        v: &[E],
+        o: &mut [f32],
+        scores: &mut [f32],
+    ) -> bool {
+        attend_lanes::<Simd128, E, C>(Simd128, q, k, v, o, scores)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Values in [−2, 2) from a seed, some of them far apart so that the
-    /// softmax is not flat.
-    fn values(seed: u64, n: usize) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
-            })
-            .collect()
-    }
-
-    #[test]
-    fn one_position_returns_its_value_and_equal_scores_average() {
-        let (hd, q) = (16, vec![0.5f32; 16]);
-        let v: Vec<f32> = (0..32).map(|i| i as f32).collect();
-        let (mut o, mut s) = (vec![9f32; hd], vec![0f32; 2]);
-        attend(hd, &q, &[0.25; 16], &v, &mut o, &mut s[..1]);
-        assert_eq!(o, v[..16]);
-        // two equal keys: each weight 1/2, so o is the mean of the two rows
-        attend(hd, &q, &[0.25; 32], &v, &mut o, &mut s);
-        let mean: Vec<f32> = (0..16).map(|i| (i as f32 + (i + 16) as f32) / 2.0).collect();
-        assert_eq!(o, mean);
-    }
-
-    #[test]
-    fn the_wide_path_has_the_bits_of_the_portable_one() {
-        for hd in [8, 16, 24, 32, 64, 128] {
-            for n in [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 64, 130, 203] {
-                let seed = (hd * 1000 + n) as u64;
-                let (q, k, v) = (values(seed, hd), values(seed + 1, n * hd), values(seed + 2, n * hd));
-                let (mut o1, mut o2, mut s1, mut s2) = (vec![0f32; hd], vec![0f32; hd], vec![0f32; n], vec![0f32; n]);
-                attend(hd, &q, &k, &v, &mut o1, &mut s1);
-                attend_portable(hd, &q, &k, &v, &mut o2, &mut s2);
-                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&o1), bits(&o2), "hd {hd}, {n} positions");
-                assert_eq!(bits(&s1), bits(&s2), "hd {hd}, {n} positions");
-            }
-        }
-    }
-
-    /// Arguments for the four-lane exp's test: the special cases, the
-    /// range's ends, and every 4099th f32 bit pattern (all magnitudes and
-    /// signs).
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    fn exp_arguments() -> Vec<f32> {
-        let mut xs = vec![
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            88.722_84,
-            88.722_85,
-            -103.972_08,
-            -103.972_09,
-            -87.0,
-            -100.0,
-            -149.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            f32::MIN_POSITIVE,
-            1e-30,
-        ];
-        xs.extend((0..u32::MAX / 4099).map(|i| f32::from_bits(i * 4099)));
-        xs
-    }
-
-    #[test]
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    fn four_lane_exp_has_the_bits_of_the_scalar_one() {
-        use std::arch::wasm32::*;
-        let xs = exp_arguments();
-        for q in xs.chunks(4) {
-            let mut v = [0f32; 4];
-            v[..q.len()].copy_from_slice(q);
-            let e = wasm::exp4(f32x4(v[0], v[1], v[2], v[3]));
-            let got = [
-                f32x4_extract_lane::<0>(e),
-                f32x4_extract_lane::<1>(e),
-                f32x4_extract_lane::<2>(e),
-                f32x4_extract_lane::<3>(e),
-            ];
-            for (g, x) in got.iter().zip(v) {
-                assert_eq!(
-                    g.to_bits(),
-                    crate::math::exp(x).to_bits(),
-                    "exp({x:e}) [{:#010x}]",
-                    x.to_bits()
-                );
-            }
-        }
-    }
-
-    #[test]
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    fn the_wasm_path_runs_and_refuses_short_slices() {
-        let (mut o, mut s) = (vec![0f32; 64], vec![0f32; 3]);
-        assert!(wasm::attend::<8>(&[1.0; 64], &[0.5; 192], &[2.0; 192], &mut o, &mut s));
-        assert_eq!(o, vec![2.0; 64]);
-        assert!(!wasm::attend::<8>(&[1.0; 64], &[0.5; 191], &[2.0; 192], &mut o, &mut s));
-    }
-
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn the_wide_path_runs_where_the_cpu_has_avx2() {
-        // the test above compares the portable code with itself where
-        // the wide path cannot run: say so instead of passing quietly
-        if let Some(simd) = pulp::x86::V3::try_new() {
-            let (mut o, mut s) = (vec![0f32; 64], vec![0f32; 3]);
-            assert!(wide::attend::<8>(
-                simd,
-                &[1.0; 64],
-                &[0.5; 192],
-                &[2.0; 192],
-                &mut o,
-                &mut s
-            ));
-            assert_eq!(o, vec![2.0; 64]);
-            // short slices are refused, never read past
-            assert!(!wide::attend::<8>(
-                simd,
-                &[1.0; 64],
-                &[0.5; 191],
-                &[2.0; 192],
-                &mut o,
-                &mut s
-            ));
-        } else {
-            eprintln!("no AVX2 here: the wide attention path is not exercised");
-        }
-    }
-}
+mod tests;

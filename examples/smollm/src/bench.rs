@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use qlinear_smollm::{time_decode, KvCache, Model, Phase, StepTimes, Tokenizer};
+use qlinear_smollm::{time_decode, KvCache, KvPrecision, Model, Phase, StepTimes, Tokenizer};
 
-use crate::{load, text_tokens, Args, Weights};
+use crate::{load, text_tokens, Args, Split};
 
 /// `(median, min, max)`.
 fn spread(v: &mut [f64]) -> (f64, f64, f64) {
@@ -43,7 +43,30 @@ type Loaded = (String, Model, qlinear_smollm::Meta, f64);
 /// One configuration's prefill and decode tokens/s, a value a round.
 type Samples = (Vec<f64>, Vec<f64>);
 
-/// Per model, decode split and thread count (in that nesting): each round's
+/// A decode split and a KV cache type: what `--bench` alternates within a
+/// model (every `--decode-split` with every `--kv`).
+#[derive(Clone, Copy)]
+struct Variant {
+    split: Split,
+    kv: KvPrecision,
+}
+
+impl Variant {
+    /// Every one `args` ask for, splits outermost.
+    fn all(args: &Args) -> Vec<Variant> {
+        let kvs = if args.kv.is_empty() {
+            vec![KvPrecision::F32]
+        } else {
+            args.kv.clone()
+        };
+        args.decode_split
+            .iter()
+            .flat_map(|&split| kvs.iter().map(move |&kv| Variant { split, kv }))
+            .collect()
+    }
+}
+
+/// Per model, variant and thread count (in that nesting): each round's
 /// prefill and decode tokens/s, and the decode steps' phases
 /// (`--profile-step`) summed over the rounds.
 struct Rounds {
@@ -69,7 +92,7 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let mut models = vec![];
     for spec in &args.models {
         let t = Instant::now();
-        let (model, meta) = load(spec, args.weights)?;
+        let (model, meta) = load(spec, args)?;
         models.push((spec.clone(), model, meta, t.elapsed().as_secs_f64()));
     }
     let tokenizer = Tokenizer::from_meta(&models[0].2).map_err(|e| e.to_string())?;
@@ -80,7 +103,7 @@ pub(crate) fn bench(args: &Args, text: &std::path::Path) -> Result<(), String> {
     let fresh: Vec<(f64, f64)> = args
         .models
         .iter()
-        .map(|spec| first_token(spec, &prompt, threads_max, args.weights))
+        .map(|spec| first_token(spec, &prompt, threads_max, args))
         .collect::<Result<_, _>>()?;
     let mut rounds = run_rounds(args, &mut models, &prompt)?;
     let context = Context {
@@ -120,9 +143,10 @@ fn pool_of(n: usize) -> Result<Option<rayon::ThreadPool>, String> {
 }
 
 /// The rounds, after an untimed warm-up: in each, every thread count's pool
-/// runs every model on every decode split in turn ([`time_model`]).
+/// runs every model in every variant in turn ([`time_model`]), in the
+/// reverse order every other round.
 fn run_rounds(args: &Args, models: &mut [Loaded], prompt: &[u32]) -> Result<Rounds, String> {
-    let (splits, threads) = (&args.decode_split, &args.bench_threads);
+    let (splits, threads) = (Variant::all(args), &args.bench_threads);
     let mut r = Rounds {
         runs: vec![vec![vec![(vec![], vec![]); threads.len()]; splits.len()]; models.len()],
         phases: vec![vec![vec![None; threads.len()]; splits.len()]; models.len()],
@@ -140,12 +164,21 @@ fn run_rounds(args: &Args, models: &mut [Loaded], prompt: &[u32]) -> Result<Roun
             };
         }
     }
-    for _ in 0..args.repeat.max(1) {
+    for round in 0..args.repeat.max(1) {
+        // every model and variant in turn, the order reversed every other
+        // round (A B, B A, …): neither side always runs first
+        let mut order: Vec<(usize, usize)> = (0..models.len())
+            .flat_map(|mi| (0..splits.len()).map(move |si| (mi, si)))
+            .collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for (ti, &n) in threads.iter().enumerate() {
             let pool = pool_of(n)?;
-            for (mi, si) in (0..models.len()).flat_map(|mi| (0..splits.len()).map(move |si| (mi, si))) {
+            for &(mi, si) in &order {
                 let (spec, model, _, _) = &mut models[mi];
-                model.set_decode_split(splits[si].of());
+                model.set_decode_split(splits[si].split.of());
+                model.set_kv_precision(splits[si].kv);
                 let (spec, model) = (&*spec, &*model);
                 let time = || time_model(spec, model, prompt, args.bench_tokens, args.profile_step);
                 let (p, d, times) = match &pool {
@@ -180,30 +213,31 @@ fn report(args: &Args, models: &[Loaded], rounds: &mut Rounds, c: &Context) -> V
         c.threads_max
     );
     println!(
-        "| model | layers | tier | decode split | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | \
+        "| model | layers | tier | decode split | KV | threads | prefill tok/s | decode tok/s | decode GB/s (% of probe) | \
          load s | first token s | peak RSS MiB |"
     );
-    println!("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|");
     let mut rows = vec![];
     for (mi, (spec, model, _, load_s)) in models.iter().enumerate() {
         let tier = model.decode_tier();
         let bytes = model.weight_bytes_per_token();
-        for (si, split) in args.decode_split.iter().enumerate() {
+        for (si, Variant { split, kv }) in Variant::all(args).into_iter().enumerate() {
             for (ti, &threads) in args.bench_threads.iter().enumerate() {
                 let run = &mut rounds.runs[mi][si][ti];
                 let (p, d) = (spread(&mut run.0), spread(&mut run.1));
                 let gbs = d.0 * bytes as f64 / 1e9;
                 let (first_s, rss) = c.fresh[mi];
                 println!(
-                    "| {spec} | {} | {tier} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {first_s:.2} | {rss:.1} |",
+                    "| {spec} | {} | {tier} | {} | {} | {threads} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {gbs:.2} ({:.0} %) | {load_s:.2} | {first_s:.2} | {rss:.1} |",
                     model.description,
                     split.name(),
+                    kv.name(),
                     p.0, p.1, p.2, d.0, d.1, d.2,
                     100.0 * gbs / c.probes[ti],
                 );
                 rows.push(serde_json::json!({
                     "model": spec, "layers": model.description, "tier": tier, "split": split.name(),
-                    "threads": threads, "cpu": c.cpu,
+                    "kv": kv.name(), "threads": threads, "cpu": c.cpu,
                     "prefill_tok_s": {"median": p.0, "min": p.1, "max": p.2},
                     "decode_tok_s": {"median": d.0, "min": d.1, "max": d.2},
                     "weight_bytes_per_token": bytes, "probe_gb_s": c.probes[ti], "load_s": load_s,
@@ -260,13 +294,13 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
     println!("where a decode step's time goes (--profile-step): ms a token, the mean over every round's steps");
     let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
     println!(
-        "| model | decode split | threads | thread | {} | step | outside the step |",
+        "| model | decode split | KV | threads | thread | {} | step | outside the step |",
         names.join(" | ")
     );
-    println!("|---|---|--:|--:|{}--:|--:|", "--:|".repeat(names.len()));
+    println!("|---|---|---|--:|--:|{}--:|--:|", "--:|".repeat(names.len()));
     let mut streamed = vec![];
     for (m, ((spec, model, ..), per_split)) in models.iter().zip(&rounds.phases).enumerate() {
-        for (s, (split, per_threads)) in args.decode_split.iter().zip(per_split).enumerate() {
+        for (s, (Variant { split, kv }, per_threads)) in Variant::all(args).into_iter().zip(per_split).enumerate() {
             for (ti, (&n, times)) in args.bench_threads.iter().zip(per_threads).enumerate() {
                 let Some(times) = times else { continue };
                 // the mean token time over the rounds, as the steps' is a mean
@@ -280,8 +314,9 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
                         .map(|v| format!("{v:.3} ({:.0} %)", 100.0 * v / total.max(f64::MIN_POSITIVE)))
                         .collect();
                     println!(
-                        "| {spec} | {} | {n} | {t} | {} | {total:.3} | {:.3} |",
+                        "| {spec} | {} | {} | {n} | {t} | {} | {total:.3} | {:.3} |",
                         split.name(),
+                        kv.name(),
                         cells.join(" | "),
                         token_ms - total
                     );
@@ -301,8 +336,9 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
                     })
                     .collect();
                 streamed.push(format!(
-                    "| {spec} | {} | {n} | {:.1} | {} |",
+                    "| {spec} | {} | {} | {n} | {:.1} | {} |",
                     split.name(),
+                    kv.name(),
                     probes[ti],
                     cells.join(" | ")
                 ));
@@ -313,10 +349,10 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
     println!("the weights a decode step streams (--profile-step): MB a token, GB/s over the slowest thread's time in the phase, and its share of the probe");
     let names: Vec<&str> = Phase::WEIGHTS.iter().map(|p| p.name()).collect();
     println!(
-        "| model | decode split | threads | probe GB/s | {} |",
+        "| model | decode split | KV | threads | probe GB/s | {} |",
         names.join(" | ")
     );
-    println!("|---|---|--:|--:|{}", "--:|".repeat(names.len()));
+    println!("|---|---|---|--:|--:|{}", "--:|".repeat(names.len()));
     for row in streamed {
         println!("{row}");
     }
@@ -327,7 +363,7 @@ fn print_step_phases(models: &[Loaded], args: &Args, rounds: &Rounds, probes: &[
 /// (selftest, loading and prefill included) in seconds and its peak RSS in
 /// MiB, as it reports them. NaN for both on WASI, which runs no second
 /// process (the rest of `--bench`, `--profile-step` included, runs there).
-fn first_token(spec: &str, prompt: &[u32], threads: usize, weights: Weights) -> Result<(f64, f64), String> {
+fn first_token(spec: &str, prompt: &[u32], threads: usize, args: &Args) -> Result<(f64, f64), String> {
     if cfg!(target_os = "wasi") {
         return Ok((f64::NAN, f64::NAN));
     }
@@ -335,7 +371,8 @@ fn first_token(spec: &str, prompt: &[u32], threads: usize, weights: Weights) -> 
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
         .arg(spec)
-        .args(["--weights", &weights.name()])
+        .args(["--weights", &args.weights.name()])
+        .args(["--kv", args.kv.first().map_or("f32", |kv| kv.name())])
         .args([
             "--ids",
             &ids.join(","),

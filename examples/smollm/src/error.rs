@@ -35,6 +35,9 @@ pub enum Error {
     /// the part at fault.
     #[error("modes {0}")]
     Modes(String),
+    /// A KV cache type that does not parse (`--kv`): the name given.
+    #[error("unknown KV cache type `{0}`: expected f32 or bf16")]
+    KvPrecision(String),
     /// The prompt cannot run: empty, or longer than the context.
     #[error("prompt: {0}")]
     Prompt(String),

@@ -1,4 +1,4 @@
-use crate::{KvCache, Model, Result, Sampler};
+use crate::{Model, Result, Sampler};
 
 /// A model's scores on a text, as llama.cpp's `perplexity` counts them: the
 /// text cut into windows of `window` tokens, each run from an empty cache,
@@ -30,7 +30,7 @@ impl Scores {
 
 /// Scores `model` on `tokens` (whole windows only; see [`Scores`]).
 pub fn score(model: &Model, tokens: &[u32], window: usize) -> Result<Scores> {
-    let mut cache = KvCache::new(&model.config, window)?;
+    let mut cache = model.cache(window)?;
     let vocab = model.vocab();
     let mut scores = Scores {
         nll: 0.0,

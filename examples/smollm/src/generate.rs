@@ -78,7 +78,7 @@ impl Generation {
             )));
         }
         let mut generation = Generation {
-            cache: KvCache::new(&model.config, ids.len() + max_tokens)?,
+            cache: model.cache(ids.len() + max_tokens)?,
             sampler,
             prompt: ids.len(),
             max_tokens,
@@ -188,7 +188,7 @@ pub fn time_decode(
     now: &dyn Fn() -> f64,
     before_decode: &mut dyn FnMut(&mut KvCache),
 ) -> Result<Timed> {
-    let mut cache = KvCache::new(&model.config, prompt.len() + tokens + 1)?;
+    let mut cache = model.cache(prompt.len() + tokens + 1)?;
     let t = now();
     let logits = model.forward(&mut cache, prompt, false)?;
     let prefill_ms = now() - t;

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use qlinear_smollm::{
-    prompt_ids, DecodeSplit, Generation, KvCache, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
+    prompt_ids, DecodeSplit, Generation, KvPrecision, Model, Modes, Record, Sampler, Tokenizer, WeightMemory,
 };
 
 #[derive(Parser)]
@@ -146,6 +146,12 @@ struct Args {
     /// the first.
     #[arg(long, value_delimiter = ',', default_value = "team")]
     decode_split: Vec<Split>,
+    /// What the KV cache holds its keys and values as: `f32`, or `bf16`
+    /// (half the bytes; each value rounded to nearest-even once, when it is
+    /// stored). --bench times each one given, alternated (within each
+    /// decode split); the other commands take the first.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    kv: Vec<KvPrecision>,
     /// Rounds of --bench.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -222,9 +228,15 @@ fn model_arg(spec: &str) -> Result<(PathBuf, Modes), String> {
     }
 }
 
-fn load(spec: &str, weights: Weights) -> Result<(Model, qlinear_smollm::Meta), String> {
+/// Opens the model of `spec` as `args` ask (`--weights`, and the first of
+/// `--kv` for its caches).
+fn load(spec: &str, args: &Args) -> Result<(Model, qlinear_smollm::Meta), String> {
     let (path, modes) = model_arg(spec)?;
-    Model::open(&path, &modes, weights.of()).map_err(|e| {
+    let mut opened = Model::open(&path, &modes, args.weights.of());
+    if let (Ok((model, _)), Some(&kv)) = (&mut opened, args.kv.first()) {
+        model.set_kv_precision(kv);
+    }
+    opened.map_err(|e| {
         // an I/O error names the path already ("m.gguf: m.gguf: No such
         // file" before)
         let (e, p) = (e.to_string(), path.display().to_string());
@@ -293,7 +305,7 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 /// `--rotate-out`: the first model rotated ([`Model::rotate_weights`]),
 /// written as f32.
 fn rotate(args: &Args, out: &std::path::Path) -> Result<(), String> {
-    let (mut model, meta) = load(&args.models[0], args.weights)?;
+    let (mut model, meta) = load(&args.models[0], args)?;
     model.rotate_weights().map_err(|e| format!("{}: {e}", args.models[0]))?;
     model
         .write_f32(out, &meta)
@@ -303,12 +315,12 @@ fn rotate(args: &Args, out: &std::path::Path) -> Result<(), String> {
 }
 
 fn calibrate(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (mut model, meta) = load(&args.models[0], args.weights)?;
+    let (mut model, meta) = load(&args.models[0], args)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     let tokens = text_tokens(&tokenizer, text, args.eval_tokens)?;
     model.start_calibration(args.hessian_out.is_some());
     let window = args.window.min(model.config.context);
-    let mut cache = KvCache::new(&model.config, window).map_err(|e| e.to_string())?;
+    let mut cache = model.cache(window).map_err(|e| e.to_string())?;
     for chunk in tokens.chunks(window) {
         cache.clear();
         model.forward(&mut cache, chunk, false).map_err(|e| e.to_string())?;
@@ -420,7 +432,7 @@ fn run(args: Args) -> Result<(), String> {
     if args.models.len() > 1 {
         return Err("several models are compared only with --eval or --bench".into());
     }
-    let (mut model, meta) = load(&args.models[0], args.weights)?;
+    let (mut model, meta) = load(&args.models[0], &args)?;
     if let Some(split) = args.decode_split.first() {
         model.set_decode_split(split.of());
     }

@@ -12,7 +12,7 @@ use crate::{load, text_tokens, Args};
 
 /// `--eval TEXT`: see the module's comment.
 pub(crate) fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
-    let (reference, meta) = load(&args.models[0], args.weights)?;
+    let (reference, meta) = load(&args.models[0], args)?;
     let tokenizer = Tokenizer::from_meta(&meta).map_err(|e| e.to_string())?;
     if args.window < 4 || args.window > reference.config.context {
         return Err(format!(
@@ -29,7 +29,7 @@ pub(crate) fn eval(args: &Args, text: &std::path::Path) -> Result<(), String> {
         let model = if rows.is_empty() {
             None
         } else {
-            Some(load(spec, args.weights)?.0)
+            Some(load(spec, args)?.0)
         };
         let model = model.as_ref().unwrap_or(&reference);
         let t = Instant::now();

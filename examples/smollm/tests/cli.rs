@@ -185,3 +185,22 @@ fn rotate_out_refuses_its_input_and_leaves_no_partial_output() {
     let (ok, err) = run(&[m, "--rotate-out".as_ref(), o, "--eval".as_ref(), m]);
     assert!(!ok && err.contains("--eval") && !out.exists(), "{err}");
 }
+
+/// A KV cache type that is not one is refused before the model is read,
+/// naming the value and the types there are.
+#[test]
+fn an_unknown_kv_type_is_refused_before_the_model_is_read() {
+    let (ok, err) = run(&[
+        "missing.gguf".as_ref(),
+        "--kv".as_ref(),
+        "f32,f16".as_ref(),
+        "--prompt".as_ref(),
+        "Hi".as_ref(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("unknown KV cache type `f16`: expected f32 or bf16"),
+        "{err}"
+    );
+    assert!(!err.contains("missing.gguf"), "the model was read: {err}");
+}

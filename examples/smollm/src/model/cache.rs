@@ -1,28 +1,118 @@
 //! The KV cache and the forward pass's work buffers.
 
-use super::*;
+use half::bf16;
 
-/// One layer's cached keys and values, head-major (`[kv_head, capacity,
-/// head_dim]`): a head's keys are read as one sequential run, which the
-/// hardware prefetchers follow (past a few hundred positions the cache no
-/// longer fits in L2). Positions `0..span` are held.
+use super::*;
+use crate::kv::{KvPrecision, KvValue};
+
+/// One layer's cached keys and values in the cache's type
+/// ([`KvPrecision`]), each head-major (`[kv_head, capacity, head_dim]`): a
+/// head's keys are read as one sequential run, which the hardware
+/// prefetchers follow (past a few hundred positions the cache no longer
+/// fits in L2).
+pub(super) enum LayerKv {
+    F32 { k: Vec<f32>, v: Vec<f32> },
+    Bf16 { k: Vec<bf16>, v: Vec<bf16> },
+}
+
+impl LayerKv {
+    /// `values` zeroed keys and as many values, held as `precision`.
+    fn new(precision: KvPrecision, values: usize) -> LayerKv {
+        match precision {
+            KvPrecision::F32 => LayerKv::F32 {
+                k: vec![0.0; values],
+                v: vec![0.0; values],
+            },
+            KvPrecision::Bf16 => LayerKv::Bf16 {
+                k: vec![bf16::ZERO; values],
+                v: vec![bf16::ZERO; values],
+            },
+        }
+    }
+
+    /// Writes features `cols` of one position's keys `k` and values `v`
+    /// (`[kv_heads · head_dim]` each) at position `pos`, each rounded once
+    /// to the held type ([`KvValue::narrow`]).
+    pub(super) fn store(&mut self, k: &[f32], v: &[f32], cols: Range<usize>, hd: usize, capacity: usize, pos: usize) {
+        match self {
+            LayerKv::F32 { k: kc, v: vc } => {
+                store_kv(kc, k, cols.clone(), hd, capacity, pos);
+                store_kv(vc, v, cols, hd, capacity, pos);
+            }
+            LayerKv::Bf16 { k: kc, v: vc } => {
+                store_kv(kc, k, cols.clone(), hd, capacity, pos);
+                store_kv(vc, v, cols, hd, capacity, pos);
+            }
+        }
+    }
+}
+
+impl LayerKv {
+    /// The keys and values, borrowed.
+    pub(super) fn rows(&self) -> KvRows<'_> {
+        match self {
+            LayerKv::F32 { k, v } => KvRows::F32 { k, v },
+            LayerKv::Bf16 { k, v } => KvRows::Bf16 { k, v },
+        }
+    }
+}
+
+/// A layer's keys and values as held, borrowed (`[kv_head, capacity,
+/// head_dim]` each).
+#[derive(Clone, Copy)]
+pub(super) enum KvRows<'a> {
+    F32 { k: &'a [f32], v: &'a [f32] },
+    Bf16 { k: &'a [bf16], v: &'a [bf16] },
+}
+
+/// One layer's cached keys and values, of which positions `0..span` are
+/// held.
+#[derive(Clone, Copy)]
 pub(super) struct Held<'a> {
-    pub(super) k: &'a [f32],
-    pub(super) v: &'a [f32],
+    pub(super) kv: KvRows<'a>,
     pub(super) capacity: usize,
     pub(super) span: usize,
+}
+
+impl<'a> Held<'a> {
+    /// These positions with bfloat16 values widened to f32 in `k` and `v`
+    /// (laid out with a capacity of `span`); f32 ones as they are. A batch
+    /// reads every cached value once per new row and query head, so
+    /// widening each once first keeps a prefill's attention at the f32
+    /// cache's speed; the values, and so the bits, are the same
+    /// ([`KvValue::widen`] is exact).
+    pub(super) fn widened(self, kv_heads: usize, hd: usize, k: &'a mut Vec<f32>, v: &'a mut Vec<f32>) -> Held<'a> {
+        let KvRows::Bf16 { k: hk, v: hv } = self.kv else {
+            return self;
+        };
+        for (wide, held) in [(&mut *k, hk), (&mut *v, hv)] {
+            wide.clear();
+            for head in 0..kv_heads {
+                let from = head * self.capacity * hd;
+                wide.extend(held[from..from + self.span * hd].iter().map(|x| x.widen()));
+            }
+        }
+        Held {
+            kv: KvRows::F32 { k, v },
+            capacity: self.span,
+            span: self.span,
+        }
+    }
 }
 
 /// Writes features `cols` of one position's keys or values `row`
 /// (`[kv_heads · head_dim]`) at position `pos` of a head-major layer cache
 /// (`[kv_head, capacity, head_dim]`).
-pub(super) fn store_kv(cached: &mut [f32], row: &[f32], cols: Range<usize>, hd: usize, capacity: usize, pos: usize) {
+fn store_kv<E: KvValue>(cached: &mut [E], row: &[f32], cols: Range<usize>, hd: usize, capacity: usize, pos: usize) {
     let mut j = cols.start;
     while j < cols.end {
         let (head, d) = (j / hd, j % hd);
         let run = (hd - d).min(cols.end - j);
         let at = (head * capacity + pos) * hd + d;
-        cached[at..at + run].copy_from_slice(&row[j..j + run]);
+        cached[at..at + run]
+            .iter_mut()
+            .zip(&row[j..j + run])
+            .for_each(|(c, &x)| *c = E::narrow(x));
         j += run;
     }
 }
@@ -34,8 +124,8 @@ pub(super) fn store_kv(cached: &mut [f32], row: &[f32], cols: Range<usize>, hd: 
 pub struct KvCache {
     /// Per layer; locked only by a team step, whose threads each write
     /// their share of a position's keys and values before all read them.
-    pub(super) k: Vec<RwLock<Vec<f32>>>,
-    pub(super) v: Vec<RwLock<Vec<f32>>>,
+    pub(super) kv: Vec<RwLock<LayerKv>>,
+    pub(super) precision: KvPrecision,
     pub(super) len: usize,
     pub(super) capacity: usize,
     pub(super) scratch: Scratch,
@@ -51,8 +141,16 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// A cache for `capacity` positions (at most the model's context).
+    /// A cache for `capacity` positions (at most the model's context),
+    /// holding f32 keys and values.
     pub fn new(config: &Config, capacity: usize) -> Result<KvCache> {
+        KvCache::with_precision(config, capacity, KvPrecision::F32)
+    }
+
+    /// A cache for `capacity` positions (at most the model's context),
+    /// holding its keys and values as `precision`
+    /// ([`crate::Model::cache`] uses the model's).
+    pub fn with_precision(config: &Config, capacity: usize, precision: KvPrecision) -> Result<KvCache> {
         if capacity > config.context {
             return Err(Error::Prompt(format!(
                 "a cache of {capacity} positions exceeds the model's context of {} tokens",
@@ -61,8 +159,10 @@ impl KvCache {
         }
         let kv = config.kv_heads * config.head_dim * capacity;
         Ok(KvCache {
-            k: (0..config.layers).map(|_| RwLock::new(vec![0f32; kv])).collect(),
-            v: (0..config.layers).map(|_| RwLock::new(vec![0f32; kv])).collect(),
+            kv: (0..config.layers)
+                .map(|_| RwLock::new(LayerKv::new(precision, kv)))
+                .collect(),
+            precision,
             len: 0,
             capacity,
             scratch: Scratch::default(),
@@ -86,6 +186,24 @@ impl KvCache {
     /// Positions it can hold.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The type its keys and values are held in.
+    pub fn precision(&self) -> KvPrecision {
+        self.precision
+    }
+
+    /// Bytes its keys and values take (every position it can hold).
+    pub fn bytes(&self) -> usize {
+        let values: usize = self
+            .kv
+            .iter()
+            .map(|l| match &*l.read().unwrap_or_else(PoisonError::into_inner) {
+                LayerKv::F32 { k, v } => k.len() + v.len(),
+                LayerKv::Bf16 { k, v } => k.len() + v.len(),
+            })
+            .sum();
+        values * self.precision.bytes()
     }
 
     /// Forgets every position (the buffers stay).
@@ -131,6 +249,10 @@ pub(super) struct Scratch {
     pub(super) u: Vec<f32>,
     pub(super) scores: Vec<f32>,
     pub(super) logits: Vec<f32>,
+    /// A batch's keys and values widened from a bfloat16 cache
+    /// ([`Held::widened`]).
+    pub(super) wide_k: Vec<f32>,
+    pub(super) wide_v: Vec<f32>,
     /// RoPE's `cos` and `sin` rows of the call's positions ([`Model::rope_rows`]).
     pub(super) cos: Vec<f32>,
     pub(super) sin: Vec<f32>,

@@ -238,6 +238,7 @@ impl Model {
                 description
             },
             split: DecodeSplit::default(),
+            kv: crate::KvPrecision::default(),
             rotation,
             start_up: None,
         })

@@ -178,6 +178,8 @@ pub struct Model {
     pub description: String,
     /// How a decode step spreads over the pool's threads.
     split: DecodeSplit,
+    /// What the caches [`Model::cache`] makes hold their keys and values as.
+    kv: crate::KvPrecision,
     /// A rotated model's input rotations ([`crate::rotate`]), or none.
     rotation: Option<Rotation>,
     /// The selftest and plan of a converted file's census, run when it was
@@ -289,6 +291,23 @@ impl Model {
         self.split = split;
     }
 
+    /// What the caches [`Model::cache`] makes from now on hold their keys
+    /// and values as ([`crate::KvPrecision::F32`] unless set).
+    pub fn set_kv_precision(&mut self, kv: crate::KvPrecision) {
+        self.kv = kv;
+    }
+
+    /// What the caches [`Model::cache`] makes hold their keys and values as.
+    pub fn kv_precision(&self) -> crate::KvPrecision {
+        self.kv
+    }
+
+    /// A cache for `capacity` positions of this model, in its KV type
+    /// ([`Model::set_kv_precision`]); refused beyond the model's context.
+    pub fn cache(&self, capacity: usize) -> Result<KvCache> {
+        KvCache::with_precision(&self.config, capacity, self.kv)
+    }
+
     /// The selftest and plan the converted file's census ran when it was
     /// opened (its families' proofs, and any proven before in the process),
     /// or `None` on the f32 path.
@@ -333,8 +352,7 @@ impl Model {
         let (h, hd) = (c.hidden, c.head_dim);
         let (q_dim, kv_dim) = (c.heads * hd, c.kv_heads * hd);
         let KvCache {
-            k: k_cache,
-            v: v_cache,
+            kv: kv_cache,
             scratch: s,
             ..
         } = cache;
@@ -358,18 +376,20 @@ impl Model {
                     self.rotate(q, 0..q_dim, cos, sin);
                     self.rotate(k, 0..kv_dim, cos, sin);
                 });
-            let kc = k_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
-            let vc = v_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
+            let kv = kv_cache[l].get_mut().unwrap_or_else(PoisonError::into_inner);
             for (i, (kr, vr)) in s.k.chunks_exact(kv_dim).zip(s.v.chunks_exact(kv_dim)).enumerate() {
-                store_kv(kc, kr, 0..kv_dim, hd, cache.capacity, base + i);
-                store_kv(vc, vr, 0..kv_dim, hd, cache.capacity, base + i);
+                kv.store(kr, vr, 0..kv_dim, hd, cache.capacity, base + i);
             }
-            let held = Held {
-                k: kc,
-                v: vc,
+            let mut held = Held {
+                kv: kv.rows(),
                 capacity: cache.capacity,
                 span: base + m,
             };
+            if m > 1 {
+                // a decode step reads each value once per query head, from
+                // the cache: widening it first would only add a pass
+                held = held.widened(c.kv_heads, hd, &mut s.wide_k, &mut s.wide_v);
+            }
             attention(c, base, &s.q, &held, &mut s.att, &mut s.scores);
             self.rotate_inputs(&mut s.att, Width::Hidden);
             layer.o.forward(&s.att, m, &mut s.h)?;
@@ -557,8 +577,11 @@ fn attention(c: &Config, base: usize, q: &[f32], held: &Held<'_>, out: &mut [f32
 /// `pos + 1` long) for the weights.
 fn attend(hd: usize, pos: usize, qh: &[f32], held: &Held<'_>, kvh: usize, o: &mut [f32], scores: &mut [f32]) {
     let from = kvh * held.capacity * hd;
-    let to = from + (pos + 1) * hd;
-    crate::attend::attend(hd, qh, &held.k[from..to], &held.v[from..to], o, &mut scores[..=pos]);
+    let (to, scores) = (from + (pos + 1) * hd, &mut scores[..=pos]);
+    match held.kv {
+        KvRows::F32 { k, v } => crate::attend::attend(hd, qh, &k[from..to], &v[from..to], o, scores),
+        KvRows::Bf16 { k, v } => crate::attend::attend(hd, qh, &k[from..to], &v[from..to], o, scores),
+    }
 }
 
 /// SwiGLU in place: `g = silu(g) · u` ([`crate::math::silu`]: the same

@@ -25,8 +25,7 @@ impl Model {
         let scratch = &mut cache.scratch;
         self.rope_rows(pos, 1, &mut scratch.cos, &mut scratch.sin);
         let KvCache {
-            k: k_cache,
-            v: v_cache,
+            kv: kv_cache,
             team,
             exchange,
             profile,
@@ -48,7 +47,7 @@ impl Model {
                 kv_rows: share(kv_dim, t, threads),
                 h_rows: share(h, t, threads),
                 f_rows: share(c.ffn, t, threads),
-                caches: (k_cache, v_cache),
+                caches: kv_cache,
                 rope,
                 exchange,
                 round: 0,
@@ -118,24 +117,18 @@ impl Model {
         m.clock.lap(Phase::Qkv);
         self.rotate(&mut s.q, q_rows.clone(), m.rope.0, m.rope.1);
         self.rotate(&mut s.k, kv_rows.clone(), m.rope.0, m.rope.1);
-        let (k_cache, v_cache) = m.caches;
-        {
-            let mut kc = k_cache[l].write().unwrap_or_else(PoisonError::into_inner);
-            store_kv(&mut kc, &s.k, kv_rows.clone(), hd, m.capacity, pos);
-            drop(kc);
-            let mut vc = v_cache[l].write().unwrap_or_else(PoisonError::into_inner);
-            store_kv(&mut vc, &s.v, kv_rows, hd, m.capacity, pos);
-        }
+        m.caches[l]
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .store(&s.k, &s.v, kv_rows, hd, m.capacity, pos);
         m.clock.lap(Phase::Rope);
         // every thread's keys and values of this position are held
         m.exchange.barrier().wait()?;
         m.clock.lap(Phase::Waits);
         {
-            let kc = k_cache[l].read().unwrap_or_else(PoisonError::into_inner);
-            let vc = v_cache[l].read().unwrap_or_else(PoisonError::into_inner);
+            let kv = m.caches[l].read().unwrap_or_else(PoisonError::into_inner);
             let held = Held {
-                k: &kc,
-                v: &vc,
+                kv: kv.rows(),
                 capacity: m.capacity,
                 span: pos + 1,
             };
@@ -196,7 +189,7 @@ impl Model {
 }
 
 /// One layer's cached keys or values, as the cache holds them.
-type LayerCache = RwLock<Vec<f32>>;
+type LayerCache = RwLock<LayerKv>;
 
 /// One thread's part of a team step: its shares of every layer (query
 /// heads and their rows, K and V rows, hidden and FFN rows), the position
@@ -211,7 +204,7 @@ struct Member<'a> {
     kv_rows: Range<usize>,
     h_rows: Range<usize>,
     f_rows: Range<usize>,
-    caches: (&'a [LayerCache], &'a [LayerCache]),
+    caches: &'a [LayerCache],
     /// The position's `cos` and `sin` rows ([`Model::rope_rows`]).
     rope: (&'a [f32], &'a [f32]),
     exchange: &'a Exchange,

@@ -17,6 +17,7 @@ use qlinear_smollm::{
 
 mod bytes;
 mod f32_memory;
+mod kv;
 mod transforms;
 
 fn meta(arch: &str) -> HashMap<String, String> {
