@@ -17,12 +17,17 @@
 //! Both wide paths sum four positions' lanes at once: the four accumulators
 //! transposed, each position's pairwise additions run in its own lane, in
 //! [`lanes_sum`]'s order (instead of taking every lane out one by one), and
-//! the SIMD128 one computes the softmax's exponentials four at a time, with
-//! [`crate::math::exp`]'s operations lane by lane (`wasm::exp4`, tested bit
-//! for bit against it). Under Node's WASI (relaxed-SIMD build, one thread,
-//! the same Zen 4) attention went from 1.96–2.31 to 1.22–1.34 ms of a q4g32
-//! token; natively (AVX2) from 0.99–1.18 to 0.88–1.04 ms, where eight-lane
-//! exponentials gained nothing measurable and were left out.
+//! both compute the softmax's exponentials several at a time, with
+//! [`crate::math::exp`]'s operations lane by lane (`wasm::exp4`, `wide::exp8`,
+//! each tested bit for bit against it). Under Node's WASI (relaxed-SIMD
+//! build, one thread, the same Zen 4) attention went from 1.96–2.31 to
+//! 1.22–1.34 ms of a q4g32 token; natively (AVX2) from 0.99–1.18 to
+//! 0.88–1.04 ms. Eight-lane exponentials gained nothing measurable there (128
+//! prompt and 128 generated tokens), but at 1024 + 256 tokens on an AMD EPYC
+//! Zen 5 (family 26 model 2), where the scores are ten times as many, decode
+//! went from 167.7 (149.8–177.2) to 179.1 (150.4–202.4) tok/s at two threads
+//! and stayed level at one (116.5 against 116.2), six alternated runs each
+//! (docs/benchmarks/runs/zen5-kv-bf16/ab-exp8-1024.txt).
 
 #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 use half::bf16;
@@ -259,6 +264,26 @@ mod wide {
 
     impl Lanes8 for V3 {
         type V = f32x8;
+        /// [`super::exp_shifted`] with the exponentials eight at a time
+        /// ([`exp8`]); the maximum and the sum as the portable code takes
+        /// them.
+        #[inline(always)]
+        fn exp_shifted(self, scores: &mut [f32]) -> f32 {
+            let max = super::max_of(scores);
+            let mut octets = scores.chunks_exact_mut(8);
+            for o in &mut octets {
+                let mut a = [0f32; 8];
+                a.copy_from_slice(o);
+                let x = self.avx._mm256_sub_ps(bytemuck::cast(a), self.avx._mm256_set1_ps(max));
+                let e: [f32; 8] = bytemuck::cast(exp8(self, x));
+                o.copy_from_slice(&e);
+            }
+            octets
+                .into_remainder()
+                .iter_mut()
+                .for_each(|s| *s = crate::math::exp(*s - max));
+            super::sum_in_order(scores)
+        }
         #[inline(always)]
         fn splat(self, v: f32) -> f32x8 {
             self.splat_f32s(v)
@@ -310,6 +335,46 @@ mod wide {
             let v = sse._mm_mul_ps(sse._mm_add_ps(sums, sse._mm_set1_ps(tail)), sse._mm_set1_ps(scale));
             bytemuck::cast(v)
         }
+    }
+
+    /// [`crate::math::exp`] in eight lanes: the same operations in the
+    /// same order lane by lane (no fused multiply-add; `n / 2` truncated
+    /// toward zero as Rust's `/` does), the special cases selected last, so
+    /// each lane has the scalar function's bits (as `wasm::exp4`).
+    #[inline(always)]
+    pub(super) fn exp8(simd: V3, x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::__m256i;
+        let (avx, avx2) = (simd.avx, simd.avx2);
+        let c = |v: f32| avx._mm256_set1_ps(v);
+        let (add, sub, mul) = (
+            |a, b| avx._mm256_add_ps(a, b),
+            |a, b| avx._mm256_sub_ps(a, b),
+            |a, b| avx._mm256_mul_ps(a, b),
+        );
+        let n = sub(
+            add(mul(x, c(std::f32::consts::LOG2_E)), c(12_582_912.0)),
+            c(12_582_912.0),
+        );
+        let r = sub(sub(x, mul(n, c(0.693_359_4))), mul(n, c(-2.121_944_4e-4)));
+        let z = mul(r, r);
+        let mut p = c(1.987_569_1e-4);
+        for k in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+            p = add(mul(p, r), c(k));
+        }
+        let y = add(add(mul(p, z), r), c(1.0));
+        // exact for every lane not replaced below (n in [-150, 128])
+        let n = avx._mm256_cvttps_epi32(n);
+        // n / 2 toward zero: add 1 to a negative n before the shift
+        let a = avx2._mm256_srai_epi32::<1>(avx2._mm256_add_epi32(n, avx2._mm256_srli_epi32::<31>(n)));
+        let b = avx2._mm256_sub_epi32(n, a);
+        let pow2 = |e: __m256i| {
+            avx._mm256_castsi256_ps(avx2._mm256_slli_epi32::<23>(avx2._mm256_add_epi32(e, avx._mm256_set1_epi32(127))))
+        };
+        let e = mul(mul(y, pow2(a)), pow2(b));
+        // _CMP_LT_OQ, _CMP_GT_OQ (false for NaN), _CMP_UNORD_Q
+        let e = avx._mm256_blendv_ps(e, c(0.0), avx._mm256_cmp_ps::<1>(x, c(-103.972_08)));
+        let e = avx._mm256_blendv_ps(e, c(f32::INFINITY), avx._mm256_cmp_ps::<30>(x, c(88.722_84)));
+        avx._mm256_blendv_ps(e, x, avx._mm256_cmp_ps::<3>(x, x))
     }
 
     impl<E: KvValue, const C: usize> WithSimd for Attend<'_, E, C> {

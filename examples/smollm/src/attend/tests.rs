@@ -81,10 +81,9 @@ fn bf16_keys_and_values_attend_as_their_widened_f32() {
     assert_ne!(o1, o2);
 }
 
-/// Arguments for the four-lane exp's test: the special cases, the
-/// range's ends, and every 4099th f32 bit pattern (all magnitudes and
-/// signs).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+/// Arguments for the wide exps' tests: the special cases, the range's
+/// ends, and every 4099th f32 bit pattern (all magnitudes and signs).
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
 fn exp_arguments() -> Vec<f32> {
     let mut xs = vec![
         0.0,
@@ -201,5 +200,38 @@ fn the_wide_path_runs_where_the_cpu_has_avx2() {
         ));
     } else {
         eprintln!("no AVX2 here: the wide attention path is not exercised");
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn eight_lane_exp_has_the_bits_of_the_scalar_one() {
+    let Some(simd) = pulp::x86::V3::try_new() else {
+        eprintln!("no AVX2 here: the eight-lane exp is not exercised");
+        return;
+    };
+    let xs = exp_arguments();
+    for chunk in xs.chunks(8) {
+        let mut v = [0f32; 8];
+        v[..chunk.len()].copy_from_slice(chunk);
+        // inlined into pulp's AVX2 function
+        struct Exp8([f32; 8]);
+        impl pulp::WithSimd for Exp8 {
+            type Output = [f32; 8];
+            #[inline(always)]
+            fn with_simd<S: pulp::Simd>(self, _: S) -> [f32; 8] {
+                let simd = pulp::x86::V3::try_new().unwrap();
+                bytemuck::cast(wide::exp8(simd, bytemuck::cast(self.0)))
+            }
+        }
+        let got = pulp::Simd::vectorize(simd, Exp8(v));
+        for (g, x) in got.iter().zip(v) {
+            assert_eq!(
+                g.to_bits(),
+                crate::math::exp(x).to_bits(),
+                "exp({x:e}) [{:#010x}]",
+                x.to_bits()
+            );
+        }
     }
 }
