@@ -133,71 +133,41 @@ fn four_lane_exp_has_the_bits_of_the_scalar_one() {
     }
 }
 
+/// A wide path (`f32_path` and `bf16_path`, at `hd` 64) runs: equal keys
+/// average equal values, with either cache; short slices are refused,
+/// never read past.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
+fn runs_and_refuses_short_slices(
+    f32_path: impl Fn(&[f32], &[f32], &[f32], &mut [f32], &mut [f32]) -> bool,
+    bf16_path: impl Fn(&[f32], &[bf16], &[bf16], &mut [f32], &mut [f32]) -> bool,
+) {
+    let (mut o, mut s) = (vec![0f32; 64], vec![0f32; 3]);
+    assert!(f32_path(&[1.0; 64], &[0.5; 192], &[2.0; 192], &mut o, &mut s));
+    assert_eq!(o, vec![2.0; 64]);
+    let (half, two) = ([bf16::from_f32(0.5); 192], [bf16::from_f32(2.0); 192]);
+    o.fill(0.0);
+    assert!(bf16_path(&[1.0; 64], &half, &two, &mut o, &mut s));
+    assert_eq!(o, vec![2.0; 64]);
+    assert!(!f32_path(&[1.0; 64], &[0.5; 191], &[2.0; 192], &mut o, &mut s));
+    assert!(!bf16_path(&[1.0; 64], &half, &two[..191], &mut o, &mut s));
+}
+
 #[test]
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn the_wasm_path_runs_and_refuses_short_slices() {
-    let (mut o, mut s) = (vec![0f32; 64], vec![0f32; 3]);
-    assert!(wasm::attend::<f32, 8>(
-        &[1.0; 64],
-        &[0.5; 192],
-        &[2.0; 192],
-        &mut o,
-        &mut s
-    ));
-    assert_eq!(o, vec![2.0; 64]);
-    assert!(!wasm::attend::<f32, 8>(
-        &[1.0; 64],
-        &[0.5; 191],
-        &[2.0; 192],
-        &mut o,
-        &mut s
-    ));
-    let two = [bf16::from_f32(2.0); 192];
-    assert!(wasm::attend::<bf16, 8>(
-        &[1.0; 64],
-        &[bf16::from_f32(0.5); 192],
-        &two,
-        &mut o,
-        &mut s
-    ));
-    assert_eq!(o, vec![2.0; 64]);
+    runs_and_refuses_short_slices(wasm::attend::<f32, 8>, wasm::attend::<bf16, 8>);
 }
 
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn the_wide_path_runs_where_the_cpu_has_avx2() {
-    // the test above compares the portable code with itself where
-    // the wide path cannot run: say so instead of passing quietly
+    // the bit-for-bit test above compares the portable code with itself
+    // where the wide path cannot run: say so instead of passing quietly
     if let Some(simd) = pulp::x86::V3::try_new() {
-        let (mut o, mut s) = (vec![0f32; 64], vec![0f32; 3]);
-        assert!(wide::attend::<f32, 8>(
-            simd,
-            &[1.0; 64],
-            &[0.5; 192],
-            &[2.0; 192],
-            &mut o,
-            &mut s
-        ));
-        assert_eq!(o, vec![2.0; 64]);
-        let two = [bf16::from_f32(2.0); 192];
-        assert!(wide::attend::<bf16, 8>(
-            simd,
-            &[1.0; 64],
-            &[bf16::from_f32(0.5); 192],
-            &two,
-            &mut o,
-            &mut s
-        ));
-        assert_eq!(o, vec![2.0; 64]);
-        // short slices are refused, never read past
-        assert!(!wide::attend::<f32, 8>(
-            simd,
-            &[1.0; 64],
-            &[0.5; 191],
-            &[2.0; 192],
-            &mut o,
-            &mut s
-        ));
+        runs_and_refuses_short_slices(
+            |q, k, v, o, s| wide::attend::<f32, 8>(simd, q, k, v, o, s),
+            |q, k, v, o, s| wide::attend::<bf16, 8>(simd, q, k, v, o, s),
+        );
     } else {
         eprintln!("no AVX2 here: the wide attention path is not exercised");
     }
