@@ -4,10 +4,11 @@
 // browser` made (target/web-pkg/NAME, a build without threads), on a model
 // file read in 16 MiB chunks, then a 16-token warm-up and a bench of 128
 // prompt tokens and 128 decode steps, as `cargo xtask browser --bench`
-// times them. Prints the memory in MiB after each stage and, last, the
-// memory over the file's size.
+// times them, its KV cache in `KV` (`f32`, the page's default, or `bf16`).
+// Prints the memory in MiB after each stage and, last, the memory over the
+// file's size.
 //
-//   node --experimental-wasm-relaxed-simd tools/page_memory.mjs wasm-relaxed-simd target/smollm/q4g32-gptq.safetensors
+//   node --experimental-wasm-relaxed-simd tools/page_memory.mjs wasm-relaxed-simd target/smollm/q4g32-gptq.safetensors [MODES [KV]]
 //
 // (Node 20 needs the flag for the relaxed-SIMD build; `wasm-simd128` runs
 // without it.)
@@ -15,9 +16,9 @@ import { open, readFile } from "node:fs/promises";
 import { argv, exit } from "node:process";
 import { resolve } from "node:path";
 
-const [, , build, file, modes = ""] = argv;
+const [, , build, file, modes = "", kv = ""] = argv;
 if (!build || !file) {
-  console.error("usage: page_memory.mjs BUILD MODEL [MODES]");
+  console.error("usage: page_memory.mjs BUILD MODEL [MODES [KV]]");
   exit(2);
 }
 const pkg = resolve(`target/web-pkg/${build}`);
@@ -37,7 +38,7 @@ for (let at = 0; at < size; at += CHUNK) {
 }
 await handle.close();
 console.log(`read ${mib()} MiB (the file: ${(size / 1048576).toFixed(1)} MiB)`);
-decoder.load(modes, "");
+decoder.load(modes, "", kv);
 console.log(`loaded ${mib()} MiB`);
 const ids = Array.from({ length: 128 }, (_, i) => 100 + i);
 decoder.bench(Uint32Array.from(ids.slice(0, 16)), 16);

@@ -196,17 +196,21 @@ pub(crate) fn native_binaries() -> Result<(PathBuf, PathBuf)> {
 /// [`PROMPT`], the logits of every step fingerprinted), then opens the page
 /// in headless Chromium (Debian's `chromium`, installed when missing) at 1
 /// and at 2 threads, each once with the build it chooses and once per
-/// narrower build forced, and has it do the same. Fails unless every proof
-/// passed in the page, the plan measured with the page's clock, the page
-/// chose the widest build of the thread count and ran that many threads,
-/// and in every build the prompt's ids, the tokens and every step's logits
-/// digest equal the native ones.
+/// narrower build forced, and has it do the same: with the f32 KV cache in
+/// the page's own choice, the bfloat16 one in the forced builds (against a
+/// native trace with `--kv bf16`), so both cache types cross the platform
+/// boundary with no extra run. Fails unless every proof passed in the page,
+/// the plan measured with the page's clock, the page chose the widest build
+/// of the thread count and ran that many threads, and in every build the
+/// prompt's ids, the tokens and every step's logits digest equal the native
+/// ones.
 pub(crate) fn browser() -> Result {
     if !have("chromium") {
         apt_install(&["chromium"])?;
     }
     let builds = build_page()?;
-    let (model, truncated, native) = check_files()?;
+    let (model, truncated, natives) = check_files()?;
+    let native = &natives[0].1;
     let (tx, rx) = mpsc::channel();
     let port = start(Site {
         web: root().join("web"),
@@ -221,12 +225,14 @@ pub(crate) fn browser() -> Result {
         native["prompt_ids"].as_array().map_or(0, Vec::len),
         native["tokens"].as_array().map_or(0, Vec::len)
     );
-    println!("| build | threads | decode tier | selftest ms | plan ms | ids, tokens, digests as native | prefill tok/s | decode tok/s | wasm memory / file | page load to first token ms |");
-    println!("|---|--:|---|--:|--:|---|--:|--:|--:|--:|");
+    println!("| build | threads | KV | decode tier | selftest ms | plan ms | ids, tokens, digests as native | prefill tok/s | decode tok/s | wasm memory / file | page load to first token ms |");
+    println!("|---|--:|---|---|--:|--:|---|--:|--:|--:|--:|");
     let mut failures = vec![];
     for (forced, threads, want) in check_runs(&builds) {
+        // the forced builds with the bfloat16 cache
+        let (kv, native) = &natives[usize::from(forced.is_some())];
         let mut url = format!(
-            "http://127.0.0.1:{port}/index.html?check=/model/smollm2-q4g32&tokens={TOKENS}&threads={threads}&prompt={}",
+            "http://127.0.0.1:{port}/index.html?check=/model/smollm2-q4g32&tokens={TOKENS}&threads={threads}&kv={kv}&prompt={}",
             percent(PROMPT)
         );
         match forced {
@@ -235,11 +241,11 @@ pub(crate) fn browser() -> Result {
             None => url = url.replace("check=/model/", "check=/model/truncated,/model/"),
         }
         let page = open_page(&url, &rx)?;
-        match judge(&page, &native, want, threads) {
+        match judge(&page, native, want, threads, kv) {
             Ok(row) => println!("{row}"),
             Err(e) => {
-                println!("| {want} | {threads} | FAILED: {e} |");
-                failures.push(format!("{want} at {threads} threads: {e}"));
+                println!("| {want} | {threads} | {kv} | FAILED: {e} |");
+                failures.push(format!("{want} at {threads} threads, KV {kv}: {e}"));
             }
         }
         if forced.is_none() && threads == 1 {
@@ -262,11 +268,15 @@ pub(crate) fn browser() -> Result {
     }
 }
 
+/// The native scalar tier's traces, per KV cache type the check runs
+/// (`f32`, then `bf16`).
+type Natives = [(&'static str, serde_json::Value); 2];
+
 /// The check's files in `target/browser`: the real SmolLM2 file converted
 /// (q4g32, the token table at q8), the same cut to 3/5 of its length, and
-/// the native scalar tier's trace of [`TOKENS`] greedy tokens of
-/// [`PROMPT`] on it.
-fn check_files() -> Result<(PathBuf, PathBuf, serde_json::Value)> {
+/// the native scalar tier's traces of [`TOKENS`] greedy tokens of
+/// [`PROMPT`] on it, with an f32 and a bfloat16 KV cache.
+fn check_files() -> Result<(PathBuf, PathBuf, Natives)> {
     let (cli, smollm) = native_binaries()?;
     let gguf = smollm2_gguf()?;
     let dir = root().join("target/browser");
@@ -282,22 +292,31 @@ fn check_files() -> Result<(PathBuf, PathBuf, serde_json::Value)> {
     let truncated = dir.join("truncated.safetensors");
     let bytes = std::fs::read(&model).map_err(|e| format!("{}: {e}", model.display()))?;
     std::fs::write(&truncated, &bytes[..bytes.len() * 3 / 5]).map_err(|e| format!("{}: {e}", truncated.display()))?;
-    let trace = dir.join("native.json");
-    run(Command::new(&smollm)
-        .arg(&model)
-        .args([
-            "--prompt",
-            PROMPT,
-            "--max-tokens",
-            &TOKENS.to_string(),
-            "--threads",
-            "1",
-        ])
-        .arg("--trace")
-        .arg(&trace)
-        .env("QLINEAR_INT8_TIER", Int8Tier::Scalar.name())
-        .stdout(std::process::Stdio::null()))?;
-    Ok((model, truncated, read_json(&trace)?))
+    let native = |kv: &'static str| -> Result<(&'static str, serde_json::Value)> {
+        let trace = dir.join(format!("native-{kv}.json"));
+        run(Command::new(&smollm)
+            .arg(&model)
+            .args([
+                "--prompt",
+                PROMPT,
+                "--max-tokens",
+                &TOKENS.to_string(),
+                "--threads",
+                "1",
+                "--kv",
+                kv,
+            ])
+            .arg("--trace")
+            .arg(&trace)
+            .env("QLINEAR_INT8_TIER", Int8Tier::Scalar.name())
+            .stdout(std::process::Stdio::null()))?;
+        Ok((kv, read_json(&trace)?))
+    };
+    let natives = [native("f32")?, native("bf16")?];
+    if natives[0].1["logits_digests"] == natives[1].1["logits_digests"] {
+        return Err("the bf16 KV cache gave the f32 cache's logits: --kv did not reach the cache".into());
+    }
+    Ok((model, truncated, natives))
 }
 
 /// The check's page runs as (forced build, threads, the build expected):
@@ -339,7 +358,13 @@ fn report_first_run(page: &serde_json::Value) -> Result {
 }
 
 /// One row of the table for the page's result, or what is wrong with it.
-fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str, threads: usize) -> Result<String> {
+fn judge(
+    page: &serde_json::Value,
+    native: &serde_json::Value,
+    build: &str,
+    threads: usize,
+    kv: &str,
+) -> Result<String> {
     if let Some(e) = page["error"].as_str() {
         return Err(format!("the page failed: {e}"));
     }
@@ -406,7 +431,7 @@ fn judge(page: &serde_json::Value, native: &serde_json::Value, build: &str, thre
     };
     let loaded = &page["loaded"];
     Ok(format!(
-        "| {build} | {threads} | {} | {:.1} | {:.1} | yes ({} tokens, {} digests) | {} | {} | {:.2} | {:.0} |",
+        "| {build} | {threads} | {kv} | {} | {:.1} | {:.1} | yes ({} tokens, {} digests) | {} | {} | {:.2} | {:.0} |",
         loaded["tier"].as_str().unwrap_or("?"),
         s["selftest_ms"].as_f64().unwrap_or(0.0),
         s["plan_ms"].as_f64().unwrap_or(0.0),
