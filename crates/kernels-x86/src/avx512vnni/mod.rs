@@ -240,8 +240,10 @@ fn panel_pairs() -> bool {
     *PAIRS.get_or_init(|| !crate::vendor_is_amd())
 }
 
-/// Whether the decode tiles (W8A8, W4A8 per channel) prefetch each weight
-/// row 4 KiB ahead of their loads: on an Intel Xeon (family 6 model 207) it
+/// Whether the W4A8 per-channel decode tiles prefetch each weight row 4 KiB
+/// ahead of their loads (the W8A8 decode tile always does: on an AMD EPYC
+/// Zen 5, family 26 model 2, it made SmolLM2's q8 decode 1.36× faster at
+/// one thread; `avx512vnni/q8.rs`): on an Intel Xeon (family 6 model 207) it
 /// lifted cold W4A8 decode from 0.78 of the bandwidth probe at 1 KiB; on an
 /// AMD EPYC Zen 4 (family 25 model 17), where the hardware prefetcher keeps
 /// up with one sequential stream, the same hint made cold W4A8 decode

@@ -11,12 +11,14 @@
 
 use std::arch::x86_64::*;
 
-use super::{far_prefetch, hsum_epi32, hsum_rows};
+use super::{hsum_epi32, hsum_rows};
 
 /// Bytes ahead of the current load that each weight row is prefetched: 4 KiB
 /// reached 1.3× the throughput of 1 KiB for decode on the Intel Xeon
 /// (family 6 model 207; cold, W4A8), 8 KiB no further (`a6b869c`,
-/// `docs/benchmarks/history.md`). AMD CPUs issue none ([`far_prefetch`]).
+/// `docs/benchmarks/history.md`). On AMD CPUs the W4A8 tiles issue none
+/// ([`super::far_prefetch`]); the W8A8 decode tile prefetches on every CPU
+/// ([`dot_blocks_lanes`]).
 const PREFETCH: usize = 4096;
 /// Columns per load.
 pub(crate) const BLOCK: usize = 64;
@@ -78,22 +80,25 @@ pub(crate) fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) fn tile_w8a8_seq<const R: usize>(x: &[&[i8]], w: &[&[i8]], acc: &mut [i32]) {
     assert!(x.len() == 1 && w.len() == R && acc.len() == R);
-    let lanes: [__m512i; R] = if far_prefetch() {
-        std::array::from_fn(|r| dot_blocks_lanes::<true>(x[0], w[r]))
-    } else {
-        std::array::from_fn(|r| dot_blocks_lanes::<false>(x[0], w[r]))
-    };
+    let lanes: [__m512i; R] = std::array::from_fn(|r| dot_blocks_lanes(x[0], w[r]));
     hsum_rows(&lanes, acc);
 }
 
 /// [`dot_rows_lanes`] of one row over whole 64-column blocks (what the
 /// frame passes a tile: its tails are the frame's): plain loads, where
 /// [`load64`]'s mask, computed per load for a tail that never comes, was a
-/// third of the loop's instructions. `FAR`: each load prefetches the row
-/// [`PREFETCH`] bytes ahead ([`far_prefetch`]).
+/// third of the loop's instructions. Each load prefetches the row
+/// [`PREFETCH`] bytes ahead on every CPU, AMD's too (unlike the W4A8 tiles,
+/// [`super::far_prefetch`]): on an AMD EPYC Zen 5 (family 26 model 2) a
+/// 49152 × 576 decode call (SmolLM2's head, 28 MB: hot only in name) took
+/// 750 µs with it against 1 146 without, the 576 × 576 and 1536 × 576 calls
+/// held in cache 3.0 and 8.4 against 4.1 and 11.8 (four alternated runs,
+/// one thread; docs/benchmarks/history.md). Two accumulators, or the
+/// batch tile's bias instead of the sign trick, gained nothing more there
+/// and cost a fifth of the calls held in cache.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn dot_blocks_lanes<const FAR: bool>(x: &[i8], w: &[i8]) -> __m512i {
+fn dot_blocks_lanes(x: &[i8], w: &[i8]) -> __m512i {
     assert!(w.len() == x.len() && x.len().is_multiple_of(BLOCK));
     let (mut acc, zero) = (_mm512_setzero_si512(), _mm512_setzero_si512());
     for c in (0..x.len()).step_by(BLOCK) {
@@ -104,10 +109,8 @@ fn dot_blocks_lanes<const FAR: bool>(x: &[i8], w: &[i8]) -> __m512i {
                 _mm512_loadu_si512(w.as_ptr().add(c).cast()),
             )
         };
-        if FAR {
-            // a hint: an address past the row is harmless
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + PREFETCH).cast());
-        }
+        // a hint: an address past the row is harmless
+        _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().wrapping_add(c + PREFETCH).cast());
         let neg = _mm512_movepi8_mask(xv);
         acc = _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(xv), _mm512_mask_sub_epi8(wv, neg, zero, wv));
     }
